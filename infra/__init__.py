@@ -1,0 +1,1 @@
+"""Adapters to the outside world (Kafka, SQL, Celery, Kubernetes) and local infrastructure."""

@@ -1,0 +1,112 @@
+"""Tock's settings: one frozen object read once from ``TOCK_*`` variables at start-up.
+
+Product code never reads the environment itself; the CLI calls :func:`load_settings`
+once and passes the result down.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "TOCK_"
+
+
+class SettingsError(ValueError):
+    """A TOCK_* variable is unknown or has an invalid value."""
+
+
+class Settings(BaseSettings):
+    """Every knob Tock has. Field ``x`` is set by the variable ``TOCK_X``."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True, extra="forbid")
+
+    home: Path = Field(default=Path.home() / ".tock", description="state directory: broker data, logs, SQLite file")
+    kafka_bootstrap: str | None = Field(default=None, description="existing Kafka cluster; unset = the local broker")
+    kafka_libs: Path = Field(default=Path.home() / ".cache" / "tock" / "kafka-libs", description="Kafka jar cache")
+    broker_port: int = Field(default=9092, ge=1, le=65535, description="local broker client port")
+    controller_port: int = Field(default=9093, ge=1, le=65535, description="local broker controller port")
+    broker_heap: str = Field(default="512M", pattern=r"^\d+[MG]$", description="local broker JVM heap")
+    topic_prefix: str = Field(default="", pattern=r"^[A-Za-z0-9._-]*$", description="prefix of every topic name")
+    partitions: int = Field(default=12, ge=1, le=1000, description="partition count of scheduling topics")
+    db_url: str | None = Field(default=None, description="SQLAlchemy URL of the projections; unset = SQLite in home")
+    dags_folder: Path | None = Field(default=None, description="DAG files; unset = <home>/dags")
+    parse_timeout: float = Field(default=30.0, gt=0, description="seconds one DAG file may take to parse")
+    parse_parallelism: int = Field(default=2, ge=1, description="DAG files parsed at once")
+    dag_scan_interval: float = Field(default=0.5, gt=0, description="seconds between scans of the DAGs folder")
+    parallelism: int = Field(default=32, ge=1, description="tries the local executor runs at once")
+    task_heartbeat_seconds: float = Field(default=5.0, gt=0, description="seconds between task heartbeats")
+    task_heartbeat_timeout: float = Field(default=60.0, gt=0, description="silence after which a try is dead")
+    api_host: str = Field(default="127.0.0.1", description="API bind address")
+    api_port: int = Field(default=8080, ge=1, le=65535, description="API port")
+    api_token: str | None = Field(default=None, description="bearer token required for API commands")
+    celery_broker_url: str = Field(default="redis://127.0.0.1:6379/0", description="Celery broker")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls, init_settings, **_others):  # noqa: D102
+        # load_settings() reads and checks the environment itself, once; the model
+        # only validates what it is given.
+        return (init_settings,)
+
+    @model_validator(mode="after")
+    def _ports_differ(self) -> Settings:
+        if self.broker_port == self.controller_port:
+            raise ValueError("TOCK_BROKER_PORT and TOCK_CONTROLLER_PORT must differ")
+        return self
+
+    @property
+    def bootstrap(self) -> str:
+        """Where clients connect: the configured cluster or the local broker."""
+        return self.kafka_bootstrap or f"127.0.0.1:{self.broker_port}"
+
+    @property
+    def uses_local_broker(self) -> bool:
+        return self.kafka_bootstrap is None
+
+    @property
+    def resolved_dags_folder(self) -> Path:
+        return self.dags_folder or self.home / "dags"
+
+    @property
+    def resolved_db_url(self) -> str:
+        return self.db_url or f"sqlite:///{self.home / 'tock.db'}"
+
+
+def known_variables() -> set[str]:
+    """Names of every TOCK_* variable Tock understands."""
+    return {ENV_PREFIX + name.upper() for name in Settings.model_fields}
+
+
+def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """Read and validate settings once. Unknown TOCK_* variables are an error naming them."""
+    environ = os.environ if environ is None else environ
+    ours = {key: value for key, value in environ.items() if key.startswith(ENV_PREFIX)}
+    unknown = sorted(set(ours) - known_variables())
+    if unknown:
+        raise SettingsError(
+            f"unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known_variables()))}"
+        )
+    values = {key[len(ENV_PREFIX):].lower(): value for key, value in ours.items()}
+    try:
+        return Settings(**_drop_empty(values))
+    except ValidationError as error:
+        raise SettingsError(_describe(error)) from None
+
+
+def _drop_empty(values: dict[str, str]) -> dict[str, str]:
+    # An empty TOCK_X= means "unset", as shells often export empty variables.
+    return {key: value for key, value in values.items() if value != ""}
+
+
+def _describe(error: ValidationError) -> str:
+    lines = []
+    for item in error.errors():
+        name = ENV_PREFIX + ".".join(str(part) for part in item["loc"]).upper()
+        lines.append(f"{name}: {item['msg']}" if item["loc"] else item["msg"])
+    return "invalid settings: " + "; ".join(lines)

@@ -1,0 +1,94 @@
+"""Tock's topics: names, partition counts and cleanup policies, created idempotently."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+from schemas.declare import DAGS, DEAD_LETTER, EVENTS, HEARTBEATS, PARSING, SCHEDULERS
+
+# Every topic has TOCK_PARTITIONS partitions, so partition p of each concerns the same DAGs.
+
+
+class TopicMismatch(RuntimeError):
+    """An existing topic's partition count or cleanup policy differs from Tock's."""
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    logical: str
+    cleanup: str
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+SPECS: tuple[TopicSpec, ...] = (
+    TopicSpec(EVENTS, "delete", {"retention.ms": "-1"}),
+    TopicSpec(HEARTBEATS, "compact,delete", {"retention.ms": str(6 * 3600 * 1000),
+                                                   "segment.ms": str(600 * 1000)}),
+    TopicSpec(DAGS, "compact"),
+    TopicSpec(PARSING, "delete", {"retention.ms": str(7 * 24 * 3600 * 1000)}),
+    TopicSpec(SCHEDULERS, "compact,delete", {"retention.ms": str(24 * 3600 * 1000)}),
+    TopicSpec(DEAD_LETTER, "delete", {"retention.ms": "-1"}),
+)
+
+
+def topic_name(prefix: str, logical: str) -> str:
+    """The real topic name of a logical one, e.g. ``tock.events`` or ``t17.tock.events``."""
+    return f"{prefix}tock.{logical}"
+
+
+@dataclass(frozen=True)
+class TopicNames:
+    """Every real topic name under one prefix."""
+
+    prefix: str = ""
+
+    def __getitem__(self, logical: str) -> str:
+        return topic_name(self.prefix, logical)
+
+    @property
+    def all(self) -> list[str]:
+        return [topic_name(self.prefix, spec.logical) for spec in SPECS]
+
+
+def ensure_topics(admin: AdminClient, prefix: str, partitions: int, timeout: float = 30.0) -> list[str]:
+    """Create missing topics; verify existing ones. Returns the names it created."""
+    existing = admin.list_topics(timeout=timeout).topics
+    wanted = {topic_name(prefix, spec.logical): spec for spec in SPECS}
+    missing = [NewTopic(name, num_partitions=partitions, replication_factor=1,
+                        config={"cleanup.policy": spec.cleanup, **spec.configs})
+               for name, spec in wanted.items() if name not in existing]
+    created = _create(admin, missing, timeout)
+    problems = [problem for name, spec in wanted.items() if name in existing
+                for problem in _mismatches(admin, name, spec, partitions, existing[name], timeout)]
+    if problems:
+        raise TopicMismatch("; ".join(problems) + ". Delete and recreate these topics, or set "
+                            "TOCK_PARTITIONS / TOCK_TOPIC_PREFIX to match them.")
+    return created
+
+
+def _create(admin: AdminClient, topics: list[NewTopic], timeout: float) -> list[str]:
+    if not topics:
+        return []
+    created = []
+    for name, future in admin.create_topics(topics, operation_timeout=timeout).items():
+        try:
+            future.result()
+            created.append(name)
+        except Exception as error:  # noqa: BLE001 - a concurrent creator is fine
+            if "TOPIC_ALREADY_EXISTS" not in str(error):
+                raise RuntimeError(f"could not create topic {name}: {error}") from error
+    return created
+
+
+def _mismatches(admin, name, spec, partitions, metadata, timeout) -> list[str]:
+    problems = []
+    if len(metadata.partitions) != partitions:
+        problems.append(f"topic {name} has {len(metadata.partitions)} partitions, Tock expects {partitions}")
+    resource = ConfigResource(ConfigResource.Type.TOPIC, name)
+    configs = admin.describe_configs([resource])[resource].result(timeout=timeout)
+    actual = configs["cleanup.policy"].value
+    if sorted(actual.split(",")) != sorted(spec.cleanup.split(",")):
+        problems.append(f"topic {name} has cleanup.policy={actual}, Tock expects {spec.cleanup}")
+    return problems

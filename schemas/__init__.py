@@ -1,0 +1,41 @@
+"""Tock's events: declared once here, Avro schemas frozen beside them, and the codec."""
+
+from schemas.codec import DecodeError, UnknownEventType, UnknownSchemaVersion, decode, encode, peek_type
+from schemas.commands import ClearTask, MarkTask, PauseDag, TriggerDagRun
+from schemas.dags import DagDefinition, DagParsed, TaskDefinition
+from schemas.declare import (
+    DAGS,
+    DEAD_LETTER,
+    EVENT_TYPES,
+    EVENTS,
+    HEARTBEATS,
+    PARSING,
+    SCHEDULERS,
+    Event,
+    event_type,
+)
+from schemas.parsing import (
+    DagFileProcessed,
+    DagParseFailed,
+    DagRemoved,
+    ProcessorFinished,
+    ProcessorKilled,
+    ProcessorStarted,
+)
+from schemas.runs import DagRunCreated, DagRunFinished, DeadlineMissed
+from schemas.schedulers import SchedulerHeartbeat, SchedulerStopped
+from schemas.tasks import (
+    PodFinished,
+    TaskAdopted,
+    TaskDeclaredDead,
+    TaskFailed,
+    TaskHeartbeat,
+    TaskLaunched,
+    TaskQueued,
+    TaskRetryScheduled,
+    TaskStarted,
+    TaskSucceeded,
+    TaskUpstreamFailed,
+)
+
+__all__ = [name for name in dir() if not name.startswith("_")]

@@ -1,0 +1,50 @@
+"""DAG definitions (topic ``tock.dags``, keyed by dag_id, compacted)."""
+
+from __future__ import annotations
+
+from dataclasses import field
+
+from schemas.declare import DAGS, Event, event, record
+
+
+@record
+class TaskDefinition:
+    """One task of a DAG as the scheduler and the runner need it."""
+
+    task_id: str
+    kind: str  # "python" (a @task function) or "bash"
+    command: str = ""  # the bash command; empty for python tasks
+    upstream: list[str] = field(default_factory=list)
+    retries: int = 0
+    retry_delay: float = 300.0
+    execution_timeout: float | None = None
+    executor: str = "local"
+    queue: str = "default"
+    pod_override_json: str | None = None
+
+
+@record
+class DagDefinition:
+    """A whole DAG, serialized by the DAG processor."""
+
+    dag_id: str
+    file_path: str
+    schedule: str | None = None
+    start_date: float | None = None
+    catchup: bool = False
+    max_active_runs: int = 16
+    deadline: float | None = None
+    tags: list[str] = field(default_factory=list)
+    params_json: str = "{}"
+    tasks: list[TaskDefinition] = field(default_factory=list)
+
+
+@event(DAGS)
+class DagParsed(Event):
+    """The latest definition of a DAG; written only when its fingerprint changed."""
+
+    dag_id: str
+    file_path: str
+    fingerprint: str
+    definition: DagDefinition
+    at: float

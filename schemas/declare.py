@@ -1,0 +1,63 @@
+"""How an event is declared: a frozen dataclass registered with its topic and schema version.
+
+The dataclass is the one declaration. Its Avro schema is generated from it
+(``schemas.avro``) and frozen under ``schemas/avro/<Name>/v<N>.avsc``; a test checks
+the two agree, and every frozen version stays so old records decode forever.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
+
+T = TypeVar("T")
+
+# Logical topic names; the real name is ``<prefix>tock.<logical>``.
+EVENTS = "events"
+HEARTBEATS = "heartbeats"
+DAGS = "dags"
+PARSING = "parsing"
+SCHEDULERS = "schedulers"
+DEAD_LETTER = "dead-letter"
+
+EVENT_TYPES: dict[str, type] = {}
+
+
+class Event:
+    """Marker base of every event: its topic and the version of its current schema."""
+
+    __slots__ = ()
+    TOPIC: ClassVar[str]
+    VERSION: ClassVar[int]
+
+    @property
+    def type_name(self) -> str:
+        return type(self).__name__
+
+
+def event(topic: str, version: int = 1):
+    """Declare an event: a frozen, slotted, keyword-only dataclass written to ``topic``."""
+
+    def register(cls: type[T]) -> type[T]:
+        if cls.__name__ in EVENT_TYPES:
+            raise TypeError(f"event {cls.__name__} declared twice")
+        declared = dataclass(frozen=True, slots=True, kw_only=True)(cls)
+        declared.TOPIC = topic
+        declared.VERSION = version
+        EVENT_TYPES[declared.__name__] = declared
+        return declared
+
+    return register
+
+
+def record(cls: type[T]) -> type[T]:
+    """Declare a value nested inside events (not an event itself)."""
+    return dataclass(frozen=True, slots=True, kw_only=True)(cls)
+
+
+def event_type(name: str) -> type[Any]:
+    """The current declaration of the event called ``name``."""
+    try:
+        return EVENT_TYPES[name]
+    except KeyError:
+        raise KeyError(f"unknown event type {name!r}") from None

@@ -1,0 +1,26 @@
+"""Scheduler liveness (topic ``tock.schedulers``, keyed by scheduler id)."""
+
+from __future__ import annotations
+
+from dataclasses import field
+
+from schemas.declare import SCHEDULERS, Event, event
+
+
+@event(SCHEDULERS)
+class SchedulerHeartbeat(Event):
+    """A scheduler instance is alive and owns these partitions."""
+
+    scheduler_id: str
+    hostname: str
+    pid: int
+    partitions: list[int] = field(default_factory=list)
+    at: float
+
+
+@event(SCHEDULERS)
+class SchedulerStopped(Event):
+    """A scheduler instance shut down cleanly."""
+
+    scheduler_id: str
+    at: float

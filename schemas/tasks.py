@@ -1,0 +1,160 @@
+"""Task-instance lifecycle (topic ``tock.events``, heartbeats on ``tock.heartbeats``).
+
+Every event names its try (dag_id, run_id, task_id, try_number). Events written by a
+runner also carry its runner_id; an event of a try that is no longer current is
+recorded but changes nothing.
+"""
+
+from __future__ import annotations
+
+from schemas.declare import EVENTS, HEARTBEATS, Event, event
+
+
+@event(EVENTS)
+class TaskQueued(Event):
+    """A try was decided. Who owns it and on which executor is written here once."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    try_number: int
+    executor: str
+    queue: str
+    scheduler_id: str
+    at: float
+
+
+@event(EVENTS)
+class TaskLaunched(Event):
+    """The executor accepted the try; handle is pid@host:start, a Celery id or a pod name."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    try_number: int
+    executor: str
+    handle: str
+    scheduler_id: str
+    at: float
+
+
+@event(EVENTS)
+class TaskStarted(Event):
+    """The runner began the try. executor/queue are as the worker saw them (informational)."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    try_number: int
+    runner_id: str
+    hostname: str
+    pid: int
+    executor: str = ""
+    queue: str = ""
+    log_path: str = ""
+    at: float
+
+
+@event(HEARTBEATS)
+class TaskHeartbeat(Event):
+    """The runner of a try is alive."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    try_number: int
+    runner_id: str
+    at: float
+
+
+@event(EVENTS)
+class TaskSucceeded(Event):
+    dag_id: str
+    run_id: str
+    task_id: str
+    try_number: int
+    runner_id: str
+    at: float
+
+
+@event(EVENTS, version=2)
+class TaskFailed(Event):
+    """The try failed: the user code raised, exited non-zero, crashed or timed out.
+
+    v2 added ``traceback`` (v1 records decode with it empty).
+    """
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    try_number: int
+    runner_id: str
+    error: str
+    traceback: str = ""
+    at: float
+
+
+@event(EVENTS)
+class TaskRetryScheduled(Event):
+    """Try ``try_number`` failed; ``next_try_number`` may be queued from ``not_before``."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    try_number: int
+    next_try_number: int
+    not_before: float
+    at: float
+
+
+@event(EVENTS)
+class TaskDeclaredDead(Event):
+    """A running try fell silent past the heartbeat timeout, or its executor lost it."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    try_number: int
+    last_heartbeat_at: float | None = None
+    reason: str
+    scheduler_id: str
+    at: float
+
+
+@event(EVENTS)
+class TaskAdopted(Event):
+    """After a takeover the new owner found the try alive and took it over."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    try_number: int
+    handle: str
+    by_scheduler: str
+    from_scheduler: str
+    at: float
+
+
+@event(EVENTS)
+class TaskUpstreamFailed(Event):
+    """The task will not run in this run because an upstream task failed."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    at: float
+
+
+@event(EVENTS)
+class PodFinished(Event):
+    """The Kubernetes watcher saw the try's pod end (phase Succeeded/Failed, reason e.g. OOMKilled)."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    try_number: int
+    pod_name: str
+    phase: str
+    reason: str = ""
+    exit_code: int | None = None
+    at: float

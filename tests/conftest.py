@@ -1,0 +1,91 @@
+"""Shared fixtures: one real broker, PostgreSQL and Redis per session, started through infra/.
+
+A service that cannot be started fails the tests that need it; nothing is skipped.
+Each test gets its own topic prefix (and, for PostgreSQL, its own schema).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from infra.broker import LocalKafkaBroker
+from infra.settings import Settings, load_settings
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = REPO / "infra" / "scripts"
+TEST_PARTITIONS = 3
+
+
+def _infra_home() -> Path:
+    # The Makefile exports TOCK_HOME=<repo>/.tock; plain `pytest` uses the same place.
+    return Path(os.environ.get("TOCK_HOME", REPO / ".tock"))
+
+
+def _run_script(name: str, *args: str) -> str:
+    result = subprocess.run(["bash", str(SCRIPTS / name), *args], capture_output=True, text=True,
+                            env={**os.environ, "STATE_DIR": str(_infra_home())})
+    if result.returncode != 0:
+        pytest.fail(f"infra/scripts/{name} {' '.join(args)} failed:\n{result.stderr}", pytrace=False)
+    return result.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> str:
+    """Bootstrap address of the session's real broker (the local one unless configured)."""
+    configured = os.environ.get("TOCK_KAFKA_BOOTSTRAP")
+    if configured:
+        return configured
+    broker = LocalKafkaBroker(load_settings({"TOCK_HOME": str(_infra_home())}))
+    return broker.start().address
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """URL (psycopg 3 dialect) of the session's real PostgreSQL database."""
+    return _run_script("postgres.sh", "start").replace("postgresql://", "postgresql+psycopg://", 1)
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    return _run_script("redis.sh", "start")
+
+
+@pytest.fixture
+def topic_prefix() -> str:
+    return f"t{uuid.uuid4().hex[:12]}."
+
+
+@pytest.fixture
+def make_settings(tmp_path: Path, kafka_bootstrap: str, topic_prefix: str) -> Callable[..., Settings]:
+    """Settings for this test: its own home, topic prefix and SQLite file; overrides by keyword."""
+
+    def make(**overrides: str) -> Settings:
+        values = {
+            "TOCK_HOME": str(tmp_path / "home"),
+            "TOCK_KAFKA_BOOTSTRAP": kafka_bootstrap,
+            "TOCK_TOPIC_PREFIX": topic_prefix,
+            "TOCK_PARTITIONS": str(TEST_PARTITIONS),
+        }
+        values.update({f"TOCK_{key.upper()}": str(value) for key, value in overrides.items()})
+        return load_settings(values)
+
+    return make
+
+
+@pytest.fixture
+def kafka_settings(make_settings: Callable[..., Settings]) -> Settings:
+    """Settings for this test with its topics created on the real broker."""
+    from confluent_kafka.admin import AdminClient
+
+    from infra.topics import ensure_topics
+
+    settings = make_settings()
+    ensure_topics(AdminClient({"bootstrap.servers": settings.bootstrap}), settings.topic_prefix,
+                  settings.partitions)
+    return settings

@@ -1,0 +1,1 @@
+"""Tock: the public authoring API for DAG files (DAG, task, BashTask)."""
