@@ -21,6 +21,7 @@ app = typer.Typer(
 # Each module adds its commands through register(app). Listed, not discovered, so a
 # missing module is an import error rather than a silently missing command.
 COMMAND_MODULES = [
+    "tock.cli.groups",
     "tock.cli.infra_commands",
 ]
 

@@ -1,0 +1,46 @@
+"""Shared set-up for benchmarks: real services, a fresh topic prefix, figures printed uniformly."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import uuid
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
+
+from infra.broker import LocalKafkaBroker
+from infra.settings import Settings, load_settings
+from infra.topics import ensure_topics
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def infra_home() -> Path:
+    return Path(os.environ.get("TOCK_HOME", REPO / ".tock"))
+
+
+def bench_settings(tmp: Path, partitions: int = 12, **overrides: str) -> Settings:
+    """Settings on the local broker with a fresh topic prefix whose topics exist."""
+    broker = LocalKafkaBroker(load_settings({"TOCK_HOME": str(infra_home())}))
+    address = os.environ.get("TOCK_KAFKA_BOOTSTRAP") or broker.start().address
+    values = {
+        "TOCK_HOME": str(tmp),
+        "TOCK_KAFKA_BOOTSTRAP": address,
+        "TOCK_TOPIC_PREFIX": f"bench{uuid.uuid4().hex[:8]}.",
+        "TOCK_PARTITIONS": str(partitions),
+    }
+    values.update({f"TOCK_{key.upper()}": str(value) for key, value in overrides.items()})
+    settings = load_settings(values)
+    ensure_topics(AdminClient({"bootstrap.servers": address}), settings.topic_prefix, settings.partitions)
+    return settings
+
+
+def figure(name: str, value: float, unit: str, goal: str = "") -> None:
+    """Print one measured figure in the common format."""
+    suffix = f"   (goal: {goal})" if goal else ""
+    print(f"  {name:<58} {value:>14,.3f} {unit}{suffix}", flush=True)
+
+
+def spread(values: list[float]) -> str:
+    return f"min {min(values):.3f} / median {statistics.median(values):.3f} / max {max(values):.3f}"
