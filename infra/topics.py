@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
@@ -53,19 +54,34 @@ class TopicNames:
 
 
 def ensure_topics(admin: AdminClient, prefix: str, partitions: int, timeout: float = 30.0) -> list[str]:
-    """Create missing topics; verify existing ones. Returns the names it created."""
-    existing = admin.list_topics(timeout=timeout).topics
+    """Create missing topics; verify every other one. Returns the names it created."""
     wanted = {topic_name(prefix, spec.logical): spec for spec in SPECS}
+    existing = admin.list_topics(timeout=timeout).topics
     missing = [NewTopic(name, num_partitions=partitions, replication_factor=1,
                         config={"cleanup.policy": spec.cleanup, **spec.configs})
                for name, spec in wanted.items() if name not in existing]
     created = _create(admin, missing, timeout)
-    problems = [problem for name, spec in wanted.items() if name in existing
-                for problem in _mismatches(admin, name, spec, partitions, existing[name], timeout)]
+    # Topics we did not create (including ones another client created concurrently) must match.
+    to_verify = [name for name in wanted if name not in created]
+    metadata = _wait_for_metadata(admin, to_verify, timeout)
+    problems = [problem for name in to_verify
+                for problem in _mismatches(admin, name, wanted[name], partitions, metadata[name], timeout)]
     if problems:
         raise TopicMismatch("; ".join(problems) + ". Delete and recreate these topics, or set "
                             "TOCK_PARTITIONS / TOCK_TOPIC_PREFIX to match them.")
     return created
+
+
+def _wait_for_metadata(admin: AdminClient, names: list[str], timeout: float) -> dict:
+    """Topic metadata of ``names``, waiting out the broker's metadata lag after a creation."""
+    deadline = time.monotonic() + timeout
+    while True:
+        topics = admin.list_topics(timeout=timeout).topics
+        if all(name in topics and topics[name].partitions for name in names):
+            return topics
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"topics {names} did not appear in the broker's metadata within {timeout} s")
+        time.sleep(0.1)
 
 
 def _create(admin: AdminClient, topics: list[NewTopic], timeout: float) -> list[str]:

@@ -67,17 +67,29 @@ def decode(value: bytes | None) -> Any:
     """The event in a record value, as the current declaration. Raises DecodeError."""
     if not value or len(value) < 4 or value[0] != MAGIC:
         raise DecodeError("not a Tock event record (bad or missing header)")
-    end = 2 + value[1]
-    name = value[2:end].decode("ascii", errors="replace")
-    if end + 2 > len(value):
-        raise DecodeError(f"truncated header of {name!r}")
-    (version,) = _VERSION.unpack_from(value, end)
-    decoder = _decoder(name, version)
+    body_start = value[1] + 4
+    header = value[:body_start]
+    decoder = _DECODERS.get(header) or _decoder_for_header(header, len(value))
+    buffer = io.BytesIO(value)
+    buffer.seek(body_start)
     try:
-        fields = schemaless_reader(io.BytesIO(value[end + 2 :]), decoder.writer, decoder.reader)
-        return decoder.from_record(fields)
+        return decoder.from_record(schemaless_reader(buffer, decoder.writer, decoder.reader))
     except (EOFError, ValueError, TypeError, IndexError, UnicodeDecodeError, struct.error) as error:
-        raise DecodeError(f"corrupt {name} v{version} body: {error}") from None
+        raise DecodeError(f"corrupt {decoder.cls.__name__} body: {error}") from None
+
+
+# Decoders by raw header bytes: the common path skips parsing the header at all.
+_DECODERS: dict[bytes, _Decoder] = {}
+
+
+def _decoder_for_header(header: bytes, length: int) -> _Decoder:
+    name = header[2:-2].decode("ascii", errors="replace")
+    if len(header) != header[1] + 4 or length < len(header):
+        raise DecodeError(f"truncated header of {name!r}")
+    (version,) = _VERSION.unpack_from(header, len(header) - 2)
+    decoder = _decoder(name, version)
+    _DECODERS[header] = decoder
+    return decoder
 
 
 def peek_type(value: bytes | None) -> str | None:
@@ -102,7 +114,7 @@ def _decoder(name: str, version: int) -> _Decoder:
     written = frozen_schema(name, version)
     if written is None:
         raise UnknownSchemaVersion(f"{name} has no frozen schema v{version} (known up to v{cls.VERSION})")
-    writer = parse_schema(written, _write_hint=False)
+    writer = parse_schema(written)
     reader = None if version == cls.VERSION else parse_schema(avro_schema(cls))
     return _Decoder(cls, writer, reader, _from_record_fn(cls))
 

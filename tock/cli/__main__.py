@@ -1,0 +1,3 @@
+from tock.cli import main
+
+main()
