@@ -61,3 +61,8 @@ def test_every_field_has_a_variable():
 
 def test_an_empty_variable_means_unset():
     assert load_settings({"TOCK_KAFKA_BOOTSTRAP": ""}).uses_local_broker
+
+
+def test_readme_documents_every_setting():
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert sorted(name for name in known_variables() if f"`{name}`" not in readme) == []
