@@ -27,6 +27,12 @@ def _infra_home() -> Path:
     return Path(os.environ.get("TOCK_HOME", REPO / ".tock"))
 
 
+def _infra_settings() -> Settings:
+    """The session's own settings: the TOCK_* environment (ports, bootstrap), home as above."""
+    environment = {key: value for key, value in os.environ.items() if key.startswith("TOCK_")}
+    return load_settings({**environment, "TOCK_HOME": str(_infra_home())})
+
+
 def _run_script(name: str, *args: str) -> str:
     result = subprocess.run(["bash", str(SCRIPTS / name), *args], capture_output=True, text=True,
                             env={**os.environ, "STATE_DIR": str(_infra_home())})
@@ -38,11 +44,10 @@ def _run_script(name: str, *args: str) -> str:
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> str:
     """Bootstrap address of the session's real broker (the local one unless configured)."""
-    configured = os.environ.get("TOCK_KAFKA_BOOTSTRAP")
-    if configured:
-        return configured
-    broker = LocalKafkaBroker(load_settings({"TOCK_HOME": str(_infra_home())}))
-    return broker.start().address
+    settings = _infra_settings()
+    if not settings.uses_local_broker:
+        return settings.bootstrap
+    return LocalKafkaBroker(settings).start().address
 
 
 @pytest.fixture(scope="session")

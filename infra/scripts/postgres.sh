@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # A local PostgreSQL for Tock's tests and `make run`, from Debian's packages.
-#   postgres.sh start|stop|status|url      (STATE_DIR, PG_PORT override the defaults)
-# Installs the package when missing, runs its own cluster under STATE_DIR as the
-# postgres user, on 127.0.0.1:PG_PORT with trust auth for loopback only.
+#   postgres.sh start|stop|status|url      (PG_PORT, PG_STATE_DIR override the defaults)
+# Installs the package when missing and runs its own cluster as the postgres user on
+# 127.0.0.1:PG_PORT, trust auth, loopback only. The cluster lives in PG_STATE_DIR
+# (default /var/tmp/tock-postgres-PORT): the postgres user must be able to reach it,
+# which a checkout under /root would not allow.
 set -euo pipefail
-state="${STATE_DIR:-${TOCK_HOME:-$HOME/.tock}}/postgres"
 port="${PG_PORT:-5433}"
+state="${PG_STATE_DIR:-/var/tmp/tock-postgres-$port}"
 url="postgresql://tock@127.0.0.1:$port/tock"
 
 bindir() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1; }
