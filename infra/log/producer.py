@@ -1,0 +1,90 @@
+"""KafkaEventLog: appends events to their topics, each in the partition of its partition key."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from confluent_kafka import KafkaError, Message, Producer
+
+from infra.log.closing import Closing
+from infra.log.config import producer_config
+from infra.log.partitioner import partition_for
+from infra.log.records import routing_key
+from infra.settings import Settings
+from infra.topics import topic_name
+from schemas import encode
+
+log = logging.getLogger("tock.log")
+
+
+class DeliveryFailed(RuntimeError):
+    """Records the broker did not acknowledge; the message names them and why."""
+
+
+def produce(producer: Producer, topic: str, value: bytes | None, key: str | None, partition: int,
+            **extra: Any) -> None:
+    """Produce one record, waiting for room in the client's queue when it is full."""
+    while True:
+        try:
+            producer.produce(topic, value, key, partition, **extra)
+            return
+        except BufferError:
+            # The local queue is full: serve delivery reports until batches drain.
+            producer.poll(0.05)
+
+
+class KafkaEventLog(Closing):
+    """An idempotent (acks=all) batching producer of Tock events."""
+
+    def __init__(self, settings: Settings, *, client_id: str = "tock") -> None:
+        self._settings = settings
+        self._failures: list[str] = []
+        self.producer = Producer({**producer_config(settings, client_id), "on_delivery": self._on_delivery})
+
+    def append(self, event: Any, *, key: str | None = None, partition_key: str | None = None) -> None:
+        """Queue ``event`` on its topic; keys default to :func:`routing_key`. See :meth:`flush`."""
+        if key is None or partition_key is None:
+            default_key, default_partition_key = routing_key(event)
+            key = default_key if key is None else key
+            partition_key = default_partition_key if partition_key is None else partition_key
+        topic = topic_name(self._settings.topic_prefix, event.TOPIC)
+        produce(self.producer, topic, encode(event), key, partition_for(partition_key, self._settings.partitions))
+        self.producer.poll(0)  # serve error and log callbacks (broker down...) as we go, not only at flush
+
+    def append_raw(self, logical_topic: str, value: bytes | None, key: str | None, partition: int,
+                   headers: list[tuple[str, bytes]] | None = None) -> None:
+        """Queue an already encoded value in a given partition (dead letters, tests, benchmarks)."""
+        topic = topic_name(self._settings.topic_prefix, logical_topic)
+        produce(self.producer, topic, value, key, partition, headers=headers)
+
+    def tombstone(self, logical_topic: str, key: str, partition_key: str | None = None) -> None:
+        """Queue a tombstone for ``key`` (compaction then forgets it)."""
+        partition = partition_for(key if partition_key is None else partition_key, self._settings.partitions)
+        self.append_raw(logical_topic, None, key, partition)
+
+    def flush(self, timeout: float = 30.0) -> None:
+        """Wait until every queued record is acknowledged; raise DeliveryFailed naming the failures."""
+        remaining = self.producer.flush(timeout)
+        failures, self._failures = self._failures, []
+        if remaining:
+            failures.append(f"{remaining} record(s) still unacknowledged after {timeout}s (is the broker up?)")
+        if failures:
+            raise DeliveryFailed(f"{len(failures)} delivery failure(s): " + "; ".join(failures[:10]))
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Flush, then close the client. Records still unacknowledged after ``timeout`` are dropped
+        and named by the DeliveryFailed this raises (closing would otherwise wait for them)."""
+        try:
+            self.flush(timeout)
+        except DeliveryFailed:
+            self.producer.purge()
+            raise
+        finally:
+            self.producer.close()
+
+    def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            failure = f"{message.topic()}[{message.partition()}] key={message.key()!r}: {error.str()}"
+            log.error("record not delivered: %s", failure)
+            self._failures.append(failure)

@@ -1,0 +1,41 @@
+"""What the log holds: a decoded record, and which key and partition key an event is written under."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from schemas.declare import HEARTBEATS
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    """One record read from the log, its value decoded to the current event declaration."""
+
+    topic: str  # real topic name (with prefix)
+    partition: int
+    offset: int
+    key: str | None
+    event: Any | None  # None for a tombstone
+    timestamp: float  # record timestamp, seconds since epoch
+
+
+def routing_key(event: Any) -> tuple[str, str]:
+    """(record key, partition key) of an event.
+
+    The partition key is the dag_id wherever there is one, so partition p of every
+    scheduling topic concerns the same DAGs. Heartbeats are keyed by task instance so
+    compaction keeps the latest per try's task; parsing events without a DAG are
+    keyed by file; scheduler liveness by scheduler.
+    """
+    dag_id = getattr(event, "dag_id", None)
+    if dag_id is not None:
+        if event.TOPIC == HEARTBEATS:
+            return f"{dag_id}|{event.run_id}|{event.task_id}", dag_id
+        return dag_id, dag_id
+    for attribute in ("file_path", "scheduler_id"):
+        value = getattr(event, attribute, None)
+        if value is not None:
+            return value, value
+    raise TypeError(f"{type(event).__name__} has no dag_id, file_path or scheduler_id to route it by; "
+                    "pass key= and partition_key= explicitly")

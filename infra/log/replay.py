@@ -1,0 +1,67 @@
+"""replay(): read partitions read_committed from their start up to their end as it stood when replay began."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+from infra.log.reader import EventReader
+from infra.log.records import LogRecord
+from infra.settings import Settings
+from infra.topics import topic_name
+
+_BATCH = 10_000
+# Large fetches: one partition is read as fast as it can be decoded, not a megabyte per round trip.
+REPLAY_FETCH = {"max.partition.fetch.bytes": 32 * 1024 * 1024, "fetch.max.bytes": 64 * 1024 * 1024}
+
+
+def replay(settings: Settings, logical_topic: str, partitions: list[int] | None = None, *,
+           client_id: str = "tock-replay", timeout: float = 30.0) -> Iterator[LogRecord]:
+    """Every committed record of ``partitions`` (default: all) up to the end offsets taken at the start.
+
+    Records written after replay began are not returned, so replay always ends, even
+    while producers keep writing. Undecodable records go to the dead-letter topic.
+    """
+    topic = topic_name(settings.topic_prefix, logical_topic)
+    reader = EventReader(settings, [], client_id=client_id, partition_eof=True, config=REPLAY_FETCH)
+    try:
+        ends = _end_offsets(reader, topic, partitions, timeout)
+        reader.assign([(logical_topic, partition, OFFSET_BEGINNING) for partition in ends])
+        while ends:
+            records = reader.poll(1.0, _BATCH)
+            yield from [record for record in records if record.offset < ends.get(record.partition, -1)]
+            _finish_reached(reader, topic, ends)
+    finally:
+        reader.close()
+
+
+def _end_offsets(reader: EventReader, topic: str, partitions: list[int] | None,
+                 timeout: float) -> dict[int, int]:
+    """High watermark of each non-empty partition. Records of a transaction still open below it
+    are read if it commits before the reader reaches them; the end of the log (partition EOF,
+    at the last stable offset for read_committed) also ends a partition, so replay never waits
+    on a transaction that stays open."""
+    if partitions is None:
+        metadata = reader.consumer.list_topics(topic, timeout=timeout).topics[topic]
+        if metadata.error is not None:
+            raise RuntimeError(f"cannot replay {topic}: {metadata.error}")
+        partitions = sorted(metadata.partitions)
+    ends = {}
+    for partition in partitions:
+        low, high = reader.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+        if high > low:
+            ends[partition] = high
+    return ends
+
+
+def _finish_reached(reader: EventReader, topic: str, ends: dict[int, int]) -> None:
+    # A partition is done when the reader's position reached its end offset, or the reader
+    # hit the end of the log (aborted records and transaction markers have no record to see).
+    positions = reader.positions()
+    done = [partition for partition, end in ends.items()
+            if positions.get((topic, partition), 0) >= end or (topic, partition) in reader.at_end]
+    for partition in done:
+        del ends[partition]
+    if done:
+        reader.consumer.pause([TopicPartition(topic, partition) for partition in done])
