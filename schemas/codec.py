@@ -136,15 +136,35 @@ def _to_record_fn(cls: type) -> Callable[[Any], dict]:
 
 def _from_record_fn(cls: type) -> Callable[[dict], Any]:
     converters = _nested_converters(cls, _from_record_fn)
+    build = _builder(cls)
     if not converters:
-        return lambda record: cls(**record)
+        return build
 
     def from_record(record: dict) -> Any:
         for name, convert in converters.items():
             record[name] = convert(record[name])
-        return cls(**record)
+        return build(record)
 
     return from_record
+
+
+def _builder(cls: type) -> Callable[[dict], Any]:
+    """Build a frozen, slotted event from a complete record without its ``__init__``.
+
+    A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``,
+    which doubles the cost of decoding; a decoded record is complete and already typed
+    by its schema, so the slots are filled directly.
+    """
+    setters = tuple((item.name, getattr(cls, item.name).__set__) for item in dataclasses.fields(cls))
+    new = object.__new__
+
+    def build(record: dict) -> Any:
+        event = new(cls)
+        for name, set_slot in setters:
+            set_slot(event, record[name])
+        return event
+
+    return build
 
 
 def _nested_converters(cls: type, make: Callable) -> dict[str, Callable[[Any], Any]]:

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from schemas.declare import HEARTBEATS
 
 
-@dataclass(frozen=True, slots=True)
-class LogRecord:
-    """One record read from the log, its value decoded to the current event declaration."""
+class LogRecord(NamedTuple):
+    """One record read from the log, its value decoded to the current event declaration.
+
+    A named tuple rather than a frozen dataclass: it is built once per record on every
+    replay, and a tuple is immutable at a quarter of the cost.
+    """
 
     topic: str  # real topic name (with prefix)
     partition: int
