@@ -1,0 +1,71 @@
+"""Read model ``dag``: the latest definition of each DAG, whether it is gone, whether paused.
+
+Definitions come from ``tock.dags``, removals from ``DagRemoved`` (``tock.parsing``) and
+tombstones (``tock.dags``), pauses from ``PauseDag`` (``tock.events``). Topics are read
+in no fixed order relative to each other, so each group of columns is folded only from
+its own topic and ``is_active`` is derived from times, never from arrival order.
+"""
+
+from __future__ import annotations
+
+from schemas import DAGS, DagParsed, DagRemoved, PauseDag
+from projections.records import Key, Record, Row, as_json, logical_topic
+
+TABLE = "dag"
+
+
+def empty(dag_id: str) -> Row:
+    return {"dag_id": dag_id, "file_path": None, "fingerprint": None, "schedule": None,
+            "start_date": None, "catchup": None, "max_active_runs": None, "deadline": None,
+            "tags_json": "[]", "tasks_json": "[]", "parsed_at": None, "removed_at": None,
+            "is_active": False, "is_paused": False, "paused_at": None}
+
+
+def key_of(record: Record) -> Key | None:
+    event = record.event
+    if event is None:
+        return (record.key,) if record.key and logical_topic(record.topic) == DAGS else None
+    if isinstance(event, (DagParsed, DagRemoved, PauseDag)):
+        return (event.dag_id,)
+    return None
+
+
+def evolve(row: Row | None, record: Record) -> Row:
+    match record.event:
+        case DagParsed() as event:
+            row = _parsed(row or empty(event.dag_id), event)
+        case DagRemoved() as event:
+            row = _removed(row or empty(event.dag_id), event.at, event.file_path)
+        case PauseDag() as event:
+            row = {**(row or empty(event.dag_id)), "is_paused": event.paused, "paused_at": event.at}
+        case None:
+            row = _removed(row or empty(record.key), record.timestamp, None)
+        case other:
+            raise TypeError(f"dag read model cannot apply {type(other).__name__}")
+    return {**row, "is_active": _active(row)}
+
+
+def _parsed(row: Row, event: DagParsed) -> Row:
+    definition = event.definition
+    tasks = [{"task_id": task.task_id, "kind": task.kind, "upstream": task.upstream,
+              "executor": task.executor, "queue": task.queue, "retries": task.retries}
+             for task in definition.tasks]
+    return {**row, "file_path": event.file_path, "fingerprint": event.fingerprint,
+            "schedule": definition.schedule, "start_date": definition.start_date,
+            "catchup": definition.catchup, "max_active_runs": definition.max_active_runs,
+            "deadline": definition.deadline, "tags_json": as_json(definition.tags),
+            "tasks_json": as_json(tasks), "parsed_at": max(event.at, row["parsed_at"] or event.at)}
+
+
+def _removed(row: Row, at: float, file_path: str | None) -> Row:
+    removed = {**row, "removed_at": max(at, row["removed_at"] or at)}
+    if row["file_path"] is None and file_path is not None:
+        removed["file_path"] = file_path
+    return removed
+
+
+def _active(row: Row) -> bool:
+    # A DAG is active when its latest definition is newer than its latest removal.
+    if row["parsed_at"] is None:
+        return False
+    return row["removed_at"] is None or row["parsed_at"] > row["removed_at"]

@@ -1,0 +1,116 @@
+"""``tock projector``: folds every Tock topic into the SQL tables, batch by batch.
+
+It reads read_committed from the offsets stored in the database (never Kafka's committed
+offsets), so a restart resumes exactly where the committed tables end. Each batch's rows
+and offsets commit in one transaction (see ``projections.writer``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import Engine
+
+from infra.log import EventReader
+from infra.settings import Settings
+from infra.topics import topic_name
+from projections.committer import BatchCommitter, Stopped, retry_outages
+from projections.db import create_tables, open_engine, schema_problems
+from projections.records import logical_topic
+from projections.tables import LIVE, Tables
+from projections.writer import OffsetsMoved, Positions, stored_offsets
+from schemas import DAGS, EVENTS, HEARTBEATS, PARSING, SCHEDULERS
+
+log = logging.getLogger("tock.projector")
+
+PROJECTED_TOPICS = (EVENTS, HEARTBEATS, DAGS, PARSING, SCHEDULERS)
+
+
+@dataclass(frozen=True)
+class BatchLimits:
+    """How a batch forms: up to ``records``, or what arrived within ``linger`` seconds of the first."""
+
+    records: int = 20_000
+    linger: float = 0.02
+    idle_poll: float = 0.2
+
+
+class Projector:
+    """The projector's loop around one reader, one committer and the live tables."""
+
+    def __init__(self, settings: Settings, engine: Engine, stop: threading.Event, *,
+                 limits: BatchLimits = BatchLimits(), tables: Tables = LIVE) -> None:
+        self._settings, self._engine, self._stop, self._limits = settings, engine, stop, limits
+        self._tables = tables
+        self._reader = EventReader(settings, [], client_id="tock-projector")
+        self._committer = BatchCommitter(settings, engine, stop, tables=tables)
+        self.applied = 0
+
+    def run(self) -> None:
+        """Project until ``stop`` is set."""
+        try:
+            start = self._seek()
+            while not self._stop.is_set():
+                start = self._step(start)
+        except Stopped:
+            pass
+        finally:
+            self._committer.close()
+            self._reader.close()
+            log.info("projector stopped after applying %d records", self.applied)
+
+    def _step(self, start: Positions) -> Positions:
+        records = self._gather()
+        end = {**start, **self._reader.positions()}
+        if not records and end == start:
+            return start
+        try:
+            self.applied += self._committer.commit(records, start, end)
+        except OffsetsMoved as moved:
+            log.warning("%s; seeking to the stored offsets", moved)
+            return self._seek()
+        return end
+
+    def _gather(self) -> list:
+        records = self._reader.poll(self._limits.idle_poll, self._limits.records)
+        deadline = time.monotonic() + self._limits.linger
+        while records and len(records) < self._limits.records and time.monotonic() < deadline:
+            more = self._reader.poll(max(0.0, deadline - time.monotonic()), self._limits.records - len(records))
+            if not more:
+                break
+            records.extend(more)
+        return records
+
+    def _seek(self) -> Positions:
+        stored = retry_outages(self._stored_offsets, self._stop)
+        start = {(topic_name(self._settings.topic_prefix, logical), partition): 0
+                 for logical in PROJECTED_TOPICS for partition in range(self._settings.partitions)}
+        start.update({position: offset for position, offset in stored.items() if position in start})
+        self._reader.assign([(logical_topic(topic), partition, offset)
+                             for (topic, partition), offset in start.items()])
+        log.info("projecting %d partitions from the offsets stored in the database", len(start))
+        return start
+
+    def _stored_offsets(self) -> Positions:
+        with self._engine.connect() as connection:
+            return stored_offsets(connection, self._tables)
+
+
+def run_projector(settings: Settings, stop: threading.Event, *, limits: BatchLimits | None = None) -> int:
+    """Open the database, check its tables, and project until ``stop``; returns records applied."""
+    limits = limits or BatchLimits(records=settings.projector_batch)
+    engine = open_engine(settings)
+    try:
+        create_tables(engine)
+        problems = schema_problems(engine)
+        if problems:
+            raise RuntimeError("the projection tables differ from this version's ("
+                               + "; ".join(problems) + "); run `tock projections rebuild`")
+        projector = Projector(settings, engine, stop, limits=limits)
+        projector.run()
+        return projector.applied
+    finally:
+        engine.dispose()

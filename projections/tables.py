@@ -1,0 +1,93 @@
+"""The SQL tables of the read models (SQLAlchemy Core), under an optional name suffix.
+
+Rebuilds fill the same tables under a suffix (``task_instance__rebuild``) and swap them
+in. Times are seconds since the epoch (floats), JSON columns are text. Primary keys are
+named after their table so a renamed table's constraint can be renamed with it.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (BigInteger, Boolean, Column, Float, Index, Integer, MetaData, PrimaryKeyConstraint,
+                        String, Table, Text)
+
+OFFSETS = "projection_offset"
+TASK_EVENT = "task_event"
+
+
+
+def _strings(*names: str) -> list[Column]:
+    return [Column(name, String) for name in names]
+
+
+def _floats(*names: str) -> list[Column]:
+    return [Column(name, Float) for name in names]
+
+
+def _specs() -> dict[str, tuple[tuple[str, ...], list[Column]]]:
+    """Table name -> (primary key columns, every column), built fresh for each MetaData."""
+    return {
+        "dag": (("dag_id",), [*_strings("dag_id", "file_path", "fingerprint", "schedule"),
+                              *_floats("start_date", "deadline", "parsed_at", "removed_at", "paused_at"),
+                              Column("catchup", Boolean), Column("max_active_runs", Integer),
+                              Column("tags_json", Text), Column("tasks_json", Text),
+                              Column("is_active", Boolean), Column("is_paused", Boolean)]),
+        "dag_run": (("dag_id", "run_id"), [*_strings("dag_id", "run_id", "state", "run_type",
+                                                      "dag_fingerprint", "scheduler_id"),
+                                            Column("conf_json", Text),
+                                            *_floats("logical_date", "created_at", "end_date",
+                                                     "deadline_missed_at")]),
+        "task_instance": (("dag_id", "run_id", "task_id"),
+                          [*_strings("dag_id", "run_id", "task_id", "state", "executor", "queue", "handle",
+                                     "hostname", "runner_id", "scheduler_id"),
+                           Column("try_number", Integer), Column("pid", Integer), Column("error", Text),
+                           Column("heartbeat_try", Integer),
+                           *_floats("queued_at", "start_date", "end_date", "retry_not_before", "updated_at",
+                                    "last_heartbeat")]),
+        TASK_EVENT: (("topic", "partition", "offset"),
+                     [Column("topic", String), Column("partition", Integer), Column("offset", BigInteger),
+                      *_strings("dag_id", "run_id", "task_id", "event_type"), Column("try_number", Integer),
+                      Column("at", Float), Column("payload_json", Text)]),
+        "scheduler": (("scheduler_id",), [*_strings("scheduler_id", "hostname", "state"), Column("pid", Integer),
+                                          Column("partitions_json", Text),
+                                          *_floats("first_seen", "last_heartbeat", "stopped_at")]),
+        "parse_status": (("file_path",), [*_strings("file_path", "state", "processor_id", "file_hash"),
+                                          Column("dag_ids_json", Text), Column("error", Text),
+                                          *_floats("duration", "at")]),
+        "import_error": (("file_path",), [*_strings("file_path", "processor_id", "file_hash"),
+                                          Column("error", Text), Column("traceback", Text), Column("at", Float)]),
+        OFFSETS: (("topic", "partition"), [Column("topic", String), Column("partition", Integer),
+                                           Column("next_offset", BigInteger, nullable=False)]),
+    }
+
+
+# Secondary indexes of the live tables.
+INDEXES = {"task_event": [("dag_id", "run_id", "task_id")], "dag_run": [("state",)],
+           "task_instance": [("state",)]}
+
+
+class Tables:
+    """Every projection table under one suffix ("" = the live tables)."""
+
+    def __init__(self, suffix: str = "") -> None:
+        self.suffix = suffix
+        self.metadata = MetaData()
+        self.by_name: dict[str, Table] = {}
+        for name, (primary_key, columns) in _specs().items():
+            self.by_name[name] = Table(name + suffix, self.metadata, *columns,
+                                       PrimaryKeyConstraint(*primary_key, name=f"pk_{name}{suffix}"))
+            if not suffix:  # rebuilds fill tables without them and add them when swapping in
+                for cols in INDEXES.get(name, []):
+                    Index(f"ix_{name}_{'_'.join(cols)}", *(self.by_name[name].c[col] for col in cols))
+
+    def __getitem__(self, name: str) -> Table:
+        return self.by_name[name]
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.by_name)
+
+    def indexes(self) -> list[Index]:
+        """Secondary indexes (named for the live tables); attached only to live tables."""
+        return [index for table in self.by_name.values() for index in table.indexes]
+
+LIVE = Tables()

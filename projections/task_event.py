@@ -1,0 +1,26 @@
+"""Read model ``task_event``: every event of every task instance, in log order (history).
+
+Append-only: one row per record, keyed by its log position. Heartbeats are not history
+(the heartbeats topic is compacted; only the latest matters and it is in task_instance).
+"""
+
+from __future__ import annotations
+
+from schemas import (ClearTask, MarkTask, PodFinished, TaskAdopted, TaskDeclaredDead, TaskFailed,
+                     TaskLaunched, TaskQueued, TaskRetryScheduled, TaskStarted, TaskSucceeded,
+                     TaskUpstreamFailed)
+from projections.records import Record, Row, logical_topic, payload_json
+
+TABLE = "task_event"
+_EVENTS = (TaskQueued, TaskLaunched, TaskStarted, TaskAdopted, TaskSucceeded, TaskFailed,
+           TaskRetryScheduled, TaskDeclaredDead, TaskUpstreamFailed, PodFinished, ClearTask, MarkTask)
+
+
+def rows_for(record: Record) -> list[Row]:
+    event = record.event
+    if not isinstance(event, _EVENTS):
+        return []
+    return [{"topic": logical_topic(record.topic), "partition": record.partition, "offset": record.offset,
+             "dag_id": event.dag_id, "run_id": event.run_id, "task_id": event.task_id,
+             "try_number": getattr(event, "try_number", None), "event_type": type(event).__name__,
+             "at": event.at, "payload_json": payload_json(event)}]

@@ -1,0 +1,62 @@
+"""The fold of every read model: ``apply(view, record)`` over a :class:`View`.
+
+A view holds the rows it has touched (by table and key; None = deleted), the history rows
+appended, and the next offset of every partition it has folded. A record below that
+offset was applied already and is skipped, so folding a log twice changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from schemas import EVENT_TYPES
+from projections import dag, dag_run, import_error, parse_status, scheduler, task_event, task_instance
+from projections.records import Key, Record, Row
+
+READ_MODELS = (dag, dag_run, task_instance, scheduler, parse_status, import_error)
+KNOWN_EVENTS = frozenset(EVENT_TYPES.values())
+
+
+@dataclass
+class View:
+    """Rows by table and key (None = deleted), history rows, next offset per (topic, partition)."""
+
+    rows: dict[str, dict[Key, Row | None]] = field(default_factory=lambda: {m.TABLE: {} for m in READ_MODELS})
+    history: list[Row] = field(default_factory=list)
+    offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+
+
+def touched_keys(records) -> dict[str, set[Key]]:
+    """The rows each table needs loaded before ``records`` can be folded."""
+    keys: dict[str, set[Key]] = {model.TABLE: set() for model in READ_MODELS}
+    for record in records:
+        if record.event is None or type(record.event) in KNOWN_EVENTS:
+            for model in READ_MODELS:
+                key = model.key_of(record)
+                if key is not None:
+                    keys[model.TABLE].add(key)
+    return keys
+
+
+def apply(view: View, record: Record) -> View:
+    """Fold one record into ``view`` (in place) unless it was folded already. Raises on an unknown event."""
+    position = (record.topic, record.partition)
+    if record.offset < view.offsets.get(position, 0):
+        return view
+    if record.event is not None and type(record.event) not in KNOWN_EVENTS:
+        raise TypeError(f"not a Tock event: {type(record.event).__name__}")
+    changes = [(model.TABLE, key, model.evolve(view.rows[model.TABLE].get(key), record))
+               for model in READ_MODELS if (key := model.key_of(record)) is not None]
+    for table, key, row in changes:  # all computed first: a failing model changes nothing
+        view.rows[table][key] = row
+    view.history.extend(task_event.rows_for(record))
+    view.offsets[position] = record.offset + 1
+    return view
+
+
+def fold(records, view: View | None = None) -> View:
+    """Fold records in order into a view (a new one by default)."""
+    view = view or View()
+    for record in records:
+        apply(view, record)
+    return view

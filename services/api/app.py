@@ -1,0 +1,182 @@
+"""The FastAPI app: read endpoints over the projection tables, /health, /metrics, and the commands."""
+
+from __future__ import annotations
+
+import time
+from contextlib import asynccontextmanager
+
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sqlalchemy import Engine, text
+from sqlalchemy.exc import DataError, SQLAlchemyError, StatementError
+
+from infra.settings import Settings
+from projections import queries
+from projections.db import create_tables, open_engine
+from services.api import models
+from services.api.commands import CommandLog, commands
+from services.api.metrics import ApiMetrics
+
+LIMIT = Query(100, ge=1, le=1000, description="at most this many items")
+OFFSET = Query(0, ge=0, le=2**31 - 1, description="skip this many items")
+
+
+def engine_of(request: Request) -> Engine:
+    return request.app.state.engine
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """The API over ``settings``' database; commands go to its Kafka log."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        yield
+        app.state.command_log.close()
+        app.state.engine.dispose()
+
+    app = FastAPI(title="Tock API", version="1", lifespan=lifespan,
+                  description="Reads of the projections of Tock's log; commands are appended to the log.")
+    app.state.settings = settings
+    app.state.engine = open_engine(settings)
+    create_tables(app.state.engine)  # an API started before the projector answers with empty lists
+    app.state.command_log = CommandLog(settings)
+    app.state.metrics = ApiMetrics(app.state.engine)
+    _add_error_handlers(app)
+    _add_metrics(app)
+    app.include_router(reads)
+    app.include_router(commands)
+    return app
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_request: Request, error: RequestValidationError) -> JSONResponse:
+        problems = [f"{'.'.join(str(part) for part in item['loc'])}: {item['msg']}" for item in error.errors()]
+        return JSONResponse(status_code=422, content={"detail": "invalid request: " + "; ".join(problems),
+                                                      "errors": jsonable_errors(error)})
+
+    @app.exception_handler(DataError)
+    @app.exception_handler(StatementError)
+    async def unstorable(_request: Request, error: SQLAlchemyError) -> JSONResponse:
+        # e.g. a NUL character in a path parameter, which PostgreSQL text cannot hold
+        return JSONResponse(status_code=422, content={"detail": f"invalid value: {error.orig or error}"})
+
+
+def jsonable_errors(error: RequestValidationError) -> list[dict]:
+    return [{"loc": [str(part) for part in item["loc"]], "msg": item["msg"]} for item in error.errors()]
+
+
+def _add_metrics(app: FastAPI) -> None:
+    @app.middleware("http")
+    async def measure(request: Request, call_next):
+        started = time.perf_counter()
+        response = await call_next(request)
+        route = request.scope.get("route")
+        path = getattr(route, "path", "unmatched")
+        metrics: ApiMetrics = request.app.state.metrics
+        metrics.requests.labels(request.method, path, str(response.status_code)).inc()
+        metrics.latency.labels(request.method, path).observe(time.perf_counter() - started)
+        return response
+
+    @app.get("/metrics", include_in_schema=False)
+    def prometheus(request: Request) -> Response:
+        return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+# --- reads ---------------------------------------------------------------------------
+
+reads = APIRouter()
+
+
+def _found(row, what: str):
+    if row is None:
+        raise HTTPException(status_code=404, detail=f"no {what}")
+    return row
+
+
+@reads.get("/health", response_model=models.Health, tags=["health"],
+           responses={503: {"model": models.Health}})
+def health(engine: Engine = Depends(engine_of)):
+    """ok when the database answers."""
+    try:
+        with engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+    except SQLAlchemyError as error:
+        return JSONResponse(status_code=503, content={"status": "degraded", "database": str(error.orig or error)})
+    return {"status": "ok", "database": "ok"}
+
+
+@reads.get("/api/v1/dags", response_model=models.Page[models.Dag], tags=["dags"])
+def list_dags(paused: bool | None = None, active: bool | None = None, limit: int = LIMIT, offset: int = OFFSET,
+              engine: Engine = Depends(engine_of)):
+    """DAGs by id; filter by paused / active (active = defined by a DAG file now)."""
+    items = queries.dags(engine, paused=paused, active=active, limit=limit, offset=offset)
+    return {"items": items, "limit": limit, "offset": offset}
+
+
+@reads.get("/api/v1/dags/{dag_id}", response_model=models.Dag, tags=["dags"])
+def get_dag(dag_id: str, engine: Engine = Depends(engine_of)):
+    return _found(queries.dag(engine, dag_id), f"DAG {dag_id}")
+
+
+@reads.get("/api/v1/runs", response_model=models.Page[models.DagRun], tags=["runs"])
+def list_runs(dag_id: str | None = None, state: str | None = None, limit: int = LIMIT, offset: int = OFFSET,
+              engine: Engine = Depends(engine_of)):
+    """Runs of every DAG (or one), newest first; filter by state."""
+    items = queries.runs(engine, dag_id=dag_id, state=state, limit=limit, offset=offset)
+    return {"items": items, "limit": limit, "offset": offset}
+
+
+@reads.get("/api/v1/dags/{dag_id}/runs", response_model=models.Page[models.DagRun], tags=["runs"])
+def list_dag_runs(dag_id: str, state: str | None = None, limit: int = LIMIT, offset: int = OFFSET,
+                  engine: Engine = Depends(engine_of)):
+    return list_runs(dag_id, state, limit, offset, engine)
+
+
+@reads.get("/api/v1/dags/{dag_id}/runs/{run_id}", response_model=models.DagRun, tags=["runs"])
+def get_run(dag_id: str, run_id: str, engine: Engine = Depends(engine_of)):
+    return _found(queries.run(engine, dag_id, run_id), f"run {run_id} of DAG {dag_id}")
+
+
+@reads.get("/api/v1/dags/{dag_id}/runs/{run_id}/tasks", response_model=models.Page[models.TaskInstance],
+           tags=["tasks"])
+def list_task_instances(dag_id: str, run_id: str, state: str | None = None, limit: int = LIMIT,
+                        offset: int = OFFSET, engine: Engine = Depends(engine_of)):
+    items = queries.task_instances(engine, dag_id, run_id, state=state, limit=limit, offset=offset)
+    return {"items": items, "limit": limit, "offset": offset}
+
+
+@reads.get("/api/v1/dags/{dag_id}/runs/{run_id}/tasks/{task_id}", response_model=models.TaskInstance,
+           tags=["tasks"])
+def get_task_instance(dag_id: str, run_id: str, task_id: str, engine: Engine = Depends(engine_of)):
+    return _found(queries.task_instance(engine, dag_id, run_id, task_id), f"task instance {task_id}")
+
+
+@reads.get("/api/v1/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/history",
+           response_model=models.Page[models.TaskEvent], tags=["tasks"])
+def task_history(dag_id: str, run_id: str, task_id: str, limit: int = LIMIT, offset: int = OFFSET,
+                 engine: Engine = Depends(engine_of)):
+    """Every event of the task instance in log order, those of old tries included."""
+    items = queries.task_history(engine, dag_id, run_id, task_id, limit=limit, offset=offset)
+    return {"items": items, "limit": limit, "offset": offset}
+
+
+@reads.get("/api/v1/import-errors", response_model=models.Page[models.ImportError_], tags=["parsing"])
+def list_import_errors(limit: int = LIMIT, offset: int = OFFSET, engine: Engine = Depends(engine_of)):
+    return {"items": queries.import_errors(engine, limit=limit, offset=offset), "limit": limit, "offset": offset}
+
+
+@reads.get("/api/v1/parse-status", response_model=models.Page[models.ParseStatus], tags=["parsing"])
+def list_parse_status(state: str | None = None, limit: int = LIMIT, offset: int = OFFSET,
+                      engine: Engine = Depends(engine_of)):
+    items = queries.parse_statuses(engine, state=state, limit=limit, offset=offset)
+    return {"items": items, "limit": limit, "offset": offset}
+
+
+@reads.get("/api/v1/schedulers", response_model=models.Page[models.Scheduler], tags=["schedulers"])
+def list_schedulers(state: str | None = None, limit: int = LIMIT, offset: int = OFFSET,
+                    engine: Engine = Depends(engine_of)):
+    return {"items": queries.schedulers(engine, state=state, limit=limit, offset=offset),
+            "limit": limit, "offset": offset}

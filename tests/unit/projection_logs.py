@@ -1,0 +1,170 @@
+"""Example and random logs of Tock events for projection tests (values, no I/O)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from hypothesis import strategies as st
+
+from infra.log import LogRecord
+from infra.log.partitioner import partition_for
+from infra.log.records import routing_key
+from schemas import (DAGS, ClearTask, DagDefinition, DagFileProcessed, DagParsed, DagParseFailed, DagRemoved,
+                     DagRunCreated, DagRunFinished, MarkTask, PauseDag, SchedulerHeartbeat, SchedulerStopped,
+                     TaskAdopted, TaskDeclaredDead, TaskDefinition, TaskFailed, TaskHeartbeat, TaskLaunched,
+                     TaskQueued, TaskRetryScheduled, TaskStarted, TaskSucceeded, TaskUpstreamFailed)
+from schemas.declare import EVENTS
+
+PARTITIONS = 3
+PREFIX = "t0."
+
+
+class LogBuilder:
+    """Gives events their log positions as KafkaEventLog would: topic, partition, next offset."""
+
+    def __init__(self, partitions: int = PARTITIONS, prefix: str = PREFIX) -> None:
+        self.partitions, self.prefix = partitions, prefix
+        self.next_offset: dict[tuple[str, int], int] = defaultdict(int)
+        self.records: list[LogRecord] = []
+
+    def add(self, event, at: float | None = None) -> LogRecord:
+        key, partition_key = routing_key(event)
+        return self._record(event.TOPIC, key, partition_key, event, at if at is not None else event.at)
+
+    def tombstone(self, dag_id: str, at: float) -> LogRecord:
+        return self._record(DAGS, dag_id, dag_id, None, at)
+
+    def _record(self, logical: str, key: str, partition_key: str, event, at: float) -> LogRecord:
+        position = (f"{self.prefix}tock.{logical}", partition_for(partition_key, self.partitions))
+        record = LogRecord(position[0], position[1], self.next_offset[position], key, event, at)
+        self.next_offset[position] += 1
+        self.records.append(record)
+        return record
+
+
+def dag_parsed(dag_id: str, at: float, tasks=("extract", "load"), path: str = "/dags/etl.py") -> DagParsed:
+    definition = DagDefinition(dag_id=dag_id, file_path=path, schedule="@hourly", tags=["x"],
+                               tasks=[TaskDefinition(task_id=task, kind="bash", command="true")
+                                      for task in tasks])
+    return DagParsed(dag_id=dag_id, file_path=path, fingerprint=f"fp-{at}", definition=definition, at=at)
+
+
+def lifecycle(dag_id: str, run_id: str, task_id: str, try_number: int, at: float, outcome: str = "success"):
+    """The events of one try from queued to its outcome."""
+    ids = {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "try_number": try_number}
+    runner = {"runner_id": f"runner-{try_number}"}
+    events = [TaskQueued(**ids, executor="local", queue="default", scheduler_id="s1", at=at),
+              TaskLaunched(**ids, executor="local", handle=f"123@host:{at}", scheduler_id="s1", at=at + 0.1),
+              TaskStarted(**ids, **runner, hostname="host", pid=123, at=at + 0.2),
+              TaskHeartbeat(**ids, **runner, at=at + 0.3)]
+    if outcome == "success":
+        events.append(TaskSucceeded(**ids, **runner, at=at + 1))
+    else:
+        events.append(TaskFailed(**ids, **runner, error="boom", at=at + 1))
+    return events
+
+
+# --- random logs -------------------------------------------------------------------
+
+_DAGS = ("etl", "report")
+_RUNS = ("r1", "r2")
+_TASKS = ("extract", "load")
+_times = st.floats(min_value=1_700_000_000, max_value=1_700_100_000, allow_nan=False).map(lambda t: round(t, 3))
+_tries = st.integers(min_value=1, max_value=3)
+_ti = st.fixed_dictionaries({"dag_id": st.sampled_from(_DAGS), "run_id": st.sampled_from(_RUNS),
+                             "task_id": st.sampled_from(_TASKS)})
+_file = st.sampled_from(("/dags/a.py", "/dags/b.py"))
+
+
+def _try_event(cls, **fields):
+    return st.builds(lambda ti, n, at: cls(**ti, try_number=n, at=at, **fields), _ti, _tries, _times)
+
+
+EVENT_STRATEGY = st.one_of(
+    _try_event(TaskQueued, executor="local", queue="default", scheduler_id="s1"),
+    _try_event(TaskLaunched, executor="local", handle="h", scheduler_id="s1"),
+    _try_event(TaskStarted, runner_id="w", hostname="host", pid=1),
+    _try_event(TaskHeartbeat, runner_id="w"),
+    _try_event(TaskSucceeded, runner_id="w"),
+    _try_event(TaskFailed, runner_id="w", error="e"),
+    _try_event(TaskDeclaredDead, reason="silent", scheduler_id="s1"),
+    _try_event(TaskAdopted, handle="h2", by_scheduler="s2", from_scheduler="s1"),
+    st.builds(lambda ti, n, at: TaskRetryScheduled(**ti, try_number=n, next_try_number=n + 1,
+                                                   not_before=at + 5, at=at), _ti, _tries, _times),
+    st.builds(lambda ti, at: TaskUpstreamFailed(**ti, at=at), _ti, _times),
+    st.builds(lambda ti, at: ClearTask(**ti, at=at), _ti, _times),
+    st.builds(lambda ti, at: MarkTask(**ti, state="success", at=at), _ti, _times),
+    st.builds(lambda d, r, at: DagRunCreated(dag_id=d, run_id=r, logical_date=at, run_type="manual",
+                                             dag_fingerprint="f", scheduler_id="s1", at=at),
+              st.sampled_from(_DAGS), st.sampled_from(_RUNS), _times),
+    st.builds(lambda d, r, s, at: DagRunFinished(dag_id=d, run_id=r, state=s, at=at),
+              st.sampled_from(_DAGS), st.sampled_from(_RUNS), st.sampled_from(("success", "failed")), _times),
+    st.builds(lambda d, p, at: PauseDag(dag_id=d, paused=p, at=at), st.sampled_from(_DAGS), st.booleans(), _times),
+    st.builds(lambda d, at: dag_parsed(d, at), st.sampled_from(_DAGS), _times),
+    st.builds(lambda d, at: DagRemoved(dag_id=d, file_path="/dags/etl.py", at=at), st.sampled_from(_DAGS), _times),
+    st.builds(lambda f, at: DagFileProcessed(file_path=f, processor_id="p", file_hash="h", dag_ids=["etl"],
+                                             duration=0.1, at=at), _file, _times),
+    st.builds(lambda f, at: DagParseFailed(file_path=f, processor_id="p", file_hash="h", error="SyntaxError",
+                                           at=at), _file, _times),
+    st.builds(lambda s, at: SchedulerHeartbeat(scheduler_id=s, hostname="h", pid=1, partitions=[0, 2], at=at),
+              st.sampled_from(("s1", "s2")), _times),
+    st.builds(lambda s, at: SchedulerStopped(scheduler_id=s, at=at), st.sampled_from(("s1", "s2")), _times),
+    st.builds(lambda d, at: ("tombstone", d, at), st.sampled_from(_DAGS), _times),
+)
+
+
+@st.composite
+def logs(draw, max_size: int = 60) -> list[LogRecord]:
+    """A random log: events positioned in their topic partitions, in append order."""
+    builder = LogBuilder()
+    for item in draw(st.lists(EVENT_STRATEGY, max_size=max_size)):
+        if isinstance(item, tuple):
+            builder.tombstone(item[1], item[2])
+        else:
+            builder.add(item)
+    return builder.records
+
+
+def interleavings(records: list[LogRecord], data) -> list[LogRecord]:
+    """Another order a reader could see: each partition's order kept, partitions merged at random."""
+    queues: dict[tuple[str, int], list[LogRecord]] = defaultdict(list)
+    for record in records:
+        queues[(record.topic, record.partition)].append(record)
+    merged: list[LogRecord] = []
+    while queues:
+        position = data.draw(st.sampled_from(sorted(queues)))
+        merged.append(queues[position].pop(0))
+        if not queues[position]:
+            del queues[position]
+    return merged
+
+
+def is_events_topic(record: LogRecord) -> bool:
+    return record.topic.endswith("tock." + EVENTS)
+
+
+def example_run(dag_id: str = "etl", run_id: str = "manual__1", at: float = 1_700_000_000.0) -> list:
+    """What a scheduler, runners and the DAG processor write for one run of a 3-task DAG.
+
+    extract succeeds, transform fails once and succeeds on its second try (a late
+    heartbeat of try 1 arrives after), load succeeds; the run succeeds. Also a scheduler
+    heartbeat, a clean parse of the DAG's file and a broken file.
+    """
+    events = [dag_parsed(dag_id, at, tasks=("extract", "transform", "load")),
+              DagFileProcessed(file_path="/dags/etl.py", processor_id="p1", file_hash="h1", dag_ids=[dag_id],
+                               duration=0.2, at=at),
+              DagParseFailed(file_path="/dags/broken.py", processor_id="p1", file_hash="h2",
+                             error="SyntaxError: invalid syntax", traceback="Traceback ...", at=at),
+              SchedulerHeartbeat(scheduler_id="s1", hostname="host", pid=42, partitions=[0, 1, 2], at=at),
+              DagRunCreated(dag_id=dag_id, run_id=run_id, logical_date=at, run_type="manual", conf_json='{"x":1}',
+                            dag_fingerprint="fp", scheduler_id="s1", at=at + 1)]
+    events += lifecycle(dag_id, run_id, "extract", 1, at + 2)
+    events += lifecycle(dag_id, run_id, "transform", 1, at + 4, outcome="failed")
+    events.append(TaskRetryScheduled(dag_id=dag_id, run_id=run_id, task_id="transform", try_number=1,
+                                     next_try_number=2, not_before=at + 6, at=at + 5.1))
+    events += lifecycle(dag_id, run_id, "transform", 2, at + 6)
+    events.append(TaskHeartbeat(dag_id=dag_id, run_id=run_id, task_id="transform", try_number=1,
+                                runner_id="runner-1", at=at + 7.5))
+    events += lifecycle(dag_id, run_id, "load", 1, at + 8)
+    events.append(DagRunFinished(dag_id=dag_id, run_id=run_id, state="success", at=at + 10))
+    return events

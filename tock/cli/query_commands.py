@@ -1,0 +1,167 @@
+"""``tock projector``, ``tock api``, ``tock runs list``, ``tock tasks list|history``, ``tock projections rebuild``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import signal
+import threading
+from collections.abc import Sequence
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table as RichTable
+from sqlalchemy.exc import SQLAlchemyError
+
+from projections import queries
+from projections.db import create_tables, open_engine
+from tock.cli import settings_of
+from tock.cli.groups import projections_app, runs_app, tasks_app
+
+JSON_OPTION = typer.Option(False, "--json", help="Print JSON (one array of objects) for scripts.")
+LIMIT_OPTION = typer.Option(100, "--limit", min=1, help="At most this many rows.")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("projector")(projector)
+    app.command("api")(api)
+
+
+def projector(ctx: typer.Context) -> None:
+    """Fold every Tock topic into the SQL tables (TOCK_DB_URL; SQLite in TOCK_HOME by default)."""
+    from projections.projector import run_projector
+
+    stop = _stop_on_signals()
+    try:
+        applied = run_projector(settings_of(ctx), stop)
+    except RuntimeError as error:
+        typer.echo(f"tock projector: {error}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"projector stopped ({applied} records applied)")
+
+
+def api(ctx: typer.Context) -> None:
+    """Serve the HTTP API on TOCK_API_HOST:TOCK_API_PORT (127.0.0.1:8080 by default)."""
+    import uvicorn
+
+    from services.api.app import create_app
+
+    settings = settings_of(ctx)
+    uvicorn.run(create_app(settings), host=settings.api_host, port=settings.api_port,
+                log_level=settings.log_level.lower())
+
+
+@runs_app.command("list")
+def runs_list(ctx: typer.Context, dag_id: Optional[str] = typer.Argument(None, help="Only this DAG's runs."),
+              state: Optional[str] = typer.Option(None, help="Only runs in this state (running, success, failed)."),
+              limit: int = LIMIT_OPTION, as_json: bool = JSON_OPTION) -> None:
+    """DAG runs, newest first."""
+    rows = _query(ctx, lambda engine: queries.runs(engine, dag_id=dag_id, state=state, limit=limit))
+    _show(rows, ["dag_id", "run_id", "state", "run_type", "logical_date", "created_at", "end_date"],
+          as_json, title="DAG runs")
+
+
+@tasks_app.command("list")
+def tasks_list(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The DAG."),
+               run_id: str = typer.Argument(..., help="The run."),
+               state: Optional[str] = typer.Option(None, help="Only task instances in this state."),
+               as_json: bool = JSON_OPTION) -> None:
+    """The task instances of one run, with their current try."""
+    rows = _query(ctx, lambda engine: queries.task_instances(engine, dag_id, run_id, state=state, limit=100_000))
+    if not rows and not as_json:
+        _fail_if_unknown_run(ctx, dag_id, run_id)
+    _show(rows, ["task_id", "state", "try_number", "executor", "queue", "handle", "hostname", "start_date",
+                 "end_date", "scheduler_id"], as_json, title=f"{dag_id} / {run_id}")
+
+
+@tasks_app.command("history")
+def tasks_history(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The DAG."),
+                  run_id: str = typer.Argument(..., help="The run."),
+                  task_id: str = typer.Argument(..., help="The task."), as_json: bool = JSON_OPTION) -> None:
+    """Every event of one task instance, in log order (including those of old tries)."""
+    rows = _query(ctx, lambda engine: queries.task_history(engine, dag_id, run_id, task_id, limit=100_000))
+    if not rows:
+        typer.echo(f"tock: no events of task {task_id} in {dag_id} / {run_id}", err=True)
+        raise typer.Exit(1)
+    _show(rows, ["offset", "event_type", "try_number", "at", "payload"], as_json,
+          title=f"{dag_id} / {run_id} / {task_id}")
+
+
+@projections_app.command("rebuild")
+def projections_rebuild(ctx: typer.Context, verify: bool = typer.Option(
+        False, "--verify", help="Do not swap: fold the log up to the live tables' offsets and compare them "
+                                "row for row; exit 1 on any difference.")) -> None:
+    """Replay every topic from offset 0 into fresh tables and swap them in (or --verify the live ones)."""
+    from projections.rebuild import rebuild, verify as verify_tables
+
+    engine = open_engine(settings_of(ctx))
+    try:
+        if verify:
+            _report_verification(verify_tables(settings_of(ctx), engine))
+        else:
+            reached = rebuild(settings_of(ctx), engine)
+            typer.echo(f"rebuilt the projections from {sum(reached.values())} log positions and swapped them in")
+    finally:
+        engine.dispose()
+
+
+def _report_verification(differences: list[str]) -> None:
+    if not differences:
+        typer.echo("verified: the live tables equal the log folded up to their offsets")
+        return
+    typer.echo(f"the live tables differ from the log ({len(differences)} difference(s) shown):", err=True)
+    for line in differences:
+        typer.echo(f"  {line}", err=True)
+    raise typer.Exit(1)
+
+
+def _query(ctx: typer.Context, read) -> list[dict[str, Any]]:
+    engine = open_engine(settings_of(ctx))
+    try:
+        create_tables(engine)  # a fresh database answers with empty lists rather than an error
+        return read(engine)
+    except SQLAlchemyError as error:
+        typer.echo(f"tock: cannot read the projections database: {error.__class__.__name__}: {error.orig or error}",
+                   err=True)
+        raise typer.Exit(1) from None
+    finally:
+        engine.dispose()
+
+
+def _fail_if_unknown_run(ctx: typer.Context, dag_id: str, run_id: str) -> None:
+    if _query(ctx, lambda engine: queries.run(engine, dag_id, run_id)) is None:
+        typer.echo(f"tock: no run {run_id} of DAG {dag_id} (see `tock runs list {dag_id}`)", err=True)
+        raise typer.Exit(1)
+
+
+def _show(rows: list[dict[str, Any]], columns: Sequence[str], as_json: bool, *, title: str) -> None:
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2, default=str))
+        return
+    table = RichTable(title=title)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(_cell(column, row.get(column)) for column in columns))
+    console = Console()
+    if not console.is_terminal:  # scripts and pipes get whole values, not ellipses
+        console = Console(width=max(console.width, 240))
+    console.print(table)
+    if not rows:
+        typer.echo("(none)")
+
+
+def _cell(column: str, value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float) and (column.endswith(("_date", "_at")) or column == "at"):
+        return dt.datetime.fromtimestamp(value, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else str(value)
+
+
+def _stop_on_signals() -> threading.Event:
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    return stop
