@@ -22,6 +22,7 @@ from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
 from schemas.avro import avro_schema, frozen_schema
 from schemas.declare import EVENT_TYPES
+from schemas.fastread import CorruptBody, Reader, compile_reader
 
 MAGIC = 0x54
 _VERSION = struct.Struct(">H")
@@ -52,6 +53,7 @@ class _Decoder:
     writer: Any
     reader: Any | None  # None when the writer schema is the current one
     from_record: Callable[[dict], Any]
+    fast: Reader | None  # generated reader, for records written with the current schema
 
 
 def encode(event: Any) -> bytes:
@@ -70,9 +72,14 @@ def decode(value: bytes | None) -> Any:
     body_start = value[1] + 4
     header = value[:body_start]
     decoder = _DECODERS.get(header) or _decoder_for_header(header, len(value))
-    buffer = io.BytesIO(value)
-    buffer.seek(body_start)
     try:
+        if decoder.fast is not None:
+            event, end = decoder.fast(value, body_start)
+            if end != len(value):
+                raise CorruptBody(f"body ends at byte {end} of {len(value)}")
+            return event
+        buffer = io.BytesIO(value)
+        buffer.seek(body_start)
         return decoder.from_record(schemaless_reader(buffer, decoder.writer, decoder.reader))
     except (EOFError, ValueError, TypeError, IndexError, UnicodeDecodeError, struct.error) as error:
         raise DecodeError(f"corrupt {decoder.cls.__name__} body: {error}") from None
@@ -115,8 +122,9 @@ def _decoder(name: str, version: int) -> _Decoder:
     if written is None:
         raise UnknownSchemaVersion(f"{name} has no frozen schema v{version} (known up to v{cls.VERSION})")
     writer = parse_schema(written)
-    reader = None if version == cls.VERSION else parse_schema(avro_schema(cls))
-    return _Decoder(cls, writer, reader, _from_record_fn(cls))
+    current = version == cls.VERSION
+    reader = None if current else parse_schema(avro_schema(cls))
+    return _Decoder(cls, writer, reader, _from_record_fn(cls), compile_reader(cls) if current else None)
 
 
 def _to_record_fn(cls: type) -> Callable[[Any], dict]:
