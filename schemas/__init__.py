@@ -16,6 +16,7 @@ from schemas.declare import (
 )
 from schemas.parsing import (
     DagFileProcessed,
+    DagFileRemoved,
     DagParseFailed,
     DagRemoved,
     ProcessorFinished,

@@ -5,15 +5,20 @@ from __future__ import annotations
 from schemas.declare import DAGS, PARSING, Event, event
 
 
-@event(PARSING)
+@event(PARSING, version=2)
 class ProcessorStarted(Event):
-    """A child process began parsing a file; it must finish or be killed by ``deadline``."""
+    """A child process began parsing a file; it must finish or be killed by ``deadline``.
+
+    v2 adds ``file_hash``: the content hash the scan saw, so a timeout or crash can be
+    recorded against that content (and the file is not retried until it changes).
+    """
 
     file_path: str
     processor_id: str
     pid: int
     deadline: float
     at: float
+    file_hash: str = ""
 
 
 @event(PARSING)
@@ -65,6 +70,14 @@ class DagParseFailed(Event):
 
 
 @event(PARSING)
+class DagFileRemoved(Event):
+    """A DAG file disappeared from the DAGs folder (its DAGs each get a DagRemoved)."""
+
+    file_path: str
+    at: float
+
+
+@event(PARSING)
 class DagRemoved(Event):
     """A DAG is gone: its file was deleted or no longer defines it."""
 
@@ -77,6 +90,7 @@ class DagRemoved(Event):
 __all__ = [
     "DAGS",
     "DagFileProcessed",
+    "DagFileRemoved",
     "DagParseFailed",
     "DagRemoved",
     "ProcessorFinished",

@@ -1,0 +1,274 @@
+"""The DAG processor's pure core: given these events, when this happens, then these events."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from schemas import (
+    DagDefinition,
+    DagFileProcessed,
+    DagFileRemoved,
+    DagParsed,
+    DagParseFailed,
+    DagRemoved,
+    ProcessorFinished,
+    ProcessorKilled,
+    ProcessorStarted,
+)
+from services.dag_processor.core import (
+    Limits,
+    ParseResult,
+    ProcessorState,
+    StartParse,
+    decide,
+    decide_exit,
+    decide_shutdown,
+    evolve,
+    fold,
+    processor_started,
+    recovered_state,
+)
+
+LIMITS = Limits(parallelism=2, timeout=10.0)
+A, B, C = "/dags/a.py", "/dags/b.py", "/dags/c.py"
+
+
+def started(path: str, processor_id: str = "p1", at: float = 0.0, file_hash: str = "h1") -> ProcessorStarted:
+    return processor_started(StartParse(path, file_hash), processor_id, 100, at, LIMITS)
+
+
+def parsed(dag_id: str, path: str = A, fingerprint: str = "f1") -> DagParsed:
+    return DagParsed(dag_id=dag_id, file_path=path, fingerprint=fingerprint,
+                     definition=DagDefinition(dag_id=dag_id, file_path=path), at=0.0)
+
+
+def result(*dags: tuple[str, str], file_hash: str = "h1") -> ParseResult:
+    return ParseResult(file_hash, dags=tuple((DagDefinition(dag_id=dag_id, file_path=A), print_)
+                                              for dag_id, print_ in dags))
+
+
+def kinds(events) -> list[str]:
+    return [type(event).__name__ for event in events]
+
+
+# ------------------------------------------------------------ starting parses
+
+
+def test_new_and_changed_files_start_parses_up_to_the_parallelism():
+    state = fold([DagFileProcessed(file_path=A, processor_id="p0", file_hash="old", dag_ids=[], duration=0, at=0)])
+    decisions = decide(state, 1.0, {A: "new", B: "h", C: "h"}, LIMITS)
+    assert decisions == [StartParse(A, "new"), StartParse(B, "h")]
+
+
+def test_an_unchanged_file_is_not_parsed_again_even_after_a_failure():
+    state = fold([DagParseFailed(file_path=A, processor_id="p0", file_hash="h", error="boom", at=0)])
+    assert decide(state, 1.0, {A: "h"}, LIMITS) == []
+    assert decide(state, 1.0, {A: "h2"}, LIMITS) == [StartParse(A, "h2")]
+
+
+def test_a_file_being_parsed_is_not_started_twice_and_uses_a_slot():
+    state = fold([started(A)])
+    assert decide(state, 1.0, {A: "h2", B: "h", C: "h"}, LIMITS) == [StartParse(B, "h")]
+
+
+# ------------------------------------------------------------ children ending
+
+
+def test_a_child_past_its_deadline_is_killed_with_one_failure_and_its_slot_reused():
+    state = fold([started(A, at=0.0), started(B, "p2", at=5.0)])
+    decisions = decide(state, 10.0, {A: "h1", B: "h1", C: "h"}, LIMITS)
+    assert kinds(decisions) == ["ProcessorKilled", "DagParseFailed", "StartParse"]
+    assert decisions[2] == StartParse(C, "h")  # A timed out on this content: not retried
+    killed, failed = decisions[:2]
+    assert (killed.reason, killed.processor_id, failed.file_hash) == ("timeout", "p1", "h1")
+    assert "longer than 10 s" in failed.error
+    assert set(evolve(state, killed).children) == {"p2"}
+
+
+def test_a_killed_child_that_exits_late_produces_nothing():
+    state = fold([started(A), ProcessorKilled(file_path=A, processor_id="p1", pid=100, reason="timeout", at=1)])
+    assert decide_exit(state, "p1", 0, result(("etl", "f1")), 2.0) == []
+
+
+def test_a_crashed_child_is_reported_died_with_the_signal_as_error():
+    events = decide_exit(fold([started(A)]), "p1", -11, None, 1.0)
+    assert kinds(events) == ["ProcessorKilled", "DagParseFailed"]
+    assert events[0].reason == "died" and events[0].exit_code == -11
+    assert "SIGSEGV" in events[1].error and events[1].file_hash == "h1"
+
+
+def test_a_child_that_exits_without_a_result_is_reported_died_with_its_code():
+    events = decide_exit(fold([started(A)]), "p1", 3, None, 1.0)
+    assert events[0].reason == "died" and "exited with code 3" in events[1].error
+
+
+def test_an_error_in_the_file_is_one_failure_after_a_normal_finish():
+    error = ParseResult("h1", error="SyntaxError: bad", traceback="Traceback ...")
+    events = decide_exit(fold([started(A)]), "p1", 0, error, 1.0)
+    assert kinds(events) == ["ProcessorFinished", "DagParseFailed"]
+    assert (events[1].error, events[1].traceback) == ("SyntaxError: bad", "Traceback ...")
+
+
+def test_shutdown_kills_every_running_child():
+    state = fold([started(A, "p1"), started(B, "p2")])
+    killed = decide_shutdown(state, 5.0)
+    assert {(event.processor_id, event.reason) for event in killed} == {("p1", "shutdown"), ("p2", "shutdown")}
+    assert fold(killed, state).children == {}
+
+
+# ------------------------------------------------------------ DAG definitions
+
+
+def test_dag_parsed_only_when_the_fingerprint_changed():
+    state = fold([parsed("same", fingerprint="f1"), parsed("other", fingerprint="f1"), started(A)])
+    events = decide_exit(state, "p1", 0, result(("same", "f1"), ("other", "f2"), ("new", "f3")), 1.0)
+    assert kinds(events) == ["ProcessorFinished", "DagFileProcessed", "DagParsed", "DagParsed"]
+    assert [event.dag_id for event in events[2:]] == ["other", "new"]
+    assert events[1].dag_ids == ["new", "other", "same"]
+
+
+def test_a_dag_no_longer_in_its_file_is_removed():
+    state = fold([parsed("kept"), parsed("dropped"), parsed("elsewhere", path=B), started(A)])
+    events = decide_exit(state, "p1", 0, result(("kept", "f1")), 1.0)
+    assert kinds(events) == ["ProcessorFinished", "DagFileProcessed", "DagRemoved"]
+    assert events[2].dag_id == "dropped"
+
+
+def test_a_deleted_file_removes_its_dags_but_waits_while_it_is_being_parsed():
+    processed = DagFileProcessed(file_path=A, processor_id="p0", file_hash="h", dag_ids=["etl"], duration=0, at=0)
+    state = fold([parsed("etl"), processed])
+    assert kinds(decide(state, 1.0, {}, LIMITS)) == ["DagRemoved", "DagFileRemoved"]
+    assert decide(evolve(state, started(A)), 1.0, {}, LIMITS) == []
+
+
+def test_a_dag_id_owned_by_another_existing_file_is_a_failure():
+    owner = DagFileProcessed(file_path=B, processor_id="p0", file_hash="h", dag_ids=["etl"], duration=0, at=0)
+    state = fold([parsed("etl", path=B), owner, started(A)])
+    events = decide_exit(state, "p1", 0, result(("etl", "f9")), 1.0)
+    assert kinds(events) == ["ProcessorFinished", "DagParseFailed"]
+    assert f"already defined in {B}" in events[1].error
+
+
+def test_recovered_dags_are_not_republished_and_vanished_files_are_removed():
+    state = recovered_state([("etl", parsed("etl")), ("gone", parsed("gone", path=C)), ("dead", None)])
+    assert kinds(decide(state, 1.0, {A: "h1"}, LIMITS)) == ["DagRemoved", "StartParse"]
+    events = decide_exit(evolve(state, started(A)), "p1", 0, result(("etl", "f1")), 1.0)
+    assert kinds(events) == ["ProcessorFinished", "DagFileProcessed"]
+
+
+def test_evolve_refuses_an_event_it_has_no_handler_for():
+    import pytest
+
+    with pytest.raises(TypeError, match="no handler for str"):
+        evolve(ProcessorState(), "not an event")
+
+
+# ------------------------------------------------------------ properties
+
+PATHS = [A, B, C]
+actions = st.lists(st.one_of(
+    st.tuples(st.just("scan"), st.dictionaries(st.sampled_from(PATHS), st.sampled_from(["h1", "h2"]))),
+    st.tuples(st.just("tick"), st.floats(min_value=0, max_value=15)),
+    st.tuples(st.just("exit"), st.integers(0, 5), st.sampled_from([0, 0, 1, -9, -11])),
+    st.tuples(st.just("late_exit"), st.integers(0, 50)),
+), max_size=60)
+
+
+class World:
+    """Drives the core as the shell does, with simulated children, and records every event."""
+
+    def __init__(self) -> None:
+        self.state, self.events, self.now, self.files = ProcessorState(), [], 0.0, {}
+        self.running: list[str] = []  # processor ids of children still alive in the "OS"
+        self.started = 0
+
+    def emit(self, event) -> None:
+        self.events.append(event)
+        self.state = evolve(self.state, event)
+        if isinstance(event, ProcessorKilled) and event.processor_id in self.running:
+            self.running.remove(event.processor_id)  # the shell kills it right after applying
+
+    def act(self, action) -> None:
+        match action:
+            case ("scan", files):
+                self.files = files
+            case ("tick", seconds):
+                self.now += seconds
+                self.decide()
+            case ("exit", index, code) if self.running:
+                processor_id = self.running.pop(index % len(self.running))
+                outcome = result(("etl", "f1")) if code == 0 else None
+                for event in decide_exit(self.state, processor_id, code, outcome, self.now):
+                    self.emit(event)
+            case ("late_exit", number) if f"p{number}" not in self.running:  # killed or never started
+                for event in decide_exit(self.state, f"p{number}", 0, result(("etl", "f2")), self.now):
+                    self.emit(event)
+
+    def decide(self) -> None:
+        for decision in decide(self.state, self.now, self.files, LIMITS):
+            if isinstance(decision, StartParse):
+                processor_id = f"p{self.started}"
+                self.started += 1
+                self.running.append(processor_id)
+                self.emit(processor_started(decision, processor_id, 1000 + self.started, self.now, LIMITS))
+            else:
+                self.emit(decision)
+
+
+def ends_by_processor(events) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for event in events:
+        if isinstance(event, ProcessorFinished | ProcessorKilled):
+            counts[event.processor_id] = counts.get(event.processor_id, 0) + 1
+    return counts
+
+
+@settings(max_examples=300, deadline=None)
+@given(actions)
+def test_the_table_is_the_fold_of_the_emitted_events_and_holds_only_live_children(program):
+    world = World()
+    for action in program:
+        world.act(action)
+        assert world.state == fold(world.events)
+        assert set(world.state.children) == set(world.running)
+        assert len(world.state.children) <= LIMITS.parallelism
+        ended = ends_by_processor(world.events)
+        assert not set(ended) & set(world.state.children), "an ended child is still in the wait set"
+        assert all(count == 1 for count in ended.values())
+
+
+@settings(max_examples=300, deadline=None)
+@given(actions)
+def test_every_started_child_ends_exactly_once_and_each_parse_has_one_outcome(program):
+    world = World()
+    for action in program:
+        world.act(action)
+    for event in decide_shutdown(world.state, world.now):
+        world.emit(event)
+    starts = [event.processor_id for event in world.events if isinstance(event, ProcessorStarted)]
+    assert ends_by_processor(world.events) == {processor_id: 1 for processor_id in starts}
+    outcomes: dict[str, int] = {}
+    for event in world.events:
+        if isinstance(event, DagFileProcessed | DagParseFailed):
+            outcomes[event.processor_id] = outcomes.get(event.processor_id, 0) + 1
+    shut_down = {event.processor_id for event in world.events
+                 if isinstance(event, ProcessorKilled) and event.reason == "shutdown"}
+    assert outcomes == {processor_id: 1 for processor_id in starts if processor_id not in shut_down}
+
+
+@settings(max_examples=200, deadline=None)
+@given(actions, st.integers(0, 200))
+def test_folding_in_pieces_equals_folding_in_one_go(program, cut):
+    world = World()
+    for action in program:
+        world.act(action)
+    cut = min(cut, len(world.events))
+    assert fold(world.events[cut:], fold(world.events[:cut])) == fold(world.events)
+
+
+def test_removal_events_round_trip_through_the_fold():
+    state = fold([parsed("etl"), DagFileProcessed(file_path=A, processor_id="p", file_hash="h", dag_ids=["etl"],
+                                                  duration=0, at=0)])
+    state = fold([DagRemoved(dag_id="etl", file_path=A, at=1), DagFileRemoved(file_path=A, at=1)], state)
+    assert state == ProcessorState()

@@ -1,0 +1,188 @@
+"""``DAG``: a named graph of tasks with its schedule, used as a context manager in DAG files."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from dataclasses import asdict
+from datetime import date, datetime, time, timedelta, timezone
+from typing import Any
+
+from croniter import croniter
+
+from schemas.dags import DagDefinition, TaskDefinition
+from tock.tasks import ID_PATTERN, Task, TaskOptions, seconds_of
+
+# Presets croniter understands, plus "@once" (one run at start_date).
+SCHEDULE_PRESETS = ("@once", "@hourly", "@daily", "@midnight", "@weekly", "@monthly", "@yearly", "@annually")
+
+_active: list[DAG] = []  # DAGs whose `with` block is open, innermost last
+_collectors: list[list[DAG]] = []  # lists collecting the DAGs a file defines (see tock.loading)
+
+
+class DagDefinitionError(ValueError):
+    """A DAG is invalid; the message names the file, the DAG and the problem."""
+
+    def __init__(self, file_path: str | None, dag_id: str, problem: str) -> None:
+        super().__init__(f"{file_path or '<unknown file>'}: DAG {dag_id!r}: {problem}")
+        self.file_path = file_path
+        self.dag_id = dag_id
+        self.problem = problem
+
+
+def current_dag() -> DAG | None:
+    """The DAG of the innermost open ``with DAG(...)`` block, if any."""
+    return _active[-1] if _active else None
+
+
+class DAG:
+    """A DAG: ``with DAG("etl", schedule="@hourly") as dag: ...``.
+
+    Durations (retry_delay, deadline) are seconds or timedeltas; a naive start_date is UTC.
+    """
+
+    def __init__(self, dag_id: str, schedule: str | None = None, start_date: datetime | date | None = None,
+                 catchup: bool = False, max_active_runs: int = 16, retries: int = 0,
+                 retry_delay: float | timedelta = 300, deadline: float | timedelta | None = None,
+                 tags: tuple[str, ...] | list[str] = (), params: dict[str, Any] | None = None) -> None:
+        # The file that defines the DAG, so errors can name it.
+        self.fileloc: str | None = sys._getframe(1).f_code.co_filename
+        self.dag_id = dag_id
+        self.tasks: dict[str, Task] = {}
+        self._set_fields(schedule, start_date, catchup, max_active_runs, retries)
+        self._set_more_fields(retry_delay, deadline, tags, params)
+        if _collectors:
+            _collectors[-1].append(self)
+
+    def _set_fields(self, schedule, start_date, catchup, max_active_runs, retries) -> None:
+        if not isinstance(self.dag_id, str) or not ID_PATTERN.match(self.dag_id):
+            self._fail(f"dag_id must match {ID_PATTERN.pattern}")
+        if schedule is not None and not _valid_schedule(schedule):
+            self._fail(f"bad schedule {schedule!r}: not a cron expression or one of {', '.join(SCHEDULE_PRESETS)}")
+        self.schedule = schedule
+        self.start_date = self._guard(lambda: _utc(start_date))
+        self.catchup = bool(catchup)
+        if isinstance(max_active_runs, bool) or not isinstance(max_active_runs, int) or max_active_runs < 1:
+            self._fail(f"max_active_runs must be a positive integer, got {max_active_runs!r}")
+        self.max_active_runs = max_active_runs
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            self._fail(f"retries must be a non-negative integer, got {retries!r}")
+        self.retries = retries
+
+    def _set_more_fields(self, retry_delay, deadline, tags, params) -> None:
+        self.retry_delay: float = self._guard(lambda: seconds_of(retry_delay, "retry_delay"))
+        self.deadline: float | None = self._guard(lambda: seconds_of(deadline, "deadline"))
+        if isinstance(tags, str) or not all(isinstance(tag, str) for tag in tags):
+            self._fail(f"tags must be a list of strings, got {tags!r}")
+        self.tags = tuple(tags)
+        self.params = dict(params or {})
+        self.params_json = self._guard(lambda: json.dumps(self.params, sort_keys=True))
+
+    def _guard(self, compute):
+        try:
+            return compute()
+        except (TypeError, ValueError) as error:
+            self._fail(str(error))
+
+    def _fail(self, problem: str):
+        raise DagDefinitionError(self.fileloc, str(self.dag_id), problem)
+
+    def __enter__(self) -> DAG:
+        _active.append(self)
+        return self
+
+    def __exit__(self, kind, error, trace) -> None:
+        _active.remove(self)
+        if error is None:
+            self.validate()
+
+    def check_task(self, task_id: str, options: TaskOptions) -> None:
+        """Refuse a task whose id or options are invalid, naming the problem."""
+        if not isinstance(task_id, str) or not ID_PATTERN.match(task_id):
+            self._fail(f"task_id {task_id!r} must match {ID_PATTERN.pattern}")
+        if task_id in self.tasks:
+            self._fail(f"duplicate task id {task_id!r}")
+        problems = options.problems()
+        if problems:
+            self._fail(f"task {task_id!r}: " + "; ".join(problems))
+
+    def add_task(self, task: Task) -> None:
+        self.tasks[task.task_id] = task
+
+    def check_same_dag(self, one: Task, other: Task) -> None:
+        if one.dag is not other.dag:
+            self._fail(f"task {one.task_id!r} cannot depend on {other.task_id!r} of DAG {other.dag.dag_id!r}")
+
+    def validate(self) -> None:
+        """Raise DagDefinitionError if the dependencies form a cycle."""
+        cycle = _find_cycle({task_id: sorted(task.downstream_task_ids) for task_id, task in self.tasks.items()})
+        if cycle:
+            self._fail("dependency cycle " + " >> ".join(cycle))
+
+    def to_definition(self, file_path: str) -> DagDefinition:
+        """The serializable definition the DAG processor publishes."""
+        self.validate()
+        return DagDefinition(
+            dag_id=self.dag_id, file_path=str(file_path), schedule=self.schedule, start_date=self.start_date,
+            catchup=self.catchup, max_active_runs=self.max_active_runs, deadline=self.deadline,
+            tags=list(self.tags), params_json=self.params_json,
+            tasks=[_task_definition(self.tasks[task_id]) for task_id in sorted(self.tasks)],
+        )
+
+    def __repr__(self) -> str:
+        return f"<DAG {self.dag_id} ({len(self.tasks)} tasks)>"
+
+
+def fingerprint(definition: DagDefinition) -> str:
+    """A stable hash of a definition: equal definitions have equal fingerprints."""
+    canonical = json.dumps(asdict(definition), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _task_definition(task: Task) -> TaskDefinition:
+    return TaskDefinition(
+        task_id=task.task_id, kind=task.kind, command=task.command, upstream=sorted(task.upstream_task_ids),
+        retries=task.retries, retry_delay=task.retry_delay, execution_timeout=task.execution_timeout,
+        executor=task.executor, queue=task.queue, pod_override_json=task.options.pod_override_json(),
+    )
+
+
+def _valid_schedule(schedule: Any) -> bool:
+    if not isinstance(schedule, str):
+        return False
+    return schedule in SCHEDULE_PRESETS or croniter.is_valid(schedule)
+
+
+def _utc(start: datetime | date | None) -> float | None:
+    if start is None:
+        return None
+    if not isinstance(start, datetime):
+        if not isinstance(start, date):
+            raise TypeError(f"start_date must be a datetime, got {start!r}")
+        start = datetime.combine(start, time())
+    if start.tzinfo is None:
+        start = start.replace(tzinfo=timezone.utc)
+    return start.timestamp()
+
+
+def _find_cycle(downstream: dict[str, list[str]]) -> list[str]:
+    """One cycle as a closed path of task ids, or [] (iterative depth-first search)."""
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+    for root in downstream:
+        if root in state:
+            continue
+        path, stack = [root], [iter(downstream[root])]
+        state[root] = 1
+        while stack:
+            child = next(stack[-1], None)
+            if child is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state.get(child) == 1:
+                return path[path.index(child):] + [child]
+            elif child not in state:
+                state[child] = 1
+                path.append(child)
+                stack.append(iter(downstream[child]))
+    return []
