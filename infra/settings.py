@@ -40,11 +40,16 @@ class Settings(BaseSettings):
     parse_parallelism: int = Field(default=2, ge=1, description="DAG files parsed at once")
     dag_scan_interval: float = Field(default=0.5, gt=0, description="seconds between scans of the DAGs folder")
     parallelism: int = Field(default=32, ge=1, description="tries the local executor runs at once")
+    warm_runners: int = Field(default=8, ge=0, le=1000,
+                              description="runners the local executor keeps started and connected, ready for a try")
     task_heartbeat_seconds: float = Field(default=5.0, gt=0, description="seconds between task heartbeats")
     task_heartbeat_timeout: float = Field(default=60.0, gt=0, description="silence after which a try is dead")
+    scheduler_session_timeout: float = Field(default=10.0, ge=6, le=300,
+                                             description="seconds before a silent scheduler's partitions move")
     api_host: str = Field(default="127.0.0.1", description="API bind address")
     api_port: int = Field(default=8080, ge=1, le=65535, description="API port")
     api_token: str | None = Field(default=None, description="bearer token required for API commands")
+    projector_batch: int = Field(default=20_000, ge=1, description="records the projector commits per DB transaction at most")
     celery_broker_url: str = Field(default="redis://127.0.0.1:6379/0", description="Celery broker")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
