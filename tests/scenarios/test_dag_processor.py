@@ -3,6 +3,8 @@ print megabytes, vanish or get killed, each beside good files that keep being se
 
 from __future__ import annotations
 
+import json
+
 import os
 import signal
 import subprocess
@@ -184,6 +186,10 @@ def test_a_restart_republishes_nothing_unchanged_and_removes_what_vanished_meanw
 
     published = [record.event for record in replay(settings, DAGS) if isinstance(record.event, DagParsed)]
     assert sorted(event.dag_id for event in published) == ["good_a", "good_b"]
-    listed = subprocess.run([str(TOCK), "dags", "list"], env=environment(settings), capture_output=True, text=True)
+    projected = subprocess.run([str(TOCK), "projections", "rebuild"], env=environment(settings),
+                               capture_output=True, text=True)
+    assert projected.returncode == 0, projected.stderr
+    listed = subprocess.run([str(TOCK), "dags", "list", "--json"], env=environment(settings),
+                            capture_output=True, text=True)
     assert listed.returncode == 0, listed.stderr
-    assert "good_a" in listed.stdout and "good_b" not in listed.stdout
+    assert [row["dag_id"] for row in json.loads(listed.stdout)] == ["good_a"]

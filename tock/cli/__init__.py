@@ -23,6 +23,8 @@ app = typer.Typer(
 COMMAND_MODULES = [
     "tock.cli.groups",
     "tock.cli.infra_commands",
+    "tock.cli.dag_commands",
+    "tock.cli.query_commands",
 ]
 
 

@@ -1,4 +1,4 @@
-"""``tock projector``, ``tock api``, ``tock runs list``, ``tock tasks list|history``, ``tock projections rebuild``."""
+"""``tock projector``, ``tock api``, ``tock dags|runs list``, ``tock tasks list|history``, ``tock projections rebuild``."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from projections import queries
 from projections.db import create_tables, open_engine
 from tock.cli import settings_of
-from tock.cli.groups import projections_app, runs_app, tasks_app
+from tock.cli.groups import dags_app, projections_app, runs_app, tasks_app
 
 JSON_OPTION = typer.Option(False, "--json", help="Print JSON (one array of objects) for scripts.")
 LIMIT_OPTION = typer.Option(100, "--limit", min=1, help="At most this many rows.")
@@ -50,6 +50,19 @@ def api(ctx: typer.Context) -> None:
     settings = settings_of(ctx)
     uvicorn.run(create_app(settings), host=settings.api_host, port=settings.api_port,
                 log_level=settings.log_level.lower())
+
+
+@dags_app.command("list")
+def dags_list(ctx: typer.Context, include_removed: bool = typer.Option(
+                  False, "--all", help="Also DAGs whose file is gone or no longer defines them."),
+              as_json: bool = JSON_OPTION) -> None:
+    """The DAGs the DAG processor has published, as projected by `tock projector`."""
+    active = None if include_removed else True
+    rows = _query(ctx, lambda engine: queries.dags(engine, active=active, limit=100_000))
+    if not rows and not as_json:
+        typer.echo("no DAGs yet (are `tock dag-processor` and `tock projector` running?)")
+        return
+    _show(rows, ["dag_id", "schedule", "is_paused", "is_active", "parsed_at", "file_path"], as_json, title="DAGs")
 
 
 @runs_app.command("list")
