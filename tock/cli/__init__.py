@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "tock.cli.infra_commands",
     "tock.cli.dag_commands",
     "tock.cli.query_commands",
+    "tock.cli.scheduler_commands",
 ]
 
 

@@ -1,0 +1,132 @@
+"""The warm launcher: a process that imported the runner once and keeps warm runners ready.
+
+The local executor starts it and writes one JSON request per line on its stdin; it
+answers each with ``<pid> <start time>`` on stdout. A warm runner ("spare") is a child
+forked in advance into its own session, whose Kafka producer is already connected; a
+launch hands it the try through its pipe. Tries outlive the launcher and the scheduler.
+Started as ``python -m infra.executors.launcher``; the first line is the settings as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+
+from infra.executors.local import process_start_time
+from infra.settings import Settings
+
+class Spares:
+    """Warm runners waiting for a try: pid -> write end of the pipe the try comes through."""
+
+    def __init__(self, settings: Settings, count: int) -> None:
+        self.settings = settings
+        self.count = count
+        self.ready: list[tuple[int, int]] = []
+
+    def fill(self) -> None:
+        while len(self.ready) < self.count:
+            self.ready.append(self._fork())
+
+    def hand_over(self, request_line: str) -> int:
+        """Give the try to a warm runner (a new one if none is ready); returns its pid."""
+        pid, pipe = self.ready.pop(0) if self.ready else self._fork()
+        os.write(pipe, request_line.encode())
+        os.close(pipe)
+        return pid
+
+    def _fork(self) -> tuple[int, int]:
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(write_end)
+            for _pid, other in self.ready:  # else a spare never sees EOF when the launcher goes
+                os.close(other)
+            _spare(self.settings, read_end)
+        os.close(read_end)
+        return pid, write_end
+
+
+def _spare(settings: Settings, read_end: int) -> None:
+    """A warm runner: connect to Kafka, wait for one try, run it, exit. Never returns."""
+    code = 1
+    try:
+        os.setsid()
+        for signum in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_DFL)
+        _detach_stdio(settings)
+        from infra.log import KafkaEventLog
+        from services.runner import TryRequest, run_try
+
+        events = KafkaEventLog(settings, client_id="tock-runner")
+        line = _read_all(read_end)
+        if not line:  # the launcher went away before giving us a try
+            code = 0
+            return
+        request = json.loads(line)
+        code = run_try(settings, TryRequest(**request["try"]), executor=request["executor"], queue=request["queue"],
+                       events=events)
+    except BaseException:  # noqa: BLE001 - the runner's own failure is logged, then it exits
+        logging.getLogger("tock.runner").exception("runner crashed")
+    finally:
+        os._exit(code)
+
+
+def _read_line(descriptor: int) -> str:
+    """One line, read byte by byte so nothing after it is consumed (the requests follow)."""
+    line = b""
+    while (byte := os.read(descriptor, 1)) not in (b"", b"\n"):
+        line += byte
+    return line.decode()
+
+
+def _read_all(descriptor: int) -> str:
+    chunks = []
+    while chunk := os.read(descriptor, 65536):
+        chunks.append(chunk)
+    os.close(descriptor)
+    return b"".join(chunks).decode()
+
+
+def _detach_stdio(settings: Settings) -> None:
+    # Away from the launcher's pipes; runner logs go to one file under TOCK_HOME.
+    (settings.home / "logs").mkdir(parents=True, exist_ok=True)
+    output = os.open(settings.home / "logs" / "runners.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(output, 1)
+    os.dup2(output, 2)
+    logging.basicConfig(level=settings.log_level, stream=sys.stderr, force=True,
+                        format="%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s")
+
+
+def main() -> None:
+    settings = Settings(**json.loads(_read_line(sys.stdin.fileno())))
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # runners are reaped by the kernel
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # a Ctrl-C is the scheduler's to handle
+    import services.runner  # noqa: F401 - imported once here, inherited warm by every runner
+
+    # A burst beyond the warm runners starts runners cold: fine, just slower.
+    spares = Spares(settings, min(settings.warm_runners, settings.parallelism))
+    spares.fill()
+    for lines in _request_batches(sys.stdin.fileno()):
+        pids = [spares.hand_over(line) for line in lines]
+        sys.stdout.write("".join(f"{pid} {process_start_time(pid) or 0}\n" for pid in pids))
+        sys.stdout.flush()
+        spares.fill()  # after the answers: a burst of launches does not wait for new spares
+
+
+def _request_batches(descriptor: int):
+    """Lists of request lines, each list holding every complete line available at that moment."""
+    pending = b""
+    while chunk := os.read(descriptor, 1 << 20):
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        if lines:
+            yield [line.decode() + "\n" for line in lines]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""The local executor: tries run as processes on this host, forked by a warm launcher.
+
+A try's handle is ``pid@host:starttime``; it is alive when it is on this host, the pid
+exists, and /proc says the process with that pid started at that time (pids are reused).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from infra.settings import Settings
+from services.runner import TryRequest
+
+log = logging.getLogger("tock.executor.local")
+
+NAME = "local"
+
+
+class LauncherFailed(RuntimeError):
+    """The warm launcher process died or answered nonsense."""
+
+
+class LocalExecutor:
+    """Launches tries through the warm launcher (started on first use)."""
+
+    name = NAME
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._launcher: subprocess.Popen | None = None
+        self.hostname = socket.gethostname()
+
+    def launch(self, request: TryRequest, *, queue: str = "default") -> str:
+        """Start the try in its own session; returns its handle."""
+        return self.launch_many([(request, queue)])[0]
+
+    def launch_many(self, requests: list[tuple[TryRequest, str]]) -> list[str]:
+        """Start several tries (request, queue) at once; returns their handles in order."""
+        launcher = self._running_launcher()
+        lines = "".join(json.dumps({"try": request.as_dict(), "executor": NAME, "queue": queue}) + "\n"
+                        for request, queue in requests)
+        try:
+            launcher.stdin.write(lines)
+            launcher.stdin.flush()
+            answers = [launcher.stdout.readline().split() for _ in requests]
+            return [f"{int(pid)}@{self.hostname}:{int(start)}" for pid, start in answers]
+        except (OSError, ValueError) as error:
+            self.close()
+            raise LauncherFailed(f"the local launcher failed to start {len(requests)} tries: {error}") from error
+
+    def is_alive(self, handle: str) -> bool | None:
+        """True/False for a handle of this host; None (cannot tell) for another host's."""
+        return is_alive(handle, self.hostname)
+
+    def close(self) -> None:
+        """Stop the launcher; the tries it started keep running."""
+        launcher, self._launcher = self._launcher, None
+        if launcher is None:
+            return
+        for stream in (launcher.stdin, launcher.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        try:
+            launcher.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            launcher.kill()
+            launcher.wait()
+
+    def _running_launcher(self) -> subprocess.Popen:
+        if self._launcher is not None and self._launcher.poll() is None:
+            return self._launcher
+        launcher = subprocess.Popen([sys.executable, "-m", "infra.executors.launcher"], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, text=True, bufsize=1, start_new_session=True)
+        launcher.stdin.write(self._settings.model_dump_json() + "\n")
+        launcher.stdin.flush()
+        self._launcher = launcher
+        log.info("local launcher started (pid %d)", launcher.pid)
+        return launcher
+
+
+def process_start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (/proc/<pid>/stat field 22), if it exists."""
+    fields = _stat_fields(pid)
+    return int(fields[19]) if fields else None
+
+
+def is_alive(handle: str, hostname: str | None = None) -> bool | None:
+    """Whether the process a local handle names still runs (None when it names another host)."""
+    try:
+        pid_text, rest = handle.split("@", 1)
+        host, start_text = rest.rsplit(":", 1)
+        pid, start = int(pid_text), int(start_text)
+    except ValueError:
+        return False
+    if host != (hostname or socket.gethostname()):
+        return None
+    fields = _stat_fields(pid)
+    return fields is not None and fields[0] != "Z" and int(fields[19]) == start
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """Fields of /proc/<pid>/stat after the command name: state first (field 3)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()

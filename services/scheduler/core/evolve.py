@@ -1,0 +1,279 @@
+"""evolve(state, event) -> state: one small handler per event type.
+
+The state is mutated in place and returned: it is owned by the fold (``decide`` only
+reads it), and copying a partition's memory per event would cost more than it protects.
+Events of a try that is no longer current, of a finished run, or repeated, change nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from schemas import (
+    ClearTask,
+    DagParsed,
+    DagRunCreated,
+    DagRunFinished,
+    DeadlineMissed,
+    MarkTask,
+    PauseDag,
+    PodFinished,
+    TaskAdopted,
+    TaskDeclaredDead,
+    TaskFailed,
+    TaskHeartbeat,
+    TaskLaunched,
+    TaskQueued,
+    TaskRetryScheduled,
+    TaskStarted,
+    TaskSucceeded,
+    TaskUpstreamFailed,
+    TriggerDagRun,
+)
+from services.scheduler.core.model import (
+    ACTIVE,
+    FAILED,
+    NONE,
+    QUEUED,
+    RUNNING,
+    SUCCESS,
+    UP_FOR_RETRY,
+    UPSTREAM_FAILED,
+    DagEntry,
+    DagRun,
+    DagTombstone,
+    SchedulerState,
+    TaskInstance,
+    TryKey,
+    manual_run_id,
+    topological_order,
+)
+from services.scheduler.core.runs import first_due
+
+
+class UnknownEvent(TypeError):
+    """The scheduler's fold has no handler for this event type."""
+
+
+def evolve(state: SchedulerState, event: Any) -> SchedulerState:
+    """Apply one event (or DAG tombstone) to the state."""
+    handler = _HANDLERS.get(type(event))
+    if handler is None:
+        raise UnknownEvent(f"the scheduler cannot fold {type(event).__name__}")
+    handler(state, event)
+    return state
+
+
+def fold(state: SchedulerState, events: Iterable[Any]) -> SchedulerState:
+    for event in events:
+        evolve(state, event)
+    return state
+
+
+# -- DAGs and commands -------------------------------------------------------------------------
+
+def _dag_parsed(state: SchedulerState, event: DagParsed) -> None:
+    known = state.dags.get(event.dag_id)
+    tasks = {task.task_id: task for task in event.definition.tasks}
+    state.dags[event.dag_id] = DagEntry(event.definition, event.fingerprint,
+                                        known.first_seen_at if known else event.at,
+                                        tasks, topological_order(tasks))
+    _update_next_due(state, event.dag_id)
+
+
+def _dag_deleted(state: SchedulerState, event: DagTombstone) -> None:
+    state.dags.pop(event.dag_id, None)
+    state.next_due.pop(event.dag_id, None)
+
+
+def _update_next_due(state: SchedulerState, dag_id: str) -> None:
+    dag = state.dags.get(dag_id)
+    if dag is not None:
+        state.next_due[dag_id] = first_due(dag, state.latest_scheduled.get(dag_id))
+
+
+def _pause(state: SchedulerState, event: PauseDag) -> None:
+    (state.paused.add if event.paused else state.paused.discard)(event.dag_id)
+
+
+def _trigger(state: SchedulerState, event: TriggerDagRun) -> None:
+    run_id = manual_run_id(event.request_id)
+    if (event.dag_id, run_id) not in state.runs:
+        state.triggers.setdefault(run_id, event)
+
+
+def _clear(state: SchedulerState, event: ClearTask) -> None:
+    run = state.runs.get((event.dag_id, event.run_id))
+    if run is None or event.task_id not in run.tasks:
+        return
+    _reset(state, run, run.tasks[event.task_id])
+    dag = state.dags.get(event.dag_id)
+    for task_id in _downstream_of(dag, event.task_id) if dag else ():
+        instance = run.tasks.get(task_id)
+        if instance is not None and instance.state == UPSTREAM_FAILED:
+            instance.state = NONE
+
+
+def _mark(state: SchedulerState, event: MarkTask) -> None:
+    run = state.runs.get((event.dag_id, event.run_id))
+    if run is None or event.state not in (SUCCESS, FAILED):
+        return
+    instance = run.instance(event.task_id)
+    _forget_try(state, (event.dag_id, event.run_id, event.task_id))
+    instance.state, instance.ended_at, instance.retryable = event.state, event.at, False
+
+
+# -- runs ------------------------------------------------------------------------------------
+
+def _run_created(state: SchedulerState, event: DagRunCreated) -> None:
+    key = (event.dag_id, event.run_id)
+    state.triggers.pop(event.run_id, None)
+    if event.run_type == "scheduled":
+        latest = state.latest_scheduled.get(event.dag_id, event.logical_date)
+        state.latest_scheduled[event.dag_id] = max(latest, event.logical_date)
+        _update_next_due(state, event.dag_id)
+    if key not in state.runs:
+        state.runs[key] = DagRun(event.dag_id, event.run_id, event.logical_date, event.run_type,
+                                 event.conf_json, event.at)
+
+
+def _run_finished(state: SchedulerState, event: DagRunFinished) -> None:
+    run = state.runs.pop((event.dag_id, event.run_id), None)
+    for task_id in run.tasks if run else ():
+        _forget_try(state, (event.dag_id, event.run_id, task_id))
+
+
+# -- tries -----------------------------------------------------------------------------------
+
+def _queued(state: SchedulerState, event: TaskQueued) -> None:
+    run = state.runs.get((event.dag_id, event.run_id))
+    if run is None:
+        return
+    instance = run.instance(event.task_id)
+    if instance.state not in (NONE, UP_FOR_RETRY) or event.try_number <= instance.try_number:
+        return
+    key = (event.dag_id, event.run_id, event.task_id)
+    state.waiting.pop(key, None)
+    run.tasks[event.task_id] = TaskInstance(event.task_id, QUEUED, event.try_number, event.executor,
+                                            event.queue, event.scheduler_id)
+    state.unlaunched[key] = None
+
+
+def _launched(state: SchedulerState, event: TaskLaunched) -> None:
+    instance, key = _current(state, event)
+    if instance is not None:
+        instance.handle, instance.launched_at = event.handle, event.at
+        _now_live(state, key)
+
+
+def _started(state: SchedulerState, event: TaskStarted) -> None:
+    # event.executor / event.queue are what the worker says: informational, never stored.
+    instance, key = _current(state, event)
+    if instance is not None:
+        instance.state, instance.started_at = RUNNING, event.at
+        _now_live(state, key)
+
+
+def _heartbeat(state: SchedulerState, event: TaskHeartbeat) -> None:
+    instance, _key = _current(state, event)
+    if instance is not None and (instance.last_heartbeat_at or 0.0) < event.at:
+        instance.last_heartbeat_at = event.at
+
+
+def _adopted(state: SchedulerState, event: TaskAdopted) -> None:
+    instance, _key = _current(state, event)
+    if instance is not None:
+        instance.owner, instance.adopted_at = event.by_scheduler, event.at
+        instance.handle = event.handle or instance.handle
+
+
+def _ended(state: SchedulerState, event: TaskSucceeded | TaskFailed | TaskDeclaredDead) -> None:
+    instance, key = _current(state, event)
+    if instance is not None:
+        _forget_try(state, key)
+        instance.state = SUCCESS if isinstance(event, TaskSucceeded) else FAILED
+        instance.ended_at = event.at
+
+
+def _retry_scheduled(state: SchedulerState, event: TaskRetryScheduled) -> None:
+    run = state.runs.get((event.dag_id, event.run_id))
+    instance = run.tasks.get(event.task_id) if run else None
+    if instance is None or instance.state != FAILED or instance.try_number != event.try_number:
+        return
+    instance.state, instance.not_before = UP_FOR_RETRY, event.not_before
+    state.waiting[(event.dag_id, event.run_id, event.task_id)] = None
+
+
+def _upstream_failed(state: SchedulerState, event: TaskUpstreamFailed) -> None:
+    run = state.runs.get((event.dag_id, event.run_id))
+    if run is not None and run.instance(event.task_id).state == NONE:
+        run.tasks[event.task_id].state = UPSTREAM_FAILED
+
+
+def _recorded_only(_state: SchedulerState, _event: Any) -> None:
+    """Events the scheduler keeps in the log but does not act on (yet)."""
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+def _current(state: SchedulerState, event: Any) -> tuple[TaskInstance | None, TryKey]:
+    """The instance if ``event`` concerns its current, still active try; else None."""
+    key = (event.dag_id, event.run_id, event.task_id)
+    instance = state.instance(key)
+    if instance is None or instance.try_number != event.try_number or instance.state not in ACTIVE:
+        return None, key
+    return instance, key
+
+
+def _now_live(state: SchedulerState, key: TryKey) -> None:
+    state.unlaunched.pop(key, None)
+    state.live[key] = None
+
+
+def _forget_try(state: SchedulerState, key: TryKey) -> None:
+    state.unlaunched.pop(key, None)
+    state.live.pop(key, None)
+    state.waiting.pop(key, None)
+
+
+def _reset(state: SchedulerState, run: DagRun, instance: TaskInstance) -> None:
+    _forget_try(state, (run.dag_id, run.run_id, instance.task_id))
+    run.tasks[instance.task_id] = TaskInstance(instance.task_id, try_number=instance.try_number)
+
+
+def _downstream_of(dag: DagEntry, task_id: str) -> list[str]:
+    """Every task downstream of ``task_id``, transitively."""
+    found: list[str] = []
+    frontier = [task_id]
+    while frontier:
+        current = frontier.pop()
+        for candidate in dag.order:
+            if current in dag.tasks[candidate].upstream and candidate not in found:
+                found.append(candidate)
+                frontier.append(candidate)
+    return found
+
+
+_HANDLERS: dict[type, Callable[[SchedulerState, Any], None]] = {
+    DagParsed: _dag_parsed,
+    DagTombstone: _dag_deleted,
+    PauseDag: _pause,
+    TriggerDagRun: _trigger,
+    ClearTask: _clear,
+    MarkTask: _mark,
+    DagRunCreated: _run_created,
+    DagRunFinished: _run_finished,
+    TaskQueued: _queued,
+    TaskLaunched: _launched,
+    TaskStarted: _started,
+    TaskHeartbeat: _heartbeat,
+    TaskAdopted: _adopted,
+    TaskSucceeded: _ended,
+    TaskFailed: _ended,
+    TaskDeclaredDead: _ended,
+    TaskRetryScheduled: _retry_scheduled,
+    TaskUpstreamFailed: _upstream_failed,
+    PodFinished: _recorded_only,
+    DeadlineMissed: _recorded_only,
+}

@@ -1,0 +1,135 @@
+"""The scheduler's memory of one partition: DAGs, open runs and their task instances.
+
+Only ``evolve`` changes it. Finished runs are dropped, so the state holds what the
+open runs need and nothing of finished history.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+from schemas import DagDefinition, TaskDefinition, TriggerDagRun
+
+# Task-instance states.
+NONE = "none"                      # not queued yet in this run
+QUEUED = "queued"                  # a try was decided (TaskQueued); launched when it has a handle
+RUNNING = "running"                # the runner reported TaskStarted
+SUCCESS = "success"
+FAILED = "failed"                  # the current try failed; retried if retries remain
+UP_FOR_RETRY = "up_for_retry"      # a new try may be queued from not_before
+UPSTREAM_FAILED = "upstream_failed"
+
+ACTIVE = frozenset({QUEUED, RUNNING})
+
+TryKey = tuple[str, str, str]      # (dag_id, run_id, task_id); the try number lives in the instance
+RunKey = tuple[str, str]           # (dag_id, run_id)
+
+
+@dataclass(frozen=True, slots=True)
+class DagTombstone:
+    """A DAG's definition was deleted from tock.dags (its file is gone). Not an event: a tombstone."""
+
+    dag_id: str
+
+
+@dataclass(slots=True)
+class DagEntry:
+    """A DAG as parsed, with what deciding needs precomputed once per definition."""
+
+    definition: DagDefinition
+    fingerprint: str
+    first_seen_at: float
+    tasks: dict[str, TaskDefinition]
+    order: tuple[str, ...]  # topological: every task after its upstream
+
+
+@dataclass(slots=True)
+class TaskInstance:
+    """One task of one run; ``try_number`` is its current (or last) try, 0 before the first."""
+
+    task_id: str
+    state: str = NONE
+    try_number: int = 0
+    executor: str = ""       # from TaskQueued only: never from what a worker reports
+    queue: str = ""
+    owner: str = ""          # scheduler that queued or last adopted the current try
+    handle: str = ""
+    launched_at: float | None = None
+    started_at: float | None = None
+    last_heartbeat_at: float | None = None
+    adopted_at: float | None = None
+    ended_at: float | None = None
+    retryable: bool = True   # False when marked failed by hand
+    not_before: float | None = None
+
+
+@dataclass(slots=True)
+class DagRun:
+    dag_id: str
+    run_id: str
+    logical_date: float
+    run_type: str
+    conf_json: str
+    created_at: float
+    tasks: dict[str, TaskInstance] = field(default_factory=dict)
+
+    def instance(self, task_id: str) -> TaskInstance:
+        """The task instance, created in state NONE on first use."""
+        found = self.tasks.get(task_id)
+        if found is None:
+            found = self.tasks[task_id] = TaskInstance(task_id)
+        return found
+
+
+@dataclass(slots=True)
+class SchedulerState:
+    """Fold of one partition of tock.dags, tock.events and tock.heartbeats."""
+
+    dags: dict[str, DagEntry] = field(default_factory=dict)
+    paused: set[str] = field(default_factory=set)
+    runs: dict[RunKey, DagRun] = field(default_factory=dict)
+    latest_scheduled: dict[str, float] = field(default_factory=dict)  # dag_id -> logical date
+    next_due: dict[str, float | None] = field(default_factory=dict)   # dag_id -> next scheduled run due
+    triggers: dict[str, TriggerDagRun] = field(default_factory=dict)  # run_id -> pending request
+    unlaunched: dict[TryKey, None] = field(default_factory=dict)      # queued tries without a handle
+    live: dict[TryKey, None] = field(default_factory=dict)            # tries with a handle or started
+    waiting: dict[TryKey, None] = field(default_factory=dict)         # up for retry
+
+    def instance(self, key: TryKey) -> TaskInstance | None:
+        run = self.runs.get(key[:2])
+        return None if run is None else run.tasks.get(key[2])
+
+    def active_runs(self, dag_id: str) -> int:
+        return sum(1 for run in self.runs.values() if run.dag_id == dag_id)
+
+
+def manual_run_id(request_id: str) -> str:
+    """The run id of a TriggerDagRun request: derived, so a repeated request names the same run."""
+    return f"manual__{request_id}"
+
+
+def scheduled_run_id(logical_date_iso: str) -> str:
+    return f"scheduled__{logical_date_iso}"
+
+
+def topological_order(tasks: dict[str, TaskDefinition]) -> tuple[str, ...]:
+    """Task ids with every task after its upstream (Kahn's algorithm; ties by id, so stable)."""
+    upstream = {task_id: {up for up in task.upstream if up in tasks} for task_id, task in tasks.items()}
+    downstream: dict[str, list[str]] = {task_id: [] for task_id in tasks}
+    for task_id, ups in upstream.items():
+        for up in ups:
+            downstream[up].append(task_id)
+    ready = [task_id for task_id, ups in upstream.items() if not ups]
+    heapq.heapify(ready)
+    order: list[str] = []
+    while ready:
+        task_id = heapq.heappop(ready)
+        order.append(task_id)
+        for down in downstream[task_id]:
+            upstream[down].discard(task_id)
+            if not upstream[down]:
+                heapq.heappush(ready, down)
+    # A cycle (the DAG processor refuses those) leaves tasks out: append them, never run them early.
+    order.extend(sorted(set(tasks) - set(order)))
+    return tuple(order)

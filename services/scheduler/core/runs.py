@@ -1,0 +1,70 @@
+"""Deciding new DAG runs: from cron schedules and from TriggerDagRun requests, within max_active_runs.
+
+A scheduled run's logical date is the cron fire time; it is created once that time has
+passed. Without catch-up only the latest missed fire time gets a run (no storm after
+downtime); with ``catchup=True`` every fire time since the start date does, oldest first.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from schemas import DagRunCreated
+from services.scheduler.core import cron
+from services.scheduler.core.model import DagEntry, SchedulerState, scheduled_run_id
+
+CATCHUP_BATCH = 64  # at most this many runs per DAG per decision, however far behind
+
+
+def decide_runs(state: SchedulerState, now: float, scheduler_id: str) -> list[DagRunCreated]:
+    active = {dag_id: state.active_runs(dag_id) for dag_id in state.dags}
+    events = []
+    for run_id, request in state.triggers.items():
+        dag = state.dags.get(request.dag_id)
+        if dag is None or active[request.dag_id] >= dag.definition.max_active_runs:
+            continue  # wait for the DAG to be parsed, or for room
+        active[request.dag_id] += 1
+        logical = request.logical_date if request.logical_date is not None else request.at
+        events.append(_created(dag, run_id, logical, "manual", request.conf_json, scheduler_id, now))
+    for dag_id, dag in state.dags.items():
+        due = state.next_due.get(dag_id)
+        if due is not None and due <= now and dag_id not in state.paused:
+            room = dag.definition.max_active_runs - active[dag_id]
+            for logical in due_logical_dates(dag, state.latest_scheduled.get(dag_id), now, room):
+                run_id = scheduled_run_id(datetime.fromtimestamp(logical, timezone.utc).isoformat())
+                events.append(_created(dag, run_id, logical, "scheduled", "{}", scheduler_id, now))
+    return events
+
+
+def first_due(dag: DagEntry, latest: float | None) -> float | None:
+    """When the DAG's next scheduled run falls due, given its latest one (None: never)."""
+    definition = dag.definition
+    if not definition.schedule:
+        return None
+    start = definition.start_date if definition.start_date is not None else dag.first_seen_at
+    if definition.schedule == cron.ONCE:
+        return start if latest is None else None
+    return max(start, cron.next_fire_time(definition.schedule, latest if latest is not None else start - 1e-3))
+
+
+def due_logical_dates(dag: DagEntry, latest: float | None, now: float, room: int) -> list[float]:
+    """Fire times that need a scheduled run now, at most ``room`` of them."""
+    definition = dag.definition
+    candidate = first_due(dag, latest)
+    if room <= 0 or candidate is None or candidate > now:
+        return []
+    if definition.schedule == cron.ONCE:
+        return [candidate]
+    if not definition.catchup:
+        return [cron.latest_fire_time(definition.schedule, now)]
+    dates = []
+    while candidate <= now and len(dates) < min(room, CATCHUP_BATCH):
+        dates.append(candidate)
+        candidate = cron.next_fire_time(definition.schedule, candidate)
+    return dates
+
+
+def _created(dag: DagEntry, run_id: str, logical: float, run_type: str, conf_json: str,
+             scheduler_id: str, now: float) -> DagRunCreated:
+    return DagRunCreated(dag_id=dag.definition.dag_id, run_id=run_id, logical_date=logical, run_type=run_type,
+                         conf_json=conf_json, dag_fingerprint=dag.fingerprint, scheduler_id=scheduler_id, at=now)

@@ -1,0 +1,104 @@
+"""Side effects after a commit: launching queued tries on their executors, bounded by parallelism.
+
+A try is launched once its TaskQueued is committed; its TaskLaunched (with the handle) is
+committed afterwards. Launching twice is harmless (the runner refuses a try it already
+started), but this keeps it from happening in the normal course.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from itertools import islice
+from typing import Protocol
+
+from schemas import TaskLaunched
+from services.runner import TryRequest
+from services.scheduler.core import TryKey
+from services.scheduler.memory import PartitionMemory
+
+log = logging.getLogger("tock.scheduler")
+
+
+class Executor(Protocol):
+    name: str
+
+    def launch_many(self, requests: list[tuple[TryRequest, str]]) -> list[str]: ...
+
+    def is_alive(self, handle: str) -> bool | None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    partition: int
+    executor: str
+    try_number: int
+    request: TryRequest
+    queue: str
+
+
+class Launcher:
+    """Launches the owned partitions' queued tries; remembers launches not yet committed."""
+
+    def __init__(self, executors: Mapping[str, Executor], parallelism: int, scheduler_id: str) -> None:
+        self.executors = executors
+        self.parallelism = parallelism
+        self.scheduler_id = scheduler_id
+        self.in_flight: dict[TryKey, int] = {}  # launched, TaskLaunched not yet committed
+        self._unknown: set[str] = set()
+
+    def launch_ready(self, memories: Iterable[PartitionMemory]) -> list[tuple[int, TaskLaunched]]:
+        """Launch queued tries while slots last; returns (partition, TaskLaunched) to commit."""
+        memories = list(memories)
+        slots = self.parallelism - len(self.in_flight) - sum(len(memory.state.live) for memory in memories)
+        ready = (launch for memory in memories for key in memory.state.unlaunched
+                 if (launch := self._prepare(memory, key)) is not None)
+        launches = list(islice(ready, max(slots, 0)))
+        launched = []
+        for name in sorted({launch.executor for launch in launches}):
+            launched += self._launch_on(name, [launch for launch in launches if launch.executor == name])
+        return launched
+
+    def committed(self, events: Iterable[TaskLaunched]) -> None:
+        for event in events:
+            self.in_flight.pop((event.dag_id, event.run_id, event.task_id), None)
+
+    def forget(self, memory: PartitionMemory) -> None:
+        """The partition was lost: its launches are the new owner's business."""
+        for key in [key for key in self.in_flight if memory.state.instance(key) is not None]:
+            del self.in_flight[key]
+
+    def _prepare(self, memory: PartitionMemory, key: TryKey) -> Launch | None:
+        state = memory.state
+        instance, dag = state.instance(key), state.dags.get(key[0])
+        if instance is None or dag is None or self.in_flight.get(key) == instance.try_number:
+            return None
+        if instance.executor not in self.executors:
+            if instance.executor not in self._unknown:
+                log.error("no %r executor in this scheduler: tries queued on it wait", instance.executor)
+                self._unknown.add(instance.executor)
+            return None
+        task = dag.tasks.get(key[2])
+        request = TryRequest(key[0], key[1], key[2], instance.try_number, dag.definition.file_path,
+                             task.execution_timeout if task else None)
+        return Launch(memory.partition, instance.executor, instance.try_number, request, instance.queue)
+
+    def _launch_on(self, name: str, launches: list[Launch]) -> list[tuple[int, TaskLaunched]]:
+        try:
+            handles = self.executors[name].launch_many([(launch.request, launch.queue) for launch in launches])
+        except RuntimeError as error:  # e.g. the launcher died: the tries stay queued, tried again next turn
+            log.error("could not launch %d tries on %s: %s", len(launches), name, error)
+            return []
+        now = time.time()
+        launched = []
+        for launch, handle in zip(launches, handles):
+            request = launch.request
+            self.in_flight[(request.dag_id, request.run_id, request.task_id)] = launch.try_number
+            launched.append((launch.partition, TaskLaunched(
+                dag_id=request.dag_id, run_id=request.run_id, task_id=request.task_id, try_number=launch.try_number,
+                executor=name, handle=handle, scheduler_id=self.scheduler_id, at=now)))
+        return launched

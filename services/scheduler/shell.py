@@ -1,0 +1,230 @@
+"""The scheduler's shell: poll the log, fold, decide, commit decisions with offsets, then launch.
+
+Instances share one consumer group on tock.events; owning partition p means owning p of
+tock.dags and tock.heartbeats too (read by assignment). Decisions and the consumed
+offsets commit in one Kafka transaction bound to the group generation (KIP-447), so an
+instance that lost p cannot commit anything for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+
+from confluent_kafka import TopicPartition
+
+from infra.log import EventReader, TransactionAborted, TransactionalSession
+from infra.settings import Settings
+from infra.topics import topic_name
+from schemas import DAGS, EVENTS, HEARTBEATS, DagParsed, SchedulerHeartbeat, SchedulerStopped, TaskHeartbeat
+from services.scheduler.core import Policy, decide, decide_adoption, next_wakeup, orphans
+from services.scheduler.core.model import DagTombstone
+from services.scheduler.launching import Executor, Launcher
+from services.scheduler.memory import PartitionMemory, logical_topics, rebuild
+
+log = logging.getLogger("tock.scheduler")
+
+MAX_POLL_WAIT = 0.2  # longest sleep between decisions when nothing arrives (timers, cron)
+ASSIGNMENT = "cooperative-sticky"
+
+
+def new_scheduler_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+class Scheduler:
+    """One scheduler instance. ``run()`` until ``stop()`` (from a signal handler or another thread)."""
+
+    def __init__(self, settings: Settings, executors: Mapping[str, Executor], *,
+                 scheduler_id: str | None = None) -> None:
+        self.settings = settings
+        self.scheduler_id = scheduler_id or new_scheduler_id()
+        self.policy = Policy(self.scheduler_id, settings.task_heartbeat_timeout)
+        self.executors = executors
+        self.launcher = Launcher(executors, settings.parallelism, self.scheduler_id)
+        self.memories: dict[int, PartitionMemory] = {}
+        self.adoption_due: set[int] = set()
+        self.full_walk: set[int] = set()
+        self.retouched: dict[int, set] = {}  # runs our own committed decisions changed
+        self.pending: list[tuple[int, object]] = []  # (partition, event) to commit next
+        self._stop = threading.Event()
+        self._topics = logical_topics(settings)
+        self._next_heartbeat = 0.0
+        self.assigned_at: dict[int, float] = {}  # when each partition was taken over (for benchmarks)
+
+    # -- life cycle ------------------------------------------------------------------------
+    def run(self) -> None:
+        """Join the group and schedule until stopped. Raises Fenced if this instance must not go on."""
+        # A scheduler killed inside a transaction leaves it open, holding back read_committed readers
+        # of its partitions until the coordinator aborts it: keep that wait as short as a takeover.
+        self.session = TransactionalSession(
+            self.settings, f"{self.settings.topic_prefix}tock-scheduler-{self.scheduler_id}",
+            config={"transaction.timeout.ms": int(self.settings.scheduler_session_timeout * 1000)})
+        self.side = EventReader(self.settings, [], client_id=f"tock-scheduler-side-{self.scheduler_id}")
+        self.events = EventReader(self.settings, [EVENTS], group_id=f"{self.settings.topic_prefix}tock-scheduler",
+                                  on_assign=self._assigned, on_revoke=self._revoked,
+                                  client_id=f"tock-scheduler-{self.scheduler_id}",
+                                  config=self._group_config())
+        log.info("scheduler %s started", self.scheduler_id)
+        try:
+            while not self._stop.is_set():
+                self.step()
+            self._commit_now([(None, SchedulerStopped(scheduler_id=self.scheduler_id, at=time.time()))])
+        finally:
+            self._close()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _group_config(self) -> dict:
+        session_ms = int(self.settings.scheduler_session_timeout * 1000)
+        return {"partition.assignment.strategy": ASSIGNMENT, "session.timeout.ms": session_ms,
+                "heartbeat.interval.ms": max(100, session_ms // 5)}
+
+    def _close(self) -> None:
+        for closing in (self.events.close, self.side.close, self.session.close):
+            try:
+                closing()
+            except Exception as error:  # noqa: BLE001 - closing what we can, saying what failed
+                log.warning("closing: %s", error)
+        for executor in self.executors.values():
+            executor.close()
+        log.info("scheduler %s stopped", self.scheduler_id)
+
+    # -- one turn of the loop ------------------------------------------------------------------
+    def step(self) -> None:
+        """Poll, fold, decide, commit, then launch."""
+        # Wait for the first record only, then take what is already there: consume() would
+        # otherwise sit out the whole wait collecting a full batch.
+        records = self.events.poll(self._poll_wait(), 1)
+        records += self.events.poll(0, 5000) + self.side.poll(0, 5000)
+        touched = self._fold(records)
+        now = time.time()
+        decisions = self._adoptions(now) + self._decisions(now, touched) + self._heartbeat(now)
+        if decisions or self.pending:
+            self._commit(decisions)
+        self.pending.extend(self.launcher.launch_ready(self.memories.values()))
+
+    def _poll_wait(self) -> float:
+        if self.pending or self.adoption_due:
+            return 0.0
+        wakeups = [wakeup for memory in self.memories.values()
+                   if (wakeup := next_wakeup(memory.state, self.policy.heartbeat_timeout)) is not None]
+        wait = min(wakeups, default=time.time() + MAX_POLL_WAIT) - time.time()
+        return min(max(wait, 0.0), MAX_POLL_WAIT)
+
+    def _fold(self, records) -> dict[int, set | None]:
+        """Fold records of owned partitions; returns the runs touched per partition (None: walk all)."""
+        touched: dict[int, set | None] = {}
+        for record in records:
+            memory = self.memories.get(record.partition)
+            if memory is None:
+                continue  # not ours (any more)
+            event = memory.fold_record(self._topics[record.topic], record)
+            if event is None or isinstance(event, TaskHeartbeat):
+                continue
+            runs = touched.setdefault(record.partition, set())
+            if isinstance(event, DagParsed | DagTombstone) or runs is None:
+                touched[record.partition] = None
+            elif hasattr(event, "run_id"):
+                runs.add((event.dag_id, event.run_id))
+        return touched
+
+    def _decisions(self, now: float, touched: dict[int, set | None]) -> list[tuple[int, object]]:
+        decisions = []
+        for partition, memory in self.memories.items():
+            walk = touched.get(partition, set())
+            if partition in self.full_walk or walk is None:
+                walk = None
+            else:
+                walk |= self.retouched.get(partition, set())
+            decisions += [(partition, event) for event in decide(memory.state, now, self.policy, walk)]
+        self.full_walk.clear()
+        self.retouched.clear()
+        return decisions
+
+    def _adoptions(self, now: float) -> list[tuple[int, object]]:
+        """After a takeover: ask each orphan's executor (named by its TaskQueued) whether it lives."""
+        decisions = []
+        for partition in sorted(self.adoption_due):
+            state = self.memories[partition].state
+            alive = {orphan.key: self._probe(orphan.executor, orphan.handle)
+                     for orphan in orphans(state, self.scheduler_id)}
+            adopted = decide_adoption(state, now, self.scheduler_id, alive)
+            log.info("partition %d: %d orphan(s), %d alive and adopted", partition, len(alive), len(adopted))
+            decisions += [(partition, event) for event in adopted]
+        self.adoption_due.clear()
+        return decisions
+
+    def _probe(self, executor_name: str, handle: str) -> bool | None:
+        executor = self.executors.get(executor_name)
+        return None if executor is None or not handle else executor.is_alive(handle)
+
+    def _heartbeat(self, now: float) -> list[tuple[int | None, object]]:
+        if now < self._next_heartbeat:
+            return []
+        self._next_heartbeat = now + self.settings.task_heartbeat_seconds
+        return [(None, SchedulerHeartbeat(scheduler_id=self.scheduler_id, hostname=socket.gethostname(),
+                                          pid=os.getpid(), partitions=sorted(self.memories), at=now))]
+
+    # -- committing ----------------------------------------------------------------------------
+    def _commit(self, decisions: list) -> None:
+        batch = self.pending + decisions
+        try:
+            self._commit_now(batch)
+        except TransactionAborted as error:
+            log.warning("decisions not committed (%s); deciding again", error)
+            return
+        self.pending = []
+        for partition, event in batch:
+            memory = self.memories.get(partition) if partition is not None else None
+            if memory is not None:
+                memory.apply_decisions([event])
+                if hasattr(event, "run_id"):  # walk the run again: e.g. a new run's roots are ready
+                    self.retouched.setdefault(partition, set()).add((event.dag_id, event.run_id))
+        self.launcher.committed(event for _partition, event in batch if type(event).__name__ == "TaskLaunched")
+
+    def _commit_now(self, batch: list) -> None:
+        offsets = {(topic_name(self.settings.topic_prefix, EVENTS), partition): memory.positions[EVENTS]
+                   for partition, memory in self.memories.items()}
+        self.session.commit([event for _partition, event in batch], self.events, offsets)
+
+    # -- ownership -----------------------------------------------------------------------------
+    def _assigned(self, assigned: list[tuple[str, int]]) -> None:
+        """Called inside poll: replay the new partitions, then read on from where replay ended."""
+        partitions = sorted(partition for _topic, partition in assigned)
+        if not partitions:
+            return
+        started = time.time()
+        memories = rebuild(self.settings, partitions)
+        self.memories.update(memories)
+        self.events.consumer.incremental_assign(
+            [TopicPartition(topic, partition, memories[partition].positions[EVENTS]) for topic, partition in assigned])
+        self._reassign_side()
+        self.adoption_due.update(partitions)
+        self.full_walk.update(partitions)
+        self.assigned_at.update(dict.fromkeys(partitions, started))
+        log.info("assigned partitions %s: replayed in %.3f s (%d open runs)", partitions, time.time() - started,
+                 sum(len(memory.state.runs) for memory in memories.values()))
+
+    def _revoked(self, revoked: list[tuple[str, int]]) -> None:
+        """Lost partitions: forget them entirely (their new owner replays them)."""
+        for _topic, partition in revoked:
+            memory = self.memories.pop(partition, None)
+            if memory is not None:
+                self.launcher.forget(memory)
+            self.adoption_due.discard(partition)
+        self.pending = [(partition, event) for partition, event in self.pending if partition in self.memories
+                        or partition is None]
+        self._reassign_side()
+        log.info("revoked partitions %s", sorted(partition for _topic, partition in revoked))
+
+    def _reassign_side(self) -> None:
+        self.side.assign([(logical, partition, memory.positions[logical])
+                          for partition, memory in sorted(self.memories.items()) for logical in (DAGS, HEARTBEATS)])
+

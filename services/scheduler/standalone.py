@@ -1,0 +1,95 @@
+"""``tock standalone``: the broker, the topics and every service as child processes, stopped together."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
+
+from infra.broker import BrokerError, LocalKafkaBroker
+from infra.settings import Settings
+from infra.topics import ensure_topics
+
+log = logging.getLogger("tock.standalone")
+
+SERVICES = ("dag-processor", "scheduler", "projector", "api")
+STOP_GRACE = 20.0
+
+
+class StandaloneError(RuntimeError):
+    """Standalone could not start; the message says why."""
+
+
+class Standalone:
+    """Starts the services (those among ``available`` commands) and supervises them."""
+
+    def __init__(self, settings: Settings, dags_folder: Path, available: set[str]) -> None:
+        self.settings = settings
+        self.dags_folder = dags_folder
+        self.services = [name for name in SERVICES if name in available]
+        self.children: dict[str, subprocess.Popen] = {}
+        self._stopping = False
+
+    def run(self) -> int:
+        """Run until Ctrl-C / SIGTERM (exit 0) or until a service dies (exit 1)."""
+        self._prepare()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self._on_signal)
+        environment = {**os.environ, "TOCK_DAGS_FOLDER": str(self.dags_folder)}
+        for name in self.services:
+            self.children[name] = subprocess.Popen([sys.executable, "-m", "tock.cli", name], env=environment,
+                                                   start_new_session=True)
+            log.info("started %s (pid %d)", name, self.children[name].pid)
+        log.info("standalone running on %s with DAGs from %s; Ctrl-C stops it", self.settings.bootstrap,
+                 self.dags_folder)
+        code = self._supervise()
+        self._stop_children()
+        return code
+
+    def _prepare(self) -> None:
+        if not self.dags_folder.is_dir():
+            raise StandaloneError(f"the DAGs folder {self.dags_folder} does not exist")
+        if self.settings.uses_local_broker:
+            try:
+                status = LocalKafkaBroker(self.settings).start()
+            except BrokerError as error:
+                raise StandaloneError(str(error)) from None
+            log.info("local broker: %s", status.describe())
+        created = ensure_topics(AdminClient({"bootstrap.servers": self.settings.bootstrap}),
+                                self.settings.topic_prefix, self.settings.partitions)
+        if created:
+            log.info("created topics %s", ", ".join(created))
+
+    def _supervise(self) -> int:
+        while not self._stopping:
+            for name, child in self.children.items():
+                if child.poll() is not None:
+                    log.error("%s exited with code %s; stopping everything", name, child.returncode)
+                    return 1
+            time.sleep(0.2)
+        return 0
+
+    def _on_signal(self, signum: int, _frame) -> None:
+        log.info("%s received: stopping the services", signal.Signals(signum).name)
+        self._stopping = True
+
+    def _stop_children(self) -> None:
+        # Stop in reverse order of start: the scheduler before the DAG processor it depends on.
+        for name, child in reversed(self.children.items()):
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE
+        for name, child in self.children.items():
+            try:
+                child.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.warning("%s did not stop within %.0f s: killing it", name, STOP_GRACE)
+                child.kill()
+                child.wait()
+            log.info("%s stopped (exit code %s)", name, child.returncode)

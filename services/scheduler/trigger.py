@@ -1,0 +1,45 @@
+"""Asking for a manual run (TriggerDagRun) and following it to its end in the log."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import TopicPartition
+
+from infra.log import EventReader, KafkaEventLog, partition_for
+from infra.settings import Settings
+from infra.topics import topic_name
+from schemas import EVENTS, DagRunFinished, TriggerDagRun
+from services.scheduler.core import manual_run_id
+
+
+def trigger_run(settings: Settings, dag_id: str, request_id: str, conf_json: str = "{}",
+                requested_by: str = "cli") -> tuple[str, int]:
+    """Append TriggerDagRun; returns (the run id, the offset of tock.events to follow the run from)."""
+    start = _end_offset(settings, dag_id)
+    with KafkaEventLog(settings, client_id="tock-trigger") as event_log:
+        event_log.append(TriggerDagRun(dag_id=dag_id, request_id=request_id, conf_json=conf_json,
+                                       requested_by=requested_by, at=time.time()))
+    return manual_run_id(request_id), start
+
+
+def follow_run(settings: Settings, dag_id: str, run_id: str, start: int, timeout: float | None = None) -> str | None:
+    """Read the DAG's partition of tock.events from ``start`` until the run finishes; its state, or
+    None if ``timeout`` seconds passed first."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    with EventReader(settings, [], client_id="tock-trigger-wait") as reader:
+        reader.assign([(EVENTS, partition_for(dag_id, settings.partitions), start)])
+        while deadline is None or time.monotonic() < deadline:
+            for record in reader.poll(0.5):
+                event = record.event
+                if isinstance(event, DagRunFinished) and event.run_id == run_id and event.dag_id == dag_id:
+                    return event.state
+    return None
+
+
+def _end_offset(settings: Settings, dag_id: str) -> int:
+    topic = topic_name(settings.topic_prefix, EVENTS)
+    with EventReader(settings, [], client_id="tock-trigger-offsets") as reader:
+        _low, high = reader.consumer.get_watermark_offsets(
+            TopicPartition(topic, partition_for(dag_id, settings.partitions)), timeout=10)
+    return high

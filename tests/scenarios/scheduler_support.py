@@ -1,0 +1,142 @@
+"""Whole-process helpers for the scheduler scenarios: start services as real processes, publish
+DAG definitions, read the log, wait for conditions, kill for real."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
+
+from infra.log import EventReader, KafkaEventLog
+from infra.settings import Settings
+from infra.topics import ensure_topics
+from schemas import EVENTS, DagParsed, DagRunFinished, TriggerDagRun
+from services.scheduler.core import manual_run_id
+from tock import fingerprint, load_dags
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def environment(settings: Settings) -> dict[str, str]:
+    """The TOCK_* variables that reproduce ``settings`` in a child process."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("TOCK_")}
+    for name, value in settings.model_dump().items():
+        if value is not None:
+            env[f"TOCK_{name.upper()}"] = str(value)
+    return env
+
+
+def create_topics(settings: Settings) -> None:
+    ensure_topics(AdminClient({"bootstrap.servers": settings.bootstrap}), settings.topic_prefix, settings.partitions)
+
+
+class Processes:
+    """Services started as real processes; every one left is killed at the end of the test."""
+
+    def __init__(self, settings: Settings, logs: Path) -> None:
+        self.settings = settings
+        self.logs = logs
+        self.started: list[subprocess.Popen] = []
+
+    def start(self, *command: str, name: str) -> subprocess.Popen:
+        self.logs.mkdir(parents=True, exist_ok=True)
+        with open(self.logs / f"{name}.log", "ab") as output:
+            process = subprocess.Popen([sys.executable, "-m", "tock.cli", *command], env=environment(self.settings),
+                                       stdout=output, stderr=subprocess.STDOUT, cwd=REPO)
+        self.started.append(process)
+        return process
+
+    def scheduler(self, scheduler_id: str) -> subprocess.Popen:
+        return self.start("scheduler", "--id", scheduler_id, name=f"scheduler-{scheduler_id}")
+
+    def log_of(self, name: str) -> str:
+        path = self.logs / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def close(self) -> None:
+        for process in self.started:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.started:
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def publish_dags(settings: Settings, path: Path) -> list[str]:
+    """Publish the DAGs of a file as the DAG processor would (DagParsed on tock.dags)."""
+    ids = []
+    with KafkaEventLog(settings, client_id="test-dags") as event_log:
+        for dag in load_dags(path):
+            definition = dag.to_definition(str(path))
+            event_log.append(DagParsed(dag_id=dag.dag_id, file_path=str(path), fingerprint=fingerprint(definition),
+                                       definition=definition, at=time.time()))
+            ids.append(dag.dag_id)
+    return ids
+
+
+def trigger(settings: Settings, dag_id: str) -> str:
+    request_id = uuid.uuid4().hex
+    with KafkaEventLog(settings, client_id="test-trigger") as event_log:
+        event_log.append(TriggerDagRun(dag_id=dag_id, request_id=request_id, requested_by="test", at=time.time()))
+    return manual_run_id(request_id)
+
+
+class LogTail:
+    """Every committed event of tock.events, read as it arrives (all partitions, from the start)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.reader = EventReader(settings, [], client_id="test-tail")
+        self.reader.assign([(EVENTS, partition, 0) for partition in range(settings.partitions)])
+        self.events: list = []
+
+    def wait_for(self, condition: Callable[[list], object], timeout: float, what: str):
+        """Read until ``condition(events)`` is truthy; fails naming ``what`` after ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = condition(self.events)
+            if found:
+                return found
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout:g} s waiting for {what}; log: "
+                                     + ", ".join(_brief(event) for event in self.events[-40:]))
+            self.events += [record.event for record in self.reader.poll(0.2) if record.event is not None]
+
+    def of_type(self, kind: type, **fields) -> list:
+        return [event for event in self.events if isinstance(event, kind)
+                and all(getattr(event, name) == value for name, value in fields.items())]
+
+    def run_finished(self, run_id: str, timeout: float) -> DagRunFinished:
+        return self.wait_for(lambda _events: next(iter(self.of_type(DagRunFinished, run_id=run_id)), None),
+                             timeout, f"run {run_id} to finish")
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+def _brief(event) -> str:
+    task = getattr(event, "task_id", "")
+    return f"{type(event).__name__}({task}#{getattr(event, 'try_number', '')})" if task else type(event).__name__
+
+
+def kill_hard(pid: int) -> None:
+    """kill -9, for real."""
+    os.kill(pid, signal.SIGKILL)
+
+
+def descendants(pid: int) -> list[int]:
+    import psutil
+
+    try:
+        return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []

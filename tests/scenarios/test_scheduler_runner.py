@@ -1,0 +1,59 @@
+"""`tock run-task` as a process against the real broker: events straight to Kafka, idempotent launch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from infra.log import replay
+from schemas import EVENTS, HEARTBEATS, TaskFailed, TaskHeartbeat, TaskStarted, TaskSucceeded
+from tests.scenarios.scheduler_support import create_topics, environment
+
+pytestmark = pytest.mark.scenario
+
+DAG_FILE = '''
+import os, time
+from tock import DAG, task
+
+with DAG("runner_cases") as dag:
+    @task
+    def slow_ok():
+        time.sleep(0.6)
+        print("finished")
+
+    @task
+    def crashes():
+        os._exit(9)
+
+    slow_ok(); crashes()
+'''
+
+
+def run_task(settings, dag_file, task_id):
+    return subprocess.run([sys.executable, "-m", "tock.cli", "run-task", "runner_cases", "r1", task_id, "1",
+                           "--dag-file", str(dag_file), "--executor", "local", "--queue", "default"],
+                          env=environment(settings), capture_output=True, text=True, timeout=60)
+
+
+def test_run_task_reports_start_heartbeats_and_outcome_and_refuses_a_second_launch(make_settings, tmp_path):
+    settings = make_settings(task_heartbeat_seconds=0.1)
+    create_topics(settings)
+    dag_file = tmp_path / "cases.py"
+    dag_file.write_text(DAG_FILE)
+    assert run_task(settings, dag_file, "slow_ok").returncode == 0
+    assert run_task(settings, dag_file, "crashes").returncode == 1
+    again = run_task(settings, dag_file, "slow_ok")
+    assert again.returncode == 3 and "launched before" in again.stderr
+    events = [record.event for record in replay(settings, EVENTS)]
+    started = [event for event in events if isinstance(event, TaskStarted)]
+    assert sorted(event.task_id for event in started) == ["crashes", "slow_ok"]
+    assert all(event.executor == "local" and event.log_path.endswith("/1.log") for event in started)
+    [succeeded] = [event for event in events if isinstance(event, TaskSucceeded)]
+    [failed] = [event for event in events if isinstance(event, TaskFailed)]
+    assert (succeeded.task_id, failed.task_id, failed.error) == ("slow_ok", "crashes", "user code exited with code 9")
+    beats = [record.event for record in replay(settings, HEARTBEATS)]
+    assert beats and all(isinstance(event, TaskHeartbeat) and event.task_id == "slow_ok" for event in beats)
+    log = settings.home / "tries" / "runner_cases" / "r1" / "slow_ok" / "1.log"
+    assert log.read_text() == "finished\n"

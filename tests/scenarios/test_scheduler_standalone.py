@@ -1,0 +1,57 @@
+"""Scenario: `tock standalone` runs every service; `tock dags trigger --wait` works against it;
+SIGTERM stops it cleanly (every child gone, exit code 0)."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from tests.scenarios.scheduler_support import REPO, create_topics, environment
+
+pytestmark = pytest.mark.scenario
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_standalone_runs_the_examples_and_stops_cleanly(make_settings, tmp_path):
+    settings = make_settings(api_port=free_port(), task_heartbeat_seconds=0.5, scheduler_session_timeout=6)
+    create_topics(settings)
+    env = environment(settings)
+    with open(tmp_path / "standalone.log", "wb") as output:
+        standalone = subprocess.Popen([sys.executable, "-m", "tock.cli", "standalone", "--dags-folder",
+                                       str(REPO / "examples" / "dags")], env=env, stdout=output,
+                                      stderr=subprocess.STDOUT)
+    try:
+        children = _wait_for_children(standalone.pid, 2)
+        for dag_id in ("example_etl", "example_flaky"):
+            result = subprocess.run([sys.executable, "-m", "tock.cli", "dags", "trigger", dag_id, "--wait",
+                                     "--timeout", "90"], env=env, capture_output=True, text=True, timeout=120)
+            assert result.returncode == 0, (dag_id, result.stderr, (tmp_path / "standalone.log").read_text()[-3000:])
+        standalone.send_signal(signal.SIGTERM)
+        assert standalone.wait(60) == 0
+    finally:
+        if standalone.poll() is None:
+            standalone.kill()
+    log = (tmp_path / "standalone.log").read_text()
+    assert "stopping the services" in log
+    assert not [child for child in children if child.is_running() and child.status() != psutil.STATUS_ZOMBIE]
+
+
+def _wait_for_children(pid: int, count: int, timeout: float = 30) -> list[psutil.Process]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        children = psutil.Process(pid).children()
+        if len(children) >= count:
+            return children
+        time.sleep(0.2)
+    raise AssertionError(f"standalone started {len(psutil.Process(pid).children())} services, expected {count}+")

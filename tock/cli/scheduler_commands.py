@@ -1,0 +1,117 @@
+"""``tock scheduler``, ``tock run-task``, ``tock dags trigger`` and ``tock standalone``."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import uuid
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from tock.cli import settings_of
+from tock.cli.groups import dags_app
+
+log = logging.getLogger("tock.cli")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("scheduler")(scheduler)
+    app.command("run-task")(run_task)
+    app.command("standalone")(standalone)
+
+
+def scheduler(ctx: typer.Context, scheduler_id: Optional[str] = typer.Option(
+        None, "--id", help="This instance's id (default: host-pid-random).")) -> None:
+    """Schedule DAG runs: join the scheduler group on tock.events and own some of its partitions.
+
+    Run any number of instances; each replays the partitions it is assigned, adopts their
+    living tries and launches new ones on the local executor. Stops cleanly on SIGTERM / SIGINT.
+    """
+    from infra.executors import LocalExecutor
+    from infra.log import Fenced
+    from services.scheduler.shell import Scheduler
+
+    settings = settings_of(ctx)
+    instance = Scheduler(settings, {"local": LocalExecutor(settings)}, scheduler_id=scheduler_id)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: instance.stop())
+    try:
+        instance.run()
+    except Fenced as error:
+        typer.echo(f"tock scheduler: {error}", err=True)
+        raise typer.Exit(3) from None
+
+
+def run_task(ctx: typer.Context,
+             dag_id: str = typer.Argument(..., help="The DAG."),
+             run_id: str = typer.Argument(..., help="The run."),
+             task_id: str = typer.Argument(..., help="The task."),
+             try_number: int = typer.Argument(..., min=1, help="The try (1 for the first)."),
+             dag_file: Path = typer.Option(..., "--dag-file", exists=True, dir_okay=False,
+                                           help="The DAG file that defines the DAG."),
+             execution_timeout: Optional[float] = typer.Option(None, help="Seconds before the task is killed."),
+             executor: str = typer.Option("", help="Executor name, reported in TaskStarted (informational)."),
+             queue: str = typer.Option("", help="Queue name, reported in TaskStarted (informational).")) -> None:
+    """Run one try: report TaskStarted, heartbeats and the outcome to Kafka; output to a log file.
+
+    Exit codes: 0 succeeded, 1 failed, 3 this try was launched before (nothing was run).
+    """
+    from services.runner import TryRequest, run_try
+
+    request = TryRequest(dag_id, run_id, task_id, try_number, str(dag_file.resolve()), execution_timeout)
+    raise typer.Exit(run_try(settings_of(ctx), request, executor=executor, queue=queue))
+
+
+@dags_app.command("trigger")
+def dags_trigger(ctx: typer.Context,
+                 dag_id: str = typer.Argument(..., help="The DAG to run."),
+                 conf: str = typer.Option("{}", help="Run configuration, a JSON object."),
+                 wait: bool = typer.Option(False, "--wait", help="Wait for the run to finish; exit 1 if it fails."),
+                 timeout: Optional[float] = typer.Option(None, help="With --wait: give up after this many seconds "
+                                                                    "(exit 2).")) -> None:
+    """Ask the scheduler for a manual run of DAG_ID; prints the run id."""
+    from services.scheduler.trigger import follow_run, trigger_run
+
+    try:
+        if not isinstance(json.loads(conf), dict):
+            raise ValueError("not an object")
+    except ValueError as error:
+        typer.echo(f"tock dags trigger: --conf must be a JSON object ({error})", err=True)
+        raise typer.Exit(2) from None
+    settings = settings_of(ctx)
+    request_id = uuid.uuid4().hex
+    run_id, start = trigger_run(settings, dag_id, request_id, conf)
+    typer.echo(run_id)
+    if not wait:
+        return
+    state = follow_run(settings, dag_id, run_id, start, timeout)
+    if state is None:
+        typer.echo(f"tock dags trigger: run {run_id} did not finish within {timeout:g} s", err=True)
+        raise typer.Exit(2)
+    typer.echo(f"run {run_id}: {state}")
+    raise typer.Exit(0 if state == "success" else 1)
+
+
+def standalone(ctx: typer.Context, dags_folder: Optional[Path] = typer.Option(
+        None, "--dags-folder", file_okay=False, help="DAG files (default: TOCK_DAGS_FOLDER or <home>/dags).")) -> None:
+    """Everything on one machine: the local broker (unless TOCK_KAFKA_BOOTSTRAP is set), the topics,
+    the DAG processor, the scheduler and, when installed, the projector and the API.
+
+    Ctrl-C or SIGTERM stops every service cleanly.
+    """
+    from services.scheduler.standalone import Standalone, StandaloneError
+
+    settings = settings_of(ctx)
+    commands = {command.name for command in ctx.find_root().command.commands.values()} \
+        if hasattr(ctx.find_root().command, "commands") else set()
+    folder = (dags_folder or settings.resolved_dags_folder).resolve()
+    try:
+        code = Standalone(settings, folder, available=commands).run()
+    except StandaloneError as error:
+        typer.echo(f"tock standalone: {error}", err=True)
+        raise typer.Exit(2) from None
+    raise typer.Exit(code)
+
