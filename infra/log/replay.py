@@ -12,6 +12,7 @@ from infra.settings import Settings
 from infra.topics import topic_name
 
 _BATCH = 10_000
+_WAIT = 0.02
 # Large fetches: one partition is read as fast as it can be decoded, not a megabyte per round trip.
 REPLAY_FETCH = {"max.partition.fetch.bytes": 32 * 1024 * 1024, "fetch.max.bytes": 64 * 1024 * 1024}
 
@@ -29,7 +30,9 @@ def replay(settings: Settings, logical_topic: str, partitions: list[int] | None 
         ends = _end_offsets(reader, topic, partitions, timeout)
         reader.assign([(logical_topic, partition, OFFSET_BEGINNING) for partition in ends])
         while ends:
-            records = reader.poll(1.0, _BATCH)
+            # A short wait: consume() blocks until a full batch or the timeout, and the
+            # tail of a partition never fills a batch; the loop ends at the end offsets.
+            records = reader.poll(_WAIT, _BATCH)
             yield from [record for record in records if record.offset < ends.get(record.partition, -1)]
             _finish_reached(reader, topic, ends)
     finally:
