@@ -31,10 +31,16 @@ PROJECTED_TOPICS = (EVENTS, HEARTBEATS, DAGS, PARSING, SCHEDULERS)
 
 @dataclass(frozen=True)
 class BatchLimits:
-    """How a batch forms: up to ``records``, or what arrived within ``linger`` seconds of the first."""
+    """How a batch forms: what has arrived, up to ``records``, waiting ``linger`` seconds for more.
+
+    The reader wakes on the first record (waiting up to ``idle_poll``) and takes whatever is
+    fetched already; while more keeps arriving (the projector is behind) the batch grows, so
+    a quiet stream commits at once and a busy one in large batches. ``linger`` > 0 trades
+    lag for larger batches under a light load.
+    """
 
     records: int = 20_000
-    linger: float = 0.02
+    linger: float = 0.0
     idle_poll: float = 0.2
 
 
@@ -63,7 +69,7 @@ class Projector:
             log.info("projector stopped after applying %d records", self.applied)
 
     def _step(self, start: Positions) -> Positions:
-        records = self._gather()
+        records = gather(self._reader, self._limits)
         end = {**start, **self._reader.positions()}
         if not records and end == start:
             return start
@@ -73,16 +79,6 @@ class Projector:
             log.warning("%s; seeking to the stored offsets", moved)
             return self._seek()
         return end
-
-    def _gather(self) -> list:
-        records = self._reader.poll(self._limits.idle_poll, self._limits.records)
-        deadline = time.monotonic() + self._limits.linger
-        while records and len(records) < self._limits.records and time.monotonic() < deadline:
-            more = self._reader.poll(max(0.0, deadline - time.monotonic()), self._limits.records - len(records))
-            if not more:
-                break
-            records.extend(more)
-        return records
 
     def _seek(self) -> Positions:
         stored = retry_outages(self._stored_offsets, self._stop)
@@ -97,6 +93,18 @@ class Projector:
     def _stored_offsets(self) -> Positions:
         with self._engine.connect() as connection:
             return stored_offsets(connection, self._tables)
+
+
+def gather(reader: EventReader, limits: BatchLimits) -> list:
+    """The next batch of records, as soon as there is one (see :class:`BatchLimits`)."""
+    records = reader.poll(limits.idle_poll, 1)  # returns as soon as one record is there
+    deadline = time.monotonic() + limits.linger
+    while records and len(records) < limits.records:
+        more = reader.poll(max(0.0, deadline - time.monotonic()), limits.records - len(records))
+        if not more:
+            break
+        records.extend(more)
+    return records
 
 
 def run_projector(settings: Settings, stop: threading.Event, *, limits: BatchLimits | None = None) -> int:

@@ -20,7 +20,7 @@ from infra.settings import Settings
 from infra.topics import topic_name
 from projections.committer import BatchCommitter
 from projections.db import drop_tables
-from projections.projector import PROJECTED_TOPICS
+from projections.projector import PROJECTED_TOPICS, BatchLimits, gather
 from projections.records import logical_topic
 from projections.tables import LIVE, OFFSETS, Tables
 from projections.writer import Positions, stored_offsets
@@ -62,7 +62,7 @@ def catch_up(settings: Settings, engine: Engine, tables: Tables, targets: Positi
 
 
 def _next_batch(reader: EventReader, committer: BatchCommitter, pending: Positions, start: Positions) -> Positions:
-    records = [record for record in reader.poll(1.0, BATCH)
+    records = [record for record in gather(reader, BatchLimits(records=BATCH, idle_poll=1.0))
                if record.offset < pending.get((record.topic, record.partition), -1)]
     positions = reader.positions()
     end = {**start, **{position: min(offset, pending[position]) for position, offset in positions.items()

@@ -31,7 +31,11 @@ def logical_topic(real_topic: str) -> str:
 
 def as_json(value: Any) -> str:
     """A stable JSON text (sorted keys) so equal values give equal column text."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return _ENCODER.encode(value)
+
+
+# What json.dumps(sort_keys=True, separators=(",", ":")) builds on every call, built once.
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
 
 
 def payload_json(event: Any) -> str:

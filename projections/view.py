@@ -31,11 +31,22 @@ def touched_keys(records) -> dict[str, set[Key]]:
     keys: dict[str, set[Key]] = {model.TABLE: set() for model in READ_MODELS}
     for record in records:
         if record.event is None or type(record.event) in KNOWN_EVENTS:
-            for model in READ_MODELS:
-                key = model.key_of(record)
-                if key is not None:
-                    keys[model.TABLE].add(key)
+            for model, key in _keys(record):
+                keys[model.TABLE].add(key)
     return keys
+
+
+def _keys(record) -> list:
+    """(read model, key) of every row the record touches."""
+    event = record.event
+    models = READ_MODELS if event is None else _MODELS_OF_TYPE.get(type(event))
+    if models is None:  # first of its type: the models whose key_of names a row for it
+        models = _MODELS_OF_TYPE[type(event)] = tuple(m for m in READ_MODELS if m.key_of(record) is not None)
+    return [(model, key) for model in models if (key := model.key_of(record)) is not None]
+
+
+# Whether a read model's key_of names a row depends on the event's type alone (tombstones aside).
+_MODELS_OF_TYPE: dict[type, tuple] = {}
 
 
 def apply(view: View, record: Record) -> View:
@@ -46,7 +57,7 @@ def apply(view: View, record: Record) -> View:
     if record.event is not None and type(record.event) not in KNOWN_EVENTS:
         raise TypeError(f"not a Tock event: {type(record.event).__name__}")
     changes = [(model.TABLE, key, model.evolve(view.rows[model.TABLE].get(key), record))
-               for model in READ_MODELS if (key := model.key_of(record)) is not None]
+               for model, key in _keys(record)]
     for table, key, row in changes:  # all computed first: a failing model changes nothing
         view.rows[table][key] = row
     view.history.extend(task_event.rows_for(record))

@@ -11,6 +11,7 @@ from projections.tables import LIVE, Tables
 from projections.view import fold
 from projections.writer import OffsetsMoved, commit_batch, stored_offsets
 from tests.integration.projection_db import db_url, engine, projection_settings  # noqa: F401 - fixtures
+from schemas import DagFileProcessed, DagParseFailed
 from tests.unit.projection_logs import LogBuilder, lifecycle, logs
 
 pytestmark = pytest.mark.integration
@@ -61,6 +62,32 @@ def test_a_batch_starting_past_the_stored_offsets_is_refused(engine):
     record = builder.records[1]
     with pytest.raises(OffsetsMoved):
         commit_batch(engine, [record], {(record.topic, record.partition): 1}, {}, _refuse)
+
+
+def _assert_db_equals_fold(engine, records) -> None:
+    view = fold(records)
+    for name, rows in view.rows.items():
+        assert _db_rows(engine, name) == {key: row for key, row in rows.items() if row is not None}
+
+
+def test_a_row_deleted_by_a_later_batch_is_gone(engine):
+    builder = LogBuilder()
+    failed = DagParseFailed(file_path="/dags/a.py", processor_id="p", file_hash="h1", error="SyntaxError", at=1.0)
+    builder.add(failed)
+    builder.add(DagFileProcessed(file_path="/dags/a.py", processor_id="p", file_hash="h2", dag_ids=["etl"],
+                                 duration=0.1, at=2.0))
+    _commit_in_batches(engine, builder.records, [1])
+    assert _db_rows(engine, "import_error") == {}
+    _assert_db_equals_fold(engine, builder.records)
+
+
+def test_whole_numbers_in_float_columns_are_stored(engine):
+    builder = LogBuilder()  # one batch whose float columns hold both ints and floats
+    for task, at in (("load", 10), ("extract", 10.5)):
+        for event in lifecycle("etl", "r1", task, 1, at=at):
+            builder.add(event)
+    _commit_in_batches(engine, builder.records, [])
+    _assert_db_equals_fold(engine, builder.records)
 
 
 def test_compare_finds_a_tampered_row(engine):
