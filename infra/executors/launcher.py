@@ -3,7 +3,10 @@
 The local executor starts it and writes one JSON request per line on its stdin; it
 answers each with ``<pid> <start time>`` on stdout. A warm runner ("spare") is a child
 forked in advance into its own session, whose Kafka producer is already connected; a
-launch hands it the try through its pipe. Tries outlive the launcher and the scheduler.
+launch hands it up to TRIES_PER_RUNNER tries of one batch through its pipe (so a burst of
+tries pays a runner process and a Kafka connection per few tries, not per try; each
+try's user code still runs in a child of its own). Tries outlive the launcher and the
+scheduler.
 Started as ``python -m infra.executors.launcher``; the first line is the settings as JSON.
 """
 
@@ -18,6 +21,9 @@ import sys
 from infra.executors.local import process_start_time
 from infra.settings import Settings
 
+TRIES_PER_RUNNER = 8
+
+
 class Spares:
     """Warm runners waiting for a try: pid -> write end of the pipe the try comes through."""
 
@@ -30,12 +36,15 @@ class Spares:
         while len(self.ready) < self.count:
             self.ready.append(self._fork())
 
-    def hand_over(self, request_line: str) -> int:
-        """Give the try to a warm runner (a new one if none is ready); returns its pid."""
-        pid, pipe = self.ready.pop(0) if self.ready else self._fork()
-        os.write(pipe, request_line.encode())
-        os.close(pipe)
-        return pid
+    def hand_over(self, request_lines: list[str]) -> list[int]:
+        """Give the tries to warm runners (new ones if none is ready); returns each try's runner pid."""
+        pids = []
+        for share in _shares(request_lines, TRIES_PER_RUNNER):
+            pid, pipe = self.ready.pop(0) if self.ready else self._fork()
+            os.write(pipe, "".join(share).encode())
+            os.close(pipe)
+            pids += [pid] * len(share)
+        return pids
 
     def _fork(self) -> tuple[int, int]:
         read_end, write_end = os.pipe()
@@ -49,8 +58,17 @@ class Spares:
         return pid, write_end
 
 
+def _shares(lines: list[str], most: int) -> list[list[str]]:
+    """The lines, in order, in as few even shares as hold at most ``most`` each (10 by 8: 5 and 5)."""
+    count = -(-len(lines) // most)
+    if not count:
+        return []
+    bounds = [len(lines) * index // count for index in range(count + 1)]
+    return [lines[start:end] for start, end in zip(bounds, bounds[1:])]
+
+
 def _spare(settings: Settings, read_end: int) -> None:
-    """A warm runner: connect to Kafka, wait for one try, run it, exit. Never returns."""
+    """A warm runner: connect to Kafka, wait for its tries, run them, exit. Never returns."""
     code = 1
     try:
         os.setsid()
@@ -58,16 +76,16 @@ def _spare(settings: Settings, read_end: int) -> None:
             signal.signal(signum, signal.SIG_DFL)
         _detach_stdio(settings)
         from infra.log import KafkaEventLog
-        from services.runner import TryRequest, run_try
+        from services.runner import TryRequest, run_tries
 
         events = KafkaEventLog(settings, client_id="tock-runner")
-        line = _read_all(read_end)
-        if not line:  # the launcher went away before giving us a try
+        requests = [json.loads(line) for line in _read_all(read_end).splitlines() if line]
+        if not requests:  # the launcher went away before giving us a try
             code = 0
             return
-        request = json.loads(line)
-        code = run_try(settings, TryRequest(**request["try"]), executor=request["executor"], queue=request["queue"],
-                       events=events)
+        codes = run_tries(settings, [(TryRequest(**request["try"]), request["queue"]) for request in requests],
+                          executor=requests[0]["executor"], events=events)
+        code = max(codes.values())
     except BaseException:  # noqa: BLE001 - the runner's own failure is logged, then it exits
         logging.getLogger("tock.runner").exception("runner crashed")
     finally:
@@ -106,14 +124,18 @@ def main() -> None:
     settings = Settings(**json.loads(_read_line(sys.stdin.fileno())))
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # runners are reaped by the kernel
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # a Ctrl-C is the scheduler's to handle
-    import services.runner  # noqa: F401 - imported once here, inherited warm by every runner
+    # Imported once here, inherited warm by every runner and its user-code child: importing
+    # tock in each child cost more than all the rest of a no-op try.
+    import services.runner  # noqa: F401
+    import tock  # noqa: F401
 
     # A burst beyond the warm runners starts runners cold: fine, just slower.
     spares = Spares(settings, min(settings.warm_runners, settings.parallelism))
     spares.fill()
     for lines in _request_batches(sys.stdin.fileno()):
-        pids = [spares.hand_over(line) for line in lines]
-        sys.stdout.write("".join(f"{pid} {process_start_time(pid) or 0}\n" for pid in pids))
+        pids = spares.hand_over(lines)
+        started = {pid: process_start_time(pid) or 0 for pid in set(pids)}
+        sys.stdout.write("".join(f"{pid} {started[pid]}\n" for pid in pids))
         sys.stdout.flush()
         spares.fill()  # after the answers: a burst of launches does not wait for new spares
 

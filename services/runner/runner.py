@@ -1,4 +1,4 @@
-"""run_try: claim the try, report TaskStarted, supervise the user code, report the outcome."""
+"""run_tries: claim the tries, report TaskStarted, supervise the user code, report each outcome."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from infra.log import KafkaEventLog
 from infra.settings import Settings
 from schemas import TaskFailed, TaskHeartbeat, TaskStarted, TaskSucceeded
 from services.runner.paths import TryPaths, TryRequest
-from services.runner.supervise import Outcome, supervise
+from services.runner.supervise import Outcome, supervise_all
 
 log = logging.getLogger("tock.runner")
 
@@ -26,29 +26,51 @@ def run_try(settings: Settings, request: TryRequest, *, executor: str = "", queu
     ``events`` may be a producer created earlier (a warm runner's), so the first delivery
     does not wait for the client to connect.
     """
-    paths = TryPaths(settings.home, request)
-    if not paths.claim():
-        log.warning("try %s was launched before (%s exists): not running it again", _name(request),
-                    paths.claim_file)
-        return ALREADY_STARTED
-    runner_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    return run_tries(settings, [(request, queue)], executor=executor, events=events)[request]
+
+
+def run_tries(settings: Settings, tries: list[tuple[TryRequest, str]], *, executor: str = "",
+              events: KafkaEventLog | None = None) -> dict[TryRequest, int]:
+    """Run tries (request, queue) side by side, each in its own child; the exit code of each.
+
+    One runner for a batch of tries pays the process and the Kafka connection once; each
+    try still reports for itself and its user code is supervised in a child of its own.
+    """
+    codes = dict.fromkeys((request for request, _queue in tries), ALREADY_STARTED)
+    claimed = [(request, queue, paths) for request, queue in tries
+               if _claim(paths := TryPaths(settings.home, request), request)]
+    if not claimed:
+        return codes
+    hostname = socket.gethostname()
+    runner_ids = {request: f"{hostname}:{os.getpid()}:{uuid.uuid4().hex[:8]}" for request, _queue, _paths in claimed}
     events = events or KafkaEventLog(settings, client_id="tock-runner")
     try:
-        events.append(TaskStarted(**_ids(request), runner_id=runner_id, hostname=socket.gethostname(),
-                                  pid=os.getpid(), executor=executor, queue=queue, log_path=str(paths.log),
-                                  at=time.time()))
+        for request, queue, paths in claimed:
+            events.append(TaskStarted(**_ids(request), runner_id=runner_ids[request], hostname=hostname,
+                                      pid=os.getpid(), executor=executor, queue=queue, log_path=str(paths.log),
+                                      at=time.time()))
         events.producer.poll(0)
 
-        def beat() -> None:
-            events.append(TaskHeartbeat(**_ids(request), runner_id=runner_id, at=time.time()))
-            events.producer.poll(0)
+        def beat(request: TryRequest) -> None:
+            events.append(TaskHeartbeat(**_ids(request), runner_id=runner_ids[request], at=time.time()))
 
-        outcome = supervise(request, str(paths.log), settings.task_heartbeat_seconds, beat)
-        events.append(_outcome_event(request, runner_id, outcome))
+        def ended(request: TryRequest, outcome: Outcome) -> None:
+            events.append(_outcome_event(request, runner_ids[request], outcome))
+            codes[request] = SUCCEEDED if outcome.succeeded else FAILED
+            log.info("try %s %s", _name(request), "succeeded" if outcome.succeeded else f"failed: {outcome.error}")
+
+        supervise_all([(request, str(paths.log)) for request, _queue, paths in claimed],
+                      settings.task_heartbeat_seconds, beat, ended)
     finally:
         events.close()
-    log.info("try %s %s", _name(request), "succeeded" if outcome.succeeded else f"failed: {outcome.error}")
-    return SUCCEEDED if outcome.succeeded else FAILED
+    return codes
+
+
+def _claim(paths: TryPaths, request: TryRequest) -> bool:
+    if paths.claim():
+        return True
+    log.warning("try %s was launched before (%s exists): not running it again", _name(request), paths.claim_file)
+    return False
 
 
 def _outcome_event(request: TryRequest, runner_id: str, outcome: Outcome):

@@ -1,4 +1,8 @@
-"""Supervising the child: heartbeats while it runs, the execution timeout, and how it ended."""
+"""Supervising the children: heartbeats while they run, execution timeouts, and how each ended.
+
+A runner may supervise several tries at once (a batch launched together), each try's user
+code in its own child; one child's end never disturbs the others.
+"""
 
 from __future__ import annotations
 
@@ -21,44 +25,107 @@ class Outcome:
     traceback: str = ""
 
 
-def supervise(request: TryRequest, log_path: str, heartbeat_seconds: float,
-              heartbeat: Callable[[], None]) -> Outcome:
-    """Fork the child, heartbeat every ``heartbeat_seconds`` until it ends, and say how it ended."""
+@dataclass(frozen=True, slots=True)
+class Child:
+    """A forked child running one try's user code."""
+
+    request: TryRequest
+    pid: int
+    pidfd: int     # readable once the child has ended
+    report_fd: int  # where the child reports an exception
+    deadline: float | None  # time.monotonic() past which it is killed
+
+
+def start_child(request: TryRequest, log_path: str) -> Child:
+    """Fork the child that runs the try's user code."""
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
         run_child(request, log_path, write_fd)
     os.close(write_fd)
-    # A runner told to stop takes its user code with it, then reports the try failed.
-    previous = signal.signal(signal.SIGTERM, lambda *_: _kill_group(pid))
+    timeout = request.execution_timeout
+    return Child(request, pid, os.pidfd_open(pid), read_fd, None if timeout is None else time.monotonic() + timeout)
+
+
+def supervise(request: TryRequest, log_path: str, heartbeat_seconds: float,
+              heartbeat: Callable[[], None]) -> Outcome:
+    """Fork the child, heartbeat every ``heartbeat_seconds`` until it ends, and say how it ended."""
+    outcomes: list[Outcome] = []
+    supervise_all([(request, log_path)], heartbeat_seconds, lambda _request: heartbeat(),
+                  lambda _request, outcome: outcomes.append(outcome))
+    return outcomes[0]
+
+
+def supervise_all(tries: list[tuple[TryRequest, str]], heartbeat_seconds: float,
+                  heartbeat: Callable[[TryRequest], None], ended: Callable[[TryRequest, Outcome], None]) -> None:
+    """Fork a child per try (request, log path), heartbeat each running try every ``heartbeat_seconds``,
+    and call ``ended(request, outcome)`` as each ends."""
+    supervision = _Supervision(heartbeat_seconds, heartbeat, ended)
+    # A runner told to stop takes its user code with it, then reports the tries failed.
+    previous = signal.signal(signal.SIGTERM, supervision.stop)
     try:
-        status, timed_out = _wait(pid, request.execution_timeout, heartbeat_seconds, heartbeat)
-        return _outcome(status, timed_out, request.execution_timeout, _read_report(read_fd))
+        for request, log_path in tries:
+            supervision.start(request, log_path)
+        supervision.watch()
     finally:
         signal.signal(signal.SIGTERM, previous)
-        os.close(read_fd)
 
 
-def _wait(pid: int, timeout: float | None, every: float, heartbeat: Callable[[], None]) -> tuple[int, bool]:
-    """(wait status, whether the child was killed for its execution timeout)."""
-    pidfd = os.pidfd_open(pid)
-    deadline = None if timeout is None else time.monotonic() + timeout
-    next_beat = time.monotonic() + every
+class _Supervision:
+    """The running children of one runner, by pidfd."""
+
+    def __init__(self, heartbeat_seconds: float, heartbeat: Callable[[TryRequest], None],
+                 ended: Callable[[TryRequest, Outcome], None]) -> None:
+        self.every, self.heartbeat, self.ended = heartbeat_seconds, heartbeat, ended
+        self.running: dict[int, Child] = {}
+        self.stopping = False
+
+    def start(self, request: TryRequest, log_path: str) -> None:
+        if self.stopping:
+            self.ended(request, Outcome(False, "the runner was stopped before the user code started"))
+            return
+        child = start_child(request, log_path)
+        self.running[child.pidfd] = child
+
+    def stop(self, *_signal) -> None:
+        self.stopping = True
+        for child in list(self.running.values()):
+            _kill_group(child.pid)
+
+    def watch(self) -> None:
+        """Until every child ended: reap the ended, kill the overdue, heartbeat the others."""
+        next_beat = time.monotonic() + self.every
+        while self.running:
+            until = min([next_beat, *(child.deadline for child in self._timed())])
+            ready, _, _ = select.select(list(self.running), [], [], max(0.0, until - time.monotonic()))
+            for pidfd in ready:
+                self._end(self.running[pidfd], timed_out=False)
+            now = time.monotonic()
+            for child in [child for child in self._timed() if now >= child.deadline]:
+                _kill_group(child.pid)
+                self._end(child, timed_out=True)
+            if self.running and time.monotonic() >= next_beat:
+                for child in self.running.values():
+                    self.heartbeat(child.request)
+                next_beat += self.every
+
+    def _timed(self) -> list[Child]:
+        return [child for child in self.running.values() if child.deadline is not None]
+
+    def _end(self, child: Child, timed_out: bool) -> None:
+        del self.running[child.pidfd]
+        self.ended(child.request, _finish(child, timed_out))
+
+
+def _finish(child: Child, timed_out: bool) -> Outcome:
+    """Reap the child and say how it ended."""
     try:
-        while True:
-            until = next_beat if deadline is None else min(next_beat, deadline)
-            ready, _, _ = select.select([pidfd], [], [], max(0.0, until - time.monotonic()))
-            if ready:
-                return os.waitpid(pid, 0)[1], False
-            if deadline is not None and time.monotonic() >= deadline:
-                _kill_group(pid)
-                return os.waitpid(pid, 0)[1], True
-            if time.monotonic() >= next_beat:
-                heartbeat()
-                next_beat += every
+        status = os.waitpid(child.pid, 0)[1]
+        return _outcome(status, timed_out, child.request.execution_timeout, _read_report(child.report_fd))
     finally:
-        os.close(pidfd)
+        os.close(child.pidfd)
+        os.close(child.report_fd)
 
 
 def _kill_group(pid: int) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -57,3 +58,38 @@ def test_run_task_reports_start_heartbeats_and_outcome_and_refuses_a_second_laun
     assert beats and all(isinstance(event, TaskHeartbeat) and event.task_id == "slow_ok" for event in beats)
     log = settings.home / "tries" / "runner_cases" / "r1" / "slow_ok" / "1.log"
     assert log.read_text() == "finished\n"
+
+
+def test_a_batch_launched_together_shares_a_runner_and_each_try_reports_for_itself(make_settings, tmp_path):
+    from infra.executors import LocalExecutor
+    from services.runner import TryPaths, TryRequest
+
+    settings = make_settings(task_heartbeat_seconds=0.1, warm_runners=1)
+    create_topics(settings)
+    dag_file = tmp_path / "cases.py"
+    dag_file.write_text(DAG_FILE)
+    requests = [TryRequest("runner_cases", "r1", task_id, 1, str(dag_file)) for task_id in ("slow_ok", "crashes")]
+    launched_before = TryRequest("runner_cases", "r0", "slow_ok", 1, str(dag_file))
+    assert TryPaths(settings.home, launched_before).claim()
+    executor = LocalExecutor(settings)
+    try:
+        handles = executor.launch_many([(request, "default") for request in [*requests, launched_before]])
+    finally:
+        executor.close()
+    assert len(set(handles)) == 1  # one runner for the batch
+    events = wait_for_outcomes(settings, 2)
+    outcomes = {event.task_id: type(event).__name__ for event in events if isinstance(event, TaskSucceeded | TaskFailed)}
+    assert outcomes == {"slow_ok": "TaskSucceeded", "crashes": "TaskFailed"}
+    assert all(event.run_id == "r1" for event in events)  # the try claimed before ran no user code
+    assert {event.task_id for event in events if isinstance(event, TaskStarted)} == {"slow_ok", "crashes"}
+    assert len({event.runner_id for event in events if isinstance(event, TaskStarted)}) == 2
+
+
+def wait_for_outcomes(settings, count: int, timeout: float = 30.0) -> list:
+    deadline = time.monotonic() + timeout
+    while True:
+        events = [record.event for record in replay(settings, EVENTS)]
+        if sum(isinstance(event, TaskSucceeded | TaskFailed) for event in events) >= count:
+            return events
+        assert time.monotonic() < deadline, f"no {count} outcomes after {timeout} s: {events}"
+        time.sleep(0.2)

@@ -116,3 +116,25 @@ def test_sigterm_to_the_runner_stops_the_user_code_and_reports_it(tmp_path, dag_
     threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGTERM)).start()
     outcome, _log, _beats = run(tmp_path, dag_file, "sleeps")
     assert (outcome.succeeded, outcome.error) == (False, "user code killed by signal SIGKILL (9)")
+
+
+def test_tries_supervised_together_each_end_their_own_way(tmp_path, dag_file):
+    from services.runner.supervise import supervise_all
+
+    cases = {"ok": None, "exits": None, "sleeps": 0.5, "beats": None}
+    requests = [TryRequest("cases", "r1", task_id, 1, str(dag_file), timeout) for task_id, timeout in cases.items()]
+    tries = []
+    for request in requests:
+        paths = TryPaths(tmp_path / "home", request)
+        paths.folder.mkdir(parents=True)
+        tries.append((request, str(paths.log)))
+    happened = []
+    supervise_all(tries, 0.1, lambda request: happened.append(("beat", request.task_id)),
+                  lambda request, outcome: happened.append(("end", request.task_id, outcome)))
+    outcomes = {entry[1]: (entry[2].succeeded, entry[2].error) for entry in happened if entry[0] == "end"}
+    assert outcomes == {"ok": (True, ""), "exits": (False, "user code exited with code 7"), "beats": (True, ""),
+                        "sleeps": (False, "execution timeout: still running after 0.5 s, killed")}
+    assert happened.count(("beat", "beats")) >= 3
+    for index, entry in enumerate(happened):
+        if entry[0] == "end":
+            assert ("beat", entry[1]) not in happened[index:]  # no heartbeat for a try after its end
