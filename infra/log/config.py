@@ -38,10 +38,36 @@ def error_logger(client_id: str, every: float = 10.0) -> Callable[[KafkaError], 
     return on_error
 
 
+class OncePerInterval(logging.Filter):
+    """Lets a given librdkafka log line through once per ``every`` seconds per client.
+
+    During an outage librdkafka logs every failed reconnect of every client (FAIL,
+    REQTMOUT, ...); error_cb already says the broker is unreachable, so repeats are noise.
+    """
+
+    def __init__(self, every: float = 10.0) -> None:
+        super().__init__()
+        self.every = every
+        self.last_seen: dict[tuple, float] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        key = tuple(str(arg)[:60] for arg in args[:2]) or (record.msg[:60],)
+        now = time.monotonic()
+        if now - self.last_seen.get(key, -self.every) < self.every:
+            return False
+        self.last_seen[key] = now
+        return True
+
+
+LIBRDKAFKA_LOG = logging.getLogger("tock.kafka")
+LIBRDKAFKA_LOG.addFilter(OncePerInterval())
+
+
 def common_config(settings: Settings, client_id: str) -> dict[str, Any]:
     # librdkafka's own log lines go through logging too, instead of raw to stderr.
     return {"bootstrap.servers": settings.bootstrap, "client.id": client_id,
-            "error_cb": error_logger(client_id), "logger": logging.getLogger("tock.kafka")}
+            "error_cb": error_logger(client_id), "logger": LIBRDKAFKA_LOG}
 
 
 def producer_config(settings: Settings, client_id: str) -> dict[str, Any]:

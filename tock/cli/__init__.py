@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import faulthandler
 import importlib
 import logging
+import signal
 import sys
 
 import typer
@@ -58,4 +60,7 @@ for _module in COMMAND_MODULES:
 
 
 def main() -> None:
+    # `kill -USR1 <pid>` prints every thread's stack to stderr: how to see where a live
+    # service is stuck without stopping it.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     app()
