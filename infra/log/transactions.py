@@ -10,6 +10,7 @@ fatal too: the instance must stop acting on its partitions.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -78,6 +79,22 @@ def failure_kind(error: KafkaError) -> type[Fenced] | type[TransactionAborted]:
     return Fenced
 
 
+# How long past its own timeout a transactional call may block before the producer is
+# deemed wedged (see TransactionalSession._bounded).
+WEDGE_GRACE = 5.0
+
+
+# Another producer took this transactional id: this instance must stop. Any other fatal
+# error (e.g. INVALID_TXN_STATE after the coordinator restarted) only breaks this producer,
+# and a new one with the same id carries on; ownership itself is fenced by the consumer
+# group (KIP-447), not by the producer.
+_TAKEN_OVER = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED}
+
+
+class _Wedged(Exception):
+    """A librdkafka call blocked past its timeout; the producer cannot be trusted any more."""
+
+
 class TransactionalSession(Closing):
     """One transactional producer; each :meth:`commit` is one Kafka transaction."""
 
@@ -87,14 +104,16 @@ class TransactionalSession(Closing):
         self._timeout = timeout
         self.transactional_id = transactional_id
         self._fenced: Fenced | None = None
-        options = {**producer_config(settings, client_id or transactional_id),
-                   "transactional.id": transactional_id, **(config or {})}
-        self.producer = Producer(options)
+        self._options = {**producer_config(settings, client_id or transactional_id),
+                         "transactional.id": transactional_id, **(config or {})}
+        self._abandoned: list[Producer] = []  # wedged producers: kept, never closed (that may block too)
+        self.producer = Producer(self._options)
+        self._needs_init = False
         try:
             self._retrying(self.producer.init_transactions, timeout)
-        except KafkaException as exc:
-            raise Fenced(f"transactional id {transactional_id!r} could not start: {exc.args[0]}",
-                         exc.args[0]) from None
+        except (KafkaException, _Wedged) as exc:
+            raise Fenced(f"transactional id {transactional_id!r} could not start: {exc}",
+                         exc.args[0] if isinstance(exc, KafkaException) else None) from None
 
     def commit(self, events: Iterable[Item], reader: EventReader | None,
                offsets: dict[tuple[str, int], int] | None = None) -> None:
@@ -105,6 +124,16 @@ class TransactionalSession(Closing):
         """
         if self._fenced is not None:
             raise self._fenced
+        if self._needs_init:
+            self._restart_producer()
+        try:
+            self._commit_once(events, reader, offsets)
+        except _Wedged as wedged:
+            self._abandon_producer(wedged)
+            raise TransactionAborted(f"transaction abandoned: {wedged}") from None
+
+    def _commit_once(self, events: Iterable[Item], reader: EventReader | None,
+                     offsets: dict[tuple[str, int], int] | None) -> None:
         try:
             self.producer.begin_transaction()
             for item in events:
@@ -139,10 +168,15 @@ class TransactionalSession(Closing):
             return
         partitions = [TopicPartition(topic, partition, offset) for (topic, partition), offset in offsets.items()]
         metadata = reader.consumer.consumer_group_metadata()
-        self._retrying(lambda: self.producer.send_offsets_to_transaction(partitions, metadata, self._timeout))
+        # Not retried: a timeout here is abortable, and calling again after a coordinator
+        # change is where librdkafka blocks for good (librdkafka #5456, #5511).
+        self._bounded(self.producer.send_offsets_to_transaction, partitions, metadata, self._timeout)
 
     def _fail(self, error: KafkaError) -> None:
         outcome = failure_kind(error)
+        if outcome is Fenced and error.code() not in _TAKEN_OVER:
+            # Fatal for this producer, but nobody else holds its id: a fresh one can go on.
+            raise _Wedged(f"producer failed fatally: {error.str()}")
         if outcome is Fenced:
             self._fenced = Fenced(f"producer {self.transactional_id!r} is fenced or failed fatally: "
                                   f"{error.str()}; stop acting on its partitions and restart", error)
@@ -158,6 +192,8 @@ class TransactionalSession(Closing):
         except KafkaException as exc:
             if exc.args[0].code() == KafkaError._STATE:  # no transaction was open
                 return
+            if exc.args[0].code() not in _TAKEN_OVER:
+                raise _Wedged(f"abort failed: {exc.args[0].str()}") from None
             self._fenced = Fenced(f"producer {self.transactional_id!r} could not abort: {exc.args[0]}", exc.args[0])
             raise self._fenced from None
 
@@ -166,10 +202,65 @@ class TransactionalSession(Closing):
         deadline = time.monotonic() + self._timeout
         while True:
             try:
-                return operation(*args)
+                return self._bounded(operation, *args)
             except KafkaException as exc:
                 error: KafkaError = exc.args[0]
+                if error.code() == KafkaError._CONFLICT:
+                    # An earlier call is still running inside librdkafka past its timeout.
+                    raise _Wedged(f"{error.str()}") from None
                 if not error.retriable() or time.monotonic() >= deadline:
                     raise
                 log.warning("%s: retriable error %s; retrying", self.transactional_id, error)
                 time.sleep(0.1)
+
+    def _bounded(self, operation: Callable[..., Any], *args: Any) -> Any:
+        """Run a blocking librdkafka call, giving up on it past its timeout plus a grace period.
+
+        librdkafka's send_offsets_to_transaction can block forever after the group
+        coordinator went away and came back, ignoring its timeout (librdkafka #5456,
+        #5511, open in 2.16). The call runs on a helper thread so this session can notice
+        and replace the producer instead of hanging the service.
+        """
+        outcome: dict[str, Any] = {}
+        finished = threading.Event()
+
+        def call() -> None:
+            try:
+                outcome["value"] = operation(*args)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+                outcome["error"] = exc
+            finally:
+                finished.set()
+
+        threading.Thread(target=call, name=f"txn-{self.transactional_id}", daemon=True).start()
+        if not finished.wait(self._timeout + WEDGE_GRACE):
+            raise _Wedged(f"{getattr(operation, '__name__', 'call')} blocked over "
+                          f"{self._timeout + WEDGE_GRACE:.0f} s")
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome.get("value")
+
+    def _abandon_producer(self, wedged: _Wedged) -> None:
+        log.error("%s: %s; replacing the producer (a new one with the same transactional id fences it "
+                  "and aborts its open transaction)", self.transactional_id, wedged)
+        self._stop_wedged_retries()
+        self._abandoned.append(self.producer)
+        self._needs_init = True
+
+    def _stop_wedged_retries(self) -> None:
+        # Purge what the abandoned producer still queues so it stops retrying in the background.
+        try:
+            self.producer.purge(in_queue=True, in_flight=True, blocking=False)
+        except (KafkaException, RuntimeError):
+            pass
+
+    def _restart_producer(self) -> None:
+        """A fresh producer for this transactional id; TransactionAborted while Kafka is unreachable."""
+        self.producer = Producer(self._options)
+        try:
+            self._retrying(self.producer.init_transactions, self._timeout)
+        except (KafkaException, _Wedged) as exc:
+            self._abandoned.append(self.producer)
+            raise TransactionAborted(f"transactional producer not ready yet: {exc}") from None
+        self._needs_init = False
+        log.info("%s: new transactional producer ready", self.transactional_id)

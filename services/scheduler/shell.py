@@ -184,6 +184,8 @@ class Scheduler:
             self._commit_now(batch)
         except TransactionAborted as error:
             log.warning("decisions not committed (%s); deciding again", error)
+            # The lost decisions came from runs that no new event may touch again: walk all.
+            self.full_walk.update(self.memories)
             return
         self.pending = []
         for partition, event in batch:
