@@ -144,15 +144,22 @@ class TransactionalSession(Closing):
         except KafkaException as exc:
             self._fail(exc.args[0])
         except BaseException:
-            # Not Kafka's doing (an event that cannot be encoded, an interrupt): write nothing.
-            self._abort()
+            # Not Kafka's doing (an event that cannot be encoded, an interrupt): write nothing,
+            # and let the caller see its own error even if the abort fails too.
+            try:
+                self._abort()
+            except _Wedged as wedged:
+                self._abandon_producer(wedged)
             raise
 
     def close(self) -> None:
         """Close the producer; librdkafka aborts a transaction still open."""
-        if self._fenced is None:
+        if self._fenced is not None or self._needs_init:
+            return  # nothing of ours is open: a fenced or abandoned producer is dropped as it is
+        try:
             self.producer.close()
-        # A fenced producer has nothing left to abort: it is destroyed with this session.
+        except KafkaException as exc:
+            log.warning("%s: closing the producer: %s", self.transactional_id, exc.args[0])
 
 
     def _append(self, item: Item) -> None:
