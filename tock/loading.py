@@ -28,6 +28,7 @@ def load_dags(path: str | os.PathLike[str]) -> list[DAG]:
 def load_dags_from_source(file_path: str, source: bytes) -> list[DAG]:
     """Like :func:`load_dags`, for source already read (so a caller can hash the same bytes)."""
     code = compile(source, file_path, "exec", dont_inherit=True)
+    _importable_beside(file_path)
     module = types.ModuleType(_module_name(file_path))
     module.__file__ = file_path
     collected: list[DAG] = []
@@ -39,6 +40,16 @@ def load_dags_from_source(file_path: str, source: bytes) -> list[DAG]:
         sys.modules.pop(module.__name__, None)
         dag_module._collectors.remove(collected)
     return _validated(file_path, collected)
+
+
+def _importable_beside(file_path: str) -> None:
+    """Let a DAG file import helper modules kept next to it, as a script can.
+
+    Wherever the file is loaded (a parse child, a task runner) is a process of its own
+    for that purpose, so its import path may grow."""
+    directory = os.path.dirname(file_path)
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
 
 
 def _module_name(file_path: str) -> str:

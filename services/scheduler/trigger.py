@@ -6,10 +6,10 @@ import time
 
 from confluent_kafka import TopicPartition
 
-from infra.log import EventReader, KafkaEventLog, partition_for
+from infra.log import EventReader, KafkaEventLog, partition_for, replay
 from infra.settings import Settings
 from infra.topics import topic_name
-from schemas import EVENTS, DagRunFinished, TriggerDagRun
+from schemas import DAGS, EVENTS, DagRunFinished, TriggerDagRun
 from services.scheduler.core import manual_run_id
 
 
@@ -45,3 +45,13 @@ def _end_offset(settings: Settings, dag_id: str) -> int:
         _low, high = reader.consumer.get_watermark_offsets(
             TopicPartition(topic, partition_for(dag_id, settings.partitions)), timeout=10)
     return high
+
+
+def dag_is_published(settings: Settings, dag_id: str) -> bool:
+    """Whether tock.dags holds a live definition of ``dag_id`` (only its partition is read)."""
+    partition = partition_for(dag_id, settings.partitions)
+    latest = None
+    for record in replay(settings, DAGS, [partition], client_id="tock-trigger-check"):
+        if record.key == dag_id:
+            latest = record.event  # None for a tombstone: the DAG was removed
+    return latest is not None

@@ -180,3 +180,17 @@ def test_errors_of_the_file_itself_propagate(tmp_path):
         load_dags(write(tmp_path, "def broken(:\n"))
     with pytest.raises(ZeroDivisionError):
         load_dags(write(tmp_path, "1 / 0\n", "raises.py"))
+
+
+def test_a_dag_file_imports_a_helper_module_kept_beside_it(tmp_path):
+    from tock import load_dags
+
+    (tmp_path / "etl_helpers_for_test.py").write_text("TABLES = ['orders', 'users']\n")
+    (tmp_path / "uses_helper.py").write_text(
+        "from etl_helpers_for_test import TABLES\n"
+        "from tock import DAG, BashTask\n"
+        "with DAG('uses_helper') as dag:\n"
+        "    for table in TABLES:\n"
+        "        BashTask(f'copy_{table}', 'true')\n")
+    [dag] = load_dags(tmp_path / "uses_helper.py")
+    assert sorted(dag.tasks) == ["copy_orders", "copy_users"]

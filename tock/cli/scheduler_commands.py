@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from confluent_kafka import KafkaException
 
 from tock.cli import settings_of
 from tock.cli.groups import dags_app
@@ -73,7 +74,7 @@ def dags_trigger(ctx: typer.Context,
                  timeout: Optional[float] = typer.Option(None, help="With --wait: give up after this many seconds "
                                                                     "(exit 2).")) -> None:
     """Ask the scheduler for a manual run of DAG_ID; prints the run id."""
-    from services.scheduler.trigger import follow_run, trigger_run
+    from services.scheduler.trigger import dag_is_published, follow_run, trigger_run
 
     try:
         if not isinstance(json.loads(conf), dict):
@@ -83,7 +84,17 @@ def dags_trigger(ctx: typer.Context,
         raise typer.Exit(2) from None
     settings = settings_of(ctx)
     request_id = uuid.uuid4().hex
-    run_id, start = trigger_run(settings, dag_id, request_id, conf)
+    try:
+        published = dag_is_published(settings, dag_id)
+        run_id, start = trigger_run(settings, dag_id, request_id, conf) if published else (None, None)
+    except (KafkaException, RuntimeError) as error:
+        typer.echo(f"tock dags trigger: cannot append the trigger to Kafka at {settings.bootstrap}: {error} "
+                   "(is the broker up, and were the topics created with `tock topics create`?)", err=True)
+        raise typer.Exit(1) from None
+    if not published:
+        typer.echo(f"tock dags trigger: no DAG {dag_id!r} has been published (see `tock dags list`; is "
+                   "`tock dag-processor` running on the folder that defines it?)", err=True)
+        raise typer.Exit(1)
     typer.echo(run_id)
     if not wait:
         return
