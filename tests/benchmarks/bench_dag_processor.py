@@ -86,11 +86,11 @@ def full_parse_rate(folder: Path, dags: Watcher) -> tuple[float, float]:
     return FILES / (time.time() - started), (FILES - 1) / (max(stamps) - min(stamps))
 
 
-def bench_parallelism_4(tmp: Path) -> None:
-    folder, _settings, processor, dags = start_processor(tmp, "parallel4", parse_parallelism="4")
+def bench_parallelism_2(tmp: Path) -> None:
+    folder, _settings, processor, dags = start_processor(tmp, "parallel2", parse_parallelism="2")
     try:
         wall, own = full_parse_rate(folder, dags)
-        figure(f"full parse of {FILES} files, TOCK_PARSE_PARALLELISM=4 (wall)", wall, "files/s")
+        figure(f"full parse of {FILES} files, TOCK_PARSE_PARALLELISM=2 (wall)", wall, "files/s")
         figure("  same, first to last DagParsed (processor's own clock)", own, "files/s")
     finally:
         dags.close()
@@ -165,10 +165,10 @@ def _count_processed(event, count: list[int], prefix: str) -> int:
 
 
 def main() -> None:
-    print("DAG processor (`tock dag-processor`, default parallelism 2, scan interval 0.5 s)", flush=True)
+    print("DAG processor (`tock dag-processor`, default parallelism 4, scan interval 0.5 s)", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench-dag-processor-") as tmp:
         bench_throughput_and_latency(Path(tmp))
-        bench_parallelism_4(Path(tmp))
+        bench_parallelism_2(Path(tmp))
         bench_memory(Path(tmp))
 
 
