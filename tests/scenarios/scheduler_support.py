@@ -84,6 +84,17 @@ def publish_dags(settings: Settings, path: Path) -> list[str]:
     return ids
 
 
+def wait_until_published(settings: Settings, dag_id: str, timeout: float = 60.0) -> None:
+    """Wait for the DAG processor to publish ``dag_id`` (a trigger before that is refused)."""
+    from services.scheduler.trigger import dag_is_published
+
+    deadline = time.monotonic() + timeout
+    while not dag_is_published(settings, dag_id):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the DAG processor did not publish {dag_id} within {timeout:g} s")
+        time.sleep(0.2)
+
+
 def trigger(settings: Settings, dag_id: str) -> str:
     request_id = uuid.uuid4().hex
     with KafkaEventLog(settings, client_id="test-trigger") as event_log:

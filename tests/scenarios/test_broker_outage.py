@@ -15,7 +15,7 @@ import pytest
 from infra.broker import LocalKafkaBroker
 from infra.settings import load_settings
 from schemas import TaskDeclaredDead, TaskQueued, TaskStarted, TaskSucceeded
-from tests.scenarios.scheduler_support import LogTail, Processes, create_topics, trigger
+from tests.scenarios.scheduler_support import LogTail, Processes, create_topics, trigger, wait_until_published
 
 PORT, CONTROLLER_PORT = 19392, 19393
 OUTAGE_SECONDS = 20
@@ -68,7 +68,8 @@ def test_a_run_survives_a_broker_outage(tmp_path, make_settings, private_broker)
     try:
         processor = services.start("dag-processor", name="dag-processor")
         scheduler = services.scheduler("outage-test")
-        run_id = _trigger_when_parsed(settings)
+        wait_until_published(settings, "outage")
+        run_id = trigger(settings, "outage")
         tail.wait_for(lambda _: len(tail.of_type(TaskStarted, run_id=run_id)) >= 3, 60, "long and short to start")
 
         private_broker.stop()
@@ -88,14 +89,3 @@ def test_a_run_survives_a_broker_outage(tmp_path, make_settings, private_broker)
         tail.close()
         services.close()
 
-
-def _trigger_when_parsed(settings) -> str:
-    """Trigger once the DAG processor has published the DAG (a trigger before that is ignored)."""
-    from infra.log import replay
-    from schemas import DAGS
-
-    deadline = time.monotonic() + 60
-    while not any(record.key == "outage" for record in replay(settings, DAGS)):
-        assert time.monotonic() < deadline, "the DAG processor did not publish the DAG"
-        time.sleep(0.2)
-    return trigger(settings, "outage")

@@ -1,15 +1,18 @@
-"""Scenario: an example DAG run succeeds end to end (DAG processor, scheduler, runners as processes),
-and each task's history in the log is in order."""
+"""Scenario: an example DAG run succeeds end to end (DAG processor, scheduler, runners and projector
+as processes); each task's history, in the log and through `tock tasks history`, is in order."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import time
 
 import pytest
 
 from schemas import DagRunCreated, TaskLaunched, TaskQueued, TaskStarted, TaskSucceeded
-from tests.scenarios.scheduler_support import REPO, LogTail, Processes, create_topics, environment
+from tests.scenarios.scheduler_support import (REPO, LogTail, Processes, create_topics, environment,
+                                              wait_until_published)
 
 pytestmark = pytest.mark.scenario
 
@@ -29,6 +32,8 @@ def test_example_etl_run_succeeds_with_ordered_task_histories(settings, tmp_path
     try:
         processes.start("dag-processor", name="dag-processor")
         processes.scheduler("s1")
+        processes.start("projector", name="projector")
+        wait_until_published(settings, "example_etl")
         trigger = subprocess.run([sys.executable, "-m", "tock.cli", "dags", "trigger", "example_etl", "--wait",
                                   "--timeout", "90"], env=environment(settings), capture_output=True, text=True,
                                  timeout=120)
@@ -36,6 +41,7 @@ def test_example_etl_run_succeeds_with_ordered_task_histories(settings, tmp_path
         run_id = trigger.stdout.splitlines()[0]
         assert trigger.stdout.splitlines()[-1] == f"run {run_id}: success"
         tail.run_finished(run_id, 10)
+        histories = {task_id: _projected_history(settings, run_id, task_id) for task_id in ETL_TASKS}
     finally:
         processes.close()
         tail.close()
@@ -51,3 +57,19 @@ def test_example_etl_run_succeeds_with_ordered_task_histories(settings, tmp_path
     transforms = [event for event in tail.of_type(TaskSucceeded, run_id=run_id) if event.task_id.startswith("transf")]
     assert all(event.at <= load.at for event in transforms), "load was queued before its upstream succeeded"
     assert {event.task_id for event in tail.of_type(TaskLaunched, run_id=run_id)} == ETL_TASKS
+
+    for task_id, history in histories.items():  # what `tock tasks history` shows, from the projection
+        assert history == ["TaskQueued", "TaskLaunched", "TaskStarted", "TaskSucceeded"] or history == [
+            "TaskQueued", "TaskStarted", "TaskLaunched", "TaskSucceeded"], (task_id, history)
+
+
+def _projected_history(settings, run_id: str, task_id: str, timeout: float = 30.0) -> list[str]:
+    """The event types `tock tasks history --json` lists for a task, once its outcome is projected."""
+    deadline = time.monotonic() + timeout
+    while True:
+        shown = subprocess.run([sys.executable, "-m", "tock.cli", "tasks", "history", "example_etl", run_id, task_id,
+                                "--json"], env=environment(settings), capture_output=True, text=True, timeout=60)
+        types = [row["event_type"] for row in json.loads(shown.stdout)] if shown.returncode == 0 else []
+        if types and types[-1] == "TaskSucceeded" or time.monotonic() > deadline:
+            return types
+        time.sleep(0.3)

@@ -12,7 +12,7 @@ import time
 import psutil
 import pytest
 
-from tests.scenarios.scheduler_support import REPO, create_topics, environment
+from tests.scenarios.scheduler_support import REPO, create_topics, environment, wait_until_published
 
 pytestmark = pytest.mark.scenario
 
@@ -34,6 +34,7 @@ def test_standalone_runs_the_examples_and_stops_cleanly(make_settings, tmp_path)
     try:
         children = _wait_for_children(standalone.pid, 2)
         for dag_id in ("example_etl", "example_flaky"):
+            wait_until_published(settings, dag_id)
             result = subprocess.run([sys.executable, "-m", "tock.cli", "dags", "trigger", dag_id, "--wait",
                                      "--timeout", "90"], env=env, capture_output=True, text=True, timeout=120)
             assert result.returncode == 0, (dag_id, result.stderr, (tmp_path / "standalone.log").read_text()[-3000:])
