@@ -62,20 +62,24 @@ class EventReader(Closing):
         """Up to ``max_records`` decoded records, waiting at most ``timeout`` seconds for the first."""
         records: list[LogRecord] = []
         positions, dead = self._positions, False
-        # The hot loop of every replay: locals only, one pass, no per-record method calls.
+        append, at_end = records.append, self.at_end
+        place = None  # the (topic, partition) of the previous message
+        # The hot loop of every replay: locals only, one pass, no per-record method calls
+        # of ours, and one (topic, partition) tuple per run of messages from one partition.
         for message in self.consumer.consume(max_records, timeout):
             if message.error() is not None:
                 self._on_error(message)
+                place = None
                 continue
             topic, partition, offset = message.topic(), message.partition(), message.offset()
-            positions[(topic, partition)] = offset + 1
-            if self.at_end:
-                self.at_end.discard((topic, partition))
+            if place is None or partition != place[1] or topic != place[0]:
+                place = (topic, partition)
+                at_end.discard(place)
+            positions[place] = offset + 1
             value, key = message.value(), message.key()
             try:
-                records.append(LogRecord(topic, partition, offset, None if key is None else key.decode(),
-                                         None if value is None else decode(value),
-                                         message.timestamp()[1] / 1000.0))
+                append(LogRecord(topic, partition, offset, None if key is None else key.decode(),
+                                 None if value is None else decode(value), message.timestamp()[1] / 1000.0))
             except (DecodeError, UnicodeDecodeError) as error:
                 self._dead_letters.send(message, _reason(error))
                 dead = True
