@@ -45,6 +45,8 @@ def test_standalone_runs_the_examples_and_stops_cleanly(make_settings, tmp_path)
             standalone.kill()
     log = (tmp_path / "standalone.log").read_text()
     assert "stopping the services" in log
+    for service in ("dag-processor", "scheduler", "projector", "api"):
+        assert f"{service} stopped (exit code 0)" in log, service
     assert not [child for child in children if child.is_running() and child.status() != psutil.STATUS_ZOMBIE]
 
 

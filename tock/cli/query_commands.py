@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import signal
@@ -48,8 +49,19 @@ def api(ctx: typer.Context) -> None:
     from services.api.app import create_app
 
     settings = settings_of(ctx)
-    uvicorn.run(create_app(settings), host=settings.api_host, port=settings.api_port,
-                log_level=settings.log_level.lower())
+
+    class QuietlyStoppedServer(uvicorn.Server):
+        """Stopped by our own SIGTERM/SIGINT handlers (graceful, then exit 0): uvicorn's own
+        would re-raise the signal after shutting down, ending the process by it."""
+
+        def capture_signals(self):
+            return contextlib.nullcontext()
+
+    server = QuietlyStoppedServer(uvicorn.Config(create_app(settings), host=settings.api_host,
+                                                 port=settings.api_port, log_level=settings.log_level.lower()))
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: setattr(server, "should_exit", True))
+    server.run()
 
 
 @dags_app.command("list")
