@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from schemas import DagRunCreated, TaskLaunched, TaskQueued, TaskStarted, TaskSucceeded
+from schemas import DagRunCreated, TaskLaunched, TaskQueued, TaskSucceeded
 from tests.scenarios.scheduler_support import (REPO, LogTail, Processes, create_topics, environment,
                                               wait_until_published)
 
@@ -49,18 +49,22 @@ def test_example_etl_run_succeeds_with_ordered_task_histories(settings, tmp_path
     for task_id in ETL_TASKS:
         history = [type(event) for event in tail.events
                    if getattr(event, "run_id", None) == run_id and getattr(event, "task_id", None) == task_id]
-        assert history[0] is TaskQueued and history[-1] is TaskSucceeded, (task_id, history)
-        assert sorted(kind.__name__ for kind in history) == sorted(
-            ["TaskQueued", "TaskLaunched", "TaskStarted", "TaskSucceeded"]), (task_id, history)
-        assert history.index(TaskStarted) < history.index(TaskSucceeded)
+        assert_lifecycle_in_order([kind.__name__ for kind in history], task_id)
     load = [event for event in tail.of_type(TaskQueued, run_id=run_id) if event.task_id == "load"][0]
     transforms = [event for event in tail.of_type(TaskSucceeded, run_id=run_id) if event.task_id.startswith("transf")]
     assert all(event.at <= load.at for event in transforms), "load was queued before its upstream succeeded"
     assert {event.task_id for event in tail.of_type(TaskLaunched, run_id=run_id)} == ETL_TASKS
 
     for task_id, history in histories.items():  # what `tock tasks history` shows, from the projection
-        assert history == ["TaskQueued", "TaskLaunched", "TaskStarted", "TaskSucceeded"] or history == [
-            "TaskQueued", "TaskStarted", "TaskLaunched", "TaskSucceeded"], (task_id, history)
+        assert_lifecycle_in_order(history, task_id)
+
+
+def assert_lifecycle_in_order(history: list[str], task_id: str) -> None:
+    """Queued first, started before succeeded, each once. TaskLaunched is written by the scheduler
+    after the launch, so a quick try may start (even finish) before it is in the log."""
+    assert history[0] == "TaskQueued", (task_id, history)
+    assert sorted(history) == sorted(["TaskQueued", "TaskLaunched", "TaskStarted", "TaskSucceeded"]), (task_id, history)
+    assert history.index("TaskStarted") < history.index("TaskSucceeded"), (task_id, history)
 
 
 def _projected_history(settings, run_id: str, task_id: str, timeout: float = 30.0) -> list[str]:
@@ -70,6 +74,6 @@ def _projected_history(settings, run_id: str, task_id: str, timeout: float = 30.
         shown = subprocess.run([sys.executable, "-m", "tock.cli", "tasks", "history", "example_etl", run_id, task_id,
                                 "--json"], env=environment(settings), capture_output=True, text=True, timeout=60)
         types = [row["event_type"] for row in json.loads(shown.stdout)] if shown.returncode == 0 else []
-        if types and types[-1] == "TaskSucceeded" or time.monotonic() > deadline:
+        if len(types) >= 4 or time.monotonic() > deadline:
             return types
         time.sleep(0.3)
