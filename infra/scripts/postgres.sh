@@ -23,7 +23,8 @@ install_if_missing() {
 
 as_pg() { if [[ "$(id -u)" == 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 
-running() { [[ -f "$state/data/postmaster.pid" ]] && as_pg "$(bindir)/pg_ctl" -D "$state/data" status >/dev/null 2>&1; }
+# Ready = answering on our port; a postmaster.pid alone may be stale (its pid reused by now).
+running() { [[ -n "$(bindir)" ]] && "$(bindir)/pg_isready" -q -h 127.0.0.1 -p "$port"; }
 
 start() {
   install_if_missing
@@ -34,6 +35,8 @@ start() {
     as_pg "$bin/initdb" -D "$state/data" -U postgres --auth=trust -E UTF8 >/dev/null
   fi
   if ! running; then
+    # Nothing answers on our port: lock files left by a server killed with its session are stale.
+    rm -f "$state/data/postmaster.pid" "$state"/.s.PGSQL.*.lock
     as_pg "$bin/pg_ctl" -D "$state/data" -l "$state/server.log" -w -t 60 start \
       -o "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories=$state -c fsync=off -c max_connections=200" >/dev/null
   fi
