@@ -37,9 +37,7 @@ class Settings(BaseSettings):
     db_url: str | None = Field(default=None, description="SQLAlchemy URL of the projections; unset = SQLite in home")
     dags_folder: Path | None = Field(default=None, description="DAG files; unset = <home>/dags")
     parse_timeout: float = Field(default=30.0, gt=0, description="seconds one DAG file may take to parse")
-    # A parse child spends much of its life in fork and page faults, not Python: on two
-    # cores four at once parse ~30% more files per second than two (bench_dag_processor).
-    parse_parallelism: int = Field(default=4, ge=1, description="DAG files parsed at once")
+    parse_parallelism: int = Field(default=2, ge=1, description="DAG files parsed at once")
     dag_scan_interval: float = Field(default=0.5, gt=0, description="seconds between scans of the DAGs folder")
     parallelism: int = Field(default=32, ge=1, description="tries the local executor runs at once")
     warm_runners: int = Field(default=8, ge=0, le=1000,
