@@ -16,12 +16,12 @@ from typing import TypeVar
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
-from infra.log import KafkaEventLog
+from infra.log import DeadLetterQueue
 from infra.settings import Settings
 from projections.records import Record
 from projections.tables import LIVE, Tables
 from projections.writer import Positions, commit_batch
-from schemas import DEAD_LETTER, encode
+from schemas import encode
 
 log = logging.getLogger("tock.projector")
 T = TypeVar("T")
@@ -44,7 +44,7 @@ class BatchCommitter:
                  tables: Tables = LIVE, backoff: Backoff = Backoff()) -> None:
         self._settings, self._engine, self._stop = settings, engine, stop
         self._tables, self._backoff = tables, backoff
-        self._dead_letters: KafkaEventLog | None = None
+        self._dead_letters = DeadLetterQueue(settings, "tock-projector")  # its producer starts on first use
 
     def commit(self, records: list[Record], start: Positions, end: Positions) -> int:
         """Commit one batch; returns records applied. Raises Stopped, OffsetsMoved."""
@@ -57,8 +57,7 @@ class BatchCommitter:
             return self._one_by_one(records, end)
 
     def close(self) -> None:
-        if self._dead_letters is not None:
-            self._dead_letters.close()
+        self._dead_letters.close()
 
     def _retrying(self, records: list[Record], start: Positions, end: Positions) -> int:
         return retry_outages(lambda: commit_batch(self._engine, records, start, end, self.dead_letter,
@@ -80,15 +79,8 @@ class BatchCommitter:
 
     def dead_letter(self, record: Record, reason: str) -> None:
         """Write a record that cannot be applied to tock.dead-letter (durably) with the reason."""
-        log.warning("dead letter from %s[%d]@%d: %s", record.topic, record.partition, record.offset, reason)
-        if self._dead_letters is None:
-            self._dead_letters = KafkaEventLog(self._settings, client_id="tock-projector-dead-letter")
         value = None if record.event is None else encode(record.event)
-        headers = [("reason", reason.encode("utf-8")), ("source.topic", record.topic.encode("utf-8")),
-                   ("source.partition", str(record.partition).encode("ascii")),
-                   ("source.offset", str(record.offset).encode("ascii"))]
-        self._dead_letters.append_raw(DEAD_LETTER, value, record.key,
-                                      record.partition % self._settings.partitions, headers)
+        self._dead_letters.send_value(value, record.key, record.topic, record.partition, record.offset, reason)
         self._dead_letters.flush()
 
 

@@ -9,68 +9,50 @@ from __future__ import annotations
 
 import logging
 
-from confluent_kafka import Message, Producer
+from confluent_kafka import Message
 
-from infra.log.config import producer_config
-from infra.log.producer import DeliveryFailed, produce
+from infra.log.producer import KafkaEventLog
 from infra.settings import Settings
-from infra.topics import topic_name
 from schemas.declare import DEAD_LETTER
 
 log = logging.getLogger("tock.log")
 
 
-def dead_letter_headers(reason: str, message: Message) -> list[tuple[str, bytes]]:
+def dead_letter_headers(reason: str, topic: str, partition: int, offset: int) -> list[tuple[str, bytes]]:
     return [("reason", reason.encode("utf-8")),
-            ("source.topic", message.topic().encode("utf-8")),
-            ("source.partition", str(message.partition()).encode("ascii")),
-            ("source.offset", str(message.offset()).encode("ascii"))]
+            ("source.topic", topic.encode("utf-8")),
+            ("source.partition", str(partition).encode("ascii")),
+            ("source.offset", str(offset).encode("ascii"))]
 
 
 class DeadLetterQueue:
-    """Writes undecodable records aside; created lazily since most readers never need it."""
+    """Writes undecodable records aside; its producer is created lazily since most readers never need it."""
 
     def __init__(self, settings: Settings, client_id: str) -> None:
         self._settings = settings
         self._client_id = f"{client_id}-dead-letter"
-        self._producer: Producer | None = None
-        self._failures: list[str] = []
+        self._event_log: KafkaEventLog | None = None
 
     def send(self, message: Message, reason: str) -> None:
-        log.warning("dead letter from %s[%d]@%d: %s", message.topic(), message.partition(),
-                    message.offset(), reason)
-        topic = topic_name(self._settings.topic_prefix, DEAD_LETTER)
-        partition = message.partition() % self._settings.partitions
-        produce(self._client(), topic, message.value(), message.key(), partition,
-                headers=dead_letter_headers(reason, message))
+        """Set aside a record as read from Kafka, its bytes as they were."""
+        self.send_value(message.value(), message.key(), message.topic(), message.partition(), message.offset(),
+                        reason)
+
+    def send_value(self, value: bytes | None, key: str | bytes | None, topic: str, partition: int, offset: int,
+                   reason: str) -> None:
+        """Set aside a record's value, naming where it came from (topic, partition, offset) and why."""
+        log.warning("dead letter from %s[%d]@%d: %s", topic, partition, offset, reason)
+        if self._event_log is None:
+            self._event_log = KafkaEventLog(self._settings, client_id=self._client_id)
+        self._event_log.append_raw(DEAD_LETTER, value, key, partition % self._settings.partitions,
+                                   headers=dead_letter_headers(reason, topic, partition, offset))
 
     def flush(self, timeout: float = 30.0) -> None:
         """Make the dead letters durable before the reader's position moves past them."""
-        if self._producer is None:
-            return
-        remaining = self._producer.flush(timeout)
-        failures, self._failures = self._failures, []
-        if remaining or failures:
-            raise DeliveryFailed(f"dead letters not delivered: {remaining} pending; {'; '.join(failures)}")
+        if self._event_log is not None:
+            self._event_log.flush(timeout)
 
     def close(self) -> None:
-        if self._producer is None:
-            return
-        try:
-            self.flush()
-        except DeliveryFailed:
-            self._producer.purge()
-            raise
-        finally:
-            self._producer.close()
-            self._producer = None
-
-    def _client(self) -> Producer:
-        if self._producer is None:
-            config = producer_config(self._settings, self._client_id)
-            self._producer = Producer({**config, "on_delivery": self._on_delivery})
-        return self._producer
-
-    def _on_delivery(self, error, message: Message) -> None:
-        if error is not None:
-            self._failures.append(f"{message.topic()}[{message.partition()}]: {error.str()}")
+        if self._event_log is not None:
+            event_log, self._event_log = self._event_log, None
+            event_log.close()

@@ -34,6 +34,17 @@ def produce(producer: Producer, topic: str, value: bytes | None, key: str | None
             producer.poll(0.05)
 
 
+def produce_event(producer: Producer, settings: Settings, event: Any, key: str | None = None,
+                  partition_key: str | None = None) -> None:
+    """Produce ``event`` on its topic, in the partition of its partition key (defaults: routing_key)."""
+    if key is None or partition_key is None:
+        default_key, default_partition_key = routing_key(event)
+        key = default_key if key is None else key
+        partition_key = default_partition_key if partition_key is None else partition_key
+    produce(producer, topic_name(settings.topic_prefix, event.TOPIC), encode(event), key,
+            partition_for(partition_key, settings.partitions))
+
+
 class KafkaEventLog(Closing):
     """An idempotent (acks=all) batching producer of Tock events."""
 
@@ -44,12 +55,7 @@ class KafkaEventLog(Closing):
 
     def append(self, event: Any, *, key: str | None = None, partition_key: str | None = None) -> None:
         """Queue ``event`` on its topic; keys default to :func:`routing_key`. See :meth:`flush`."""
-        if key is None or partition_key is None:
-            default_key, default_partition_key = routing_key(event)
-            key = default_key if key is None else key
-            partition_key = default_partition_key if partition_key is None else partition_key
-        topic = topic_name(self._settings.topic_prefix, event.TOPIC)
-        produce(self.producer, topic, encode(event), key, partition_for(partition_key, self._settings.partitions))
+        produce_event(self.producer, self._settings, event, key, partition_key)
         self.producer.poll(0)  # serve error and log callbacks (broker down...) as we go, not only at flush
 
     def append_raw(self, logical_topic: str, value: bytes | None, key: str | None, partition: int,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +19,9 @@ from infra.topics import topic_name
 from schemas import DecodeError, decode
 
 log = logging.getLogger("tock.log")
+
+_LEADERSHIP_CHANGES = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                       KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TRANSPORT, KafkaError._TIMED_OUT}
 
 PartitionsCallback = Callable[[list[tuple[str, int]]], None]
 
@@ -86,6 +90,20 @@ class EventReader(Closing):
         if dead:
             self._dead_letters.flush()
         return records
+
+    def watermarks(self, topic: str, partition: int, timeout: float = 30.0) -> tuple[int, int]:
+        """(low, high) watermarks of a real topic's partition, waiting out transient states (a
+        leader not yet elected after the topic was created or the broker restarted) up to ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+            except KafkaException as exc:
+                error: KafkaError = exc.args[0]
+                transient = error.retriable() or error.code() in _LEADERSHIP_CHANGES
+                if not transient or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
 
     def positions(self) -> dict[tuple[str, int], int]:
         """Next offset per (real topic, partition) consumed since assignment: what to commit."""

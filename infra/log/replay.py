@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from infra.log.reader import EventReader
 from infra.log.records import LogRecord
@@ -14,8 +13,6 @@ from infra.topics import topic_name
 
 _BATCH = 10_000
 _WAIT = 0.02
-_LEADERSHIP_CHANGES = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
-                       KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TRANSPORT, KafkaError._TIMED_OUT}
 # Large fetches: one partition is read as fast as it can be decoded, not a megabyte per round trip.
 REPLAY_FETCH = {"max.partition.fetch.bytes": 32 * 1024 * 1024, "fetch.max.bytes": 64 * 1024 * 1024}
 
@@ -55,25 +52,10 @@ def _end_offsets(reader: EventReader, topic: str, partitions: list[int] | None,
         partitions = sorted(metadata.partitions)
     ends = {}
     for partition in partitions:
-        low, high = _watermarks(reader, TopicPartition(topic, partition), timeout)
+        low, high = reader.watermarks(topic, partition, timeout)
         if high > low:
             ends[partition] = high
     return ends
-
-
-def _watermarks(reader: EventReader, partition: TopicPartition, timeout: float) -> tuple[int, int]:
-    """Watermarks of a partition, waiting out transient states (a leader not yet elected after the
-    topic was created or the broker restarted) up to ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return reader.consumer.get_watermark_offsets(partition, timeout=timeout)
-        except KafkaException as exc:
-            error: KafkaError = exc.args[0]
-            transient = error.retriable() or error.code() in _LEADERSHIP_CHANGES
-            if not transient or time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
 
 
 def _finish_reached(reader: EventReader, topic: str, ends: dict[int, int]) -> None:

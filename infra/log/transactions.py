@@ -19,13 +19,9 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from infra.log.closing import Closing
 from infra.log.config import producer_config
-from infra.log.partitioner import partition_for
-from infra.log.producer import produce
+from infra.log.producer import produce_event
 from infra.log.reader import EventReader
-from infra.log.records import routing_key
 from infra.settings import Settings
-from infra.topics import topic_name
-from schemas import encode
 
 log = logging.getLogger("tock.log")
 
@@ -163,12 +159,8 @@ class TransactionalSession(Closing):
 
 
     def _append(self, item: Item) -> None:
-        if isinstance(item, tuple):
-            event, key, partition_key = item
-        else:
-            (key, partition_key), event = routing_key(item), item
-        topic = topic_name(self._settings.topic_prefix, event.TOPIC)
-        produce(self.producer, topic, encode(event), key, partition_for(partition_key, self._settings.partitions))
+        event, key, partition_key = item if isinstance(item, tuple) else (item, None, None)
+        produce_event(self.producer, self._settings, event, key, partition_key)
 
     def _send_offsets(self, reader: EventReader, offsets: dict[tuple[str, int], int]) -> None:
         if not offsets:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import TopicPartition
 
 from infra.log import EventReader, KafkaEventLog, partition_for, replay
 from infra.settings import Settings
@@ -42,8 +41,7 @@ def follow_run(settings: Settings, dag_id: str, run_id: str, start: int, timeout
 def _end_offset(settings: Settings, dag_id: str) -> int:
     topic = topic_name(settings.topic_prefix, EVENTS)
     with EventReader(settings, [], client_id="tock-trigger-offsets") as reader:
-        _low, high = reader.consumer.get_watermark_offsets(
-            TopicPartition(topic, partition_for(dag_id, settings.partitions)), timeout=10)
+        _low, high = reader.watermarks(topic, partition_for(dag_id, settings.partitions), timeout=10)
     return high
 
 
