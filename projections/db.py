@@ -40,10 +40,6 @@ def drop_tables(engine: Engine, tables: Tables) -> None:
     tables.metadata.drop_all(engine)
 
 
-def has_live_tables(engine: Engine) -> bool:
-    return set(LIVE.names) <= set(inspect(engine).get_table_names())
-
-
 def schema_problems(engine: Engine, tables: Tables = LIVE) -> list[str]:
     """How the existing tables' columns differ from the declared ones (a rebuild fixes it)."""
     inspector = inspect(engine)

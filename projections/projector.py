@@ -29,6 +29,12 @@ log = logging.getLogger("tock.projector")
 PROJECTED_TOPICS = (EVENTS, HEARTBEATS, DAGS, PARSING, SCHEDULERS)
 
 
+def projected_partitions(settings: Settings) -> list[tuple[str, int]]:
+    """(real topic, partition) of every partition the projector folds."""
+    return [(topic_name(settings.topic_prefix, logical), partition)
+            for logical in PROJECTED_TOPICS for partition in range(settings.partitions)]
+
+
 @dataclass(frozen=True)
 class BatchLimits:
     """How a batch forms: what has arrived, up to ``records``, waiting ``linger`` seconds for more.
@@ -82,8 +88,7 @@ class Projector:
 
     def _seek(self) -> Positions:
         stored = retry_outages(self._stored_offsets, self._stop)
-        start = {(topic_name(self._settings.topic_prefix, logical), partition): 0
-                 for logical in PROJECTED_TOPICS for partition in range(self._settings.partitions)}
+        start = dict.fromkeys(projected_partitions(self._settings), 0)
         start.update({position: offset for position, offset in stored.items() if position in start})
         self._reader.assign([(logical_topic(topic), partition, offset)
                              for (topic, partition), offset in start.items()])

@@ -17,10 +17,9 @@ from sqlalchemy import Engine, select, text
 
 from infra.log import EventReader
 from infra.settings import Settings
-from infra.topics import topic_name
 from projections.committer import BatchCommitter
 from projections.db import drop_tables
-from projections.projector import PROJECTED_TOPICS, BatchLimits, gather
+from projections.projector import BatchLimits, gather, projected_partitions
 from projections.records import logical_topic
 from projections.tables import LIVE, OFFSETS, Tables
 from projections.writer import Positions, stored_offsets
@@ -34,11 +33,9 @@ BATCH = 20_000
 def end_offsets(settings: Settings, reader: EventReader) -> Positions:
     """Last stable offset of every projected partition (what a read_committed reader can reach)."""
     ends = {}
-    for logical in PROJECTED_TOPICS:
-        topic = topic_name(settings.topic_prefix, logical)
-        for partition in range(settings.partitions):
-            _low, high = reader.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
-            ends[(topic, partition)] = high
+    for topic, partition in projected_partitions(settings):
+        _low, high = reader.watermarks(topic, partition)
+        ends[(topic, partition)] = high
     return ends
 
 
@@ -49,7 +46,8 @@ def catch_up(settings: Settings, engine: Engine, tables: Tables, targets: Positi
     try:
         targets = targets if targets is not None else end_offsets(settings, reader)
         with engine.connect() as connection:
-            start = {position: stored_offsets(connection, tables).get(position, 0) for position in targets}
+            stored = stored_offsets(connection, tables)
+        start = {position: stored.get(position, 0) for position in targets}
         pending = {position: end for position, end in targets.items() if end > start[position]}
         reader.assign([(logical_topic(topic), partition, start[(topic, partition)])
                        for topic, partition in pending])

@@ -58,7 +58,7 @@ def _queued(row: Row, event: TaskQueued) -> Row:
 
 def _heartbeat(row: Row, event: TaskHeartbeat) -> Row:
     latest = (row["heartbeat_try"], row["last_heartbeat"])
-    if latest[0] is not None and (latest[0], latest[1]) >= (event.try_number, event.at):
+    if latest[0] is not None and latest >= (event.try_number, event.at):
         return row
     return {**row, "heartbeat_try": event.try_number, "last_heartbeat": event.at}
 

@@ -12,17 +12,15 @@ from offset 0 into fresh tables, swapped in.
 from __future__ import annotations
 
 import itertools
+from contextlib import AbstractContextManager, contextmanager
 import os
 import statistics
 import subprocess
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
-from urllib.parse import quote
 
-import psycopg
 from sqlalchemy import select
 
 from infra.log import KafkaEventLog
@@ -31,6 +29,7 @@ from projections.projector import Projector
 from projections.rebuild import rebuild
 from projections.tables import LIVE, OFFSETS
 from tests.benchmarks.common import REPO, bench_settings, figure, infra_home
+from tests.integration.projection_db import postgres_schema_url
 from tests.unit.projection_logs import LogBuilder, lifecycle
 
 THROUGHPUT_EVENTS = 200_000
@@ -46,23 +45,9 @@ def _postgres_url() -> str:
     return result.stdout.strip().splitlines()[-1].replace("postgresql://", "postgresql+psycopg://", 1)
 
 
-class PostgresSchema:
-    """A scratch schema for one measurement, dropped afterwards."""
-
-    def __init__(self) -> None:
-        self.base = _postgres_url()
-        self.name = f"bench_{uuid.uuid4().hex[:8]}"
-
-    def __enter__(self) -> str:
-        self._execute(f'CREATE SCHEMA "{self.name}"')
-        return f"{self.base}?options={quote(f'-csearch_path={self.name}')}"
-
-    def __exit__(self, *_exc) -> None:
-        self._execute(f'DROP SCHEMA "{self.name}" CASCADE')
-
-    def _execute(self, sql: str) -> None:
-        with psycopg.connect(self.base.replace("+psycopg", ""), autocommit=True) as connection:
-            connection.execute(sql)
+def postgres_schema() -> AbstractContextManager[str]:
+    """A scratch schema for one measurement (its URL), dropped afterwards."""
+    return contextmanager(postgres_schema_url)(_postgres_url())
 
 
 def _lifecycle_log(count: int):
@@ -210,11 +195,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as directory:
         tmp = Path(directory)
         throughput(tmp, 100_000, f"sqlite:///{tmp / 'bench.db'}", "sqlite")
-        with PostgresSchema() as url:
+        with postgres_schema() as url:
             rebuilt = throughput(tmp, THROUGHPUT_EVENTS, url, "postgresql", goal=">= 20,000 events/s")
-        with PostgresSchema() as url:
+        with postgres_schema() as url:
             lag(tmp, url)
-        with PostgresSchema() as url:
+        with postgres_schema() as url:
             rebuild_large(tmp, url, rebuilt / THROUGHPUT_EVENTS)
 
 

@@ -9,13 +9,12 @@ from urllib.parse import quote
 
 import psycopg
 import pytest
-from confluent_kafka.admin import AdminClient
 from sqlalchemy import Engine
 
 from infra.settings import Settings
-from infra.topics import ensure_topics
 from projections.db import create_tables, open_engine
 from projections.queries import projected_offsets
+from tests.scenarios.scheduler_support import create_topics, environment
 
 
 def postgres_schema_url(postgres_url: str) -> Iterator[str]:
@@ -41,8 +40,7 @@ def db_url(request, tmp_path) -> Iterator[str]:
 def projection_settings(make_settings: Callable[..., Settings], db_url: str) -> Settings:
     """Settings with this test's topics created and its own database."""
     settings = make_settings(db_url=db_url)
-    ensure_topics(AdminClient({"bootstrap.servers": settings.bootstrap}), settings.topic_prefix,
-                  settings.partitions)
+    create_topics(settings)
     return settings
 
 
@@ -120,17 +118,12 @@ class ProjectorThread:
 
 def projector_process(settings: Settings, log_path):
     """``tock projector`` as a child process with these settings (stdout/stderr to ``log_path``)."""
-    import os
     import subprocess
     import sys
 
-    env = {key: value for key, value in os.environ.items() if not key.startswith("TOCK_")}
-    env.update({f"TOCK_{name.upper()}": str(value) for name, value in settings.model_dump().items()
-                if value is not None and name in ("home", "kafka_bootstrap", "topic_prefix", "partitions",
-                                                  "db_url", "projector_batch")})
     with open(log_path, "ab") as log:
-        return subprocess.Popen([sys.executable, "-m", "tock.cli", "projector"], env=env, stdout=log,
-                                stderr=subprocess.STDOUT)
+        return subprocess.Popen([sys.executable, "-m", "tock.cli", "projector"], env=environment(settings),
+                                stdout=log, stderr=subprocess.STDOUT)
 
 
 def many_runs(count: int, tasks: int = 5) -> list:

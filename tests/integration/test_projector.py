@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from sqlalchemy import update
@@ -15,6 +13,7 @@ from projections.tables import LIVE
 from schemas import DEAD_LETTER
 from tests.integration.projection_db import (ProjectorThread, db_url, engine, log_end,  # noqa: F401
                                              offsets_reached, produce, projection_settings, wait_for)
+from tests.scenarios.scheduler_support import environment
 from tests.unit.projection_logs import example_run
 from tock.cli import app
 
@@ -22,10 +21,7 @@ pytestmark = pytest.mark.integration
 
 
 def _cli(settings, *args: str):
-    env = {f"TOCK_{name.upper()}": str(value) for name, value in settings.model_dump().items()
-           if value is not None and name in ("home", "kafka_bootstrap", "topic_prefix", "partitions", "db_url")}
-    return CliRunner().invoke(app, list(args), env={**{k: v for k, v in os.environ.items()
-                                                      if not k.startswith("TOCK_")}, **env})
+    return CliRunner().invoke(app, list(args), env=environment(settings))
 
 
 def _dead_letters(settings, timeout: float = 20.0) -> list:

@@ -9,11 +9,11 @@ from hypothesis import strategies as st
 from infra.log import LogRecord
 from infra.log.partitioner import partition_for
 from infra.log.records import routing_key
+from infra.topics import topic_name
 from schemas import (DAGS, ClearTask, DagDefinition, DagFileProcessed, DagParsed, DagParseFailed, DagRemoved,
                      DagRunCreated, DagRunFinished, MarkTask, PauseDag, SchedulerHeartbeat, SchedulerStopped,
                      TaskAdopted, TaskDeclaredDead, TaskDefinition, TaskFailed, TaskHeartbeat, TaskLaunched,
                      TaskQueued, TaskRetryScheduled, TaskStarted, TaskSucceeded, TaskUpstreamFailed)
-from schemas.declare import EVENTS
 
 PARTITIONS = 3
 PREFIX = "t0."
@@ -35,7 +35,7 @@ class LogBuilder:
         return self._record(DAGS, dag_id, dag_id, None, at)
 
     def _record(self, logical: str, key: str, partition_key: str, event, at: float) -> LogRecord:
-        position = (f"{self.prefix}tock.{logical}", partition_for(partition_key, self.partitions))
+        position = (topic_name(self.prefix, logical), partition_for(partition_key, self.partitions))
         record = LogRecord(position[0], position[1], self.next_offset[position], key, event, at)
         self.next_offset[position] += 1
         self.records.append(record)
@@ -137,10 +137,6 @@ def interleavings(records: list[LogRecord], data) -> list[LogRecord]:
         if not queues[position]:
             del queues[position]
     return merged
-
-
-def is_events_topic(record: LogRecord) -> bool:
-    return record.topic.endswith("tock." + EVENTS)
 
 
 def example_run(dag_id: str = "etl", run_id: str = "manual__1", at: float = 1_700_000_000.0) -> list:
