@@ -35,10 +35,6 @@ class LocalExecutor:
         self._launcher: subprocess.Popen | None = None
         self.hostname = socket.gethostname()
 
-    def launch(self, request: TryRequest, *, queue: str = "default") -> str:
-        """Start the try in its own session; returns its handle."""
-        return self.launch_many([(request, queue)])[0]
-
     def launch_many(self, requests: list[tuple[TryRequest, str]]) -> list[str]:
         """Start several tries (request, queue) at once; returns their handles in order."""
         launcher = self._running_launcher()

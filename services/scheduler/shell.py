@@ -21,7 +21,8 @@ from confluent_kafka import TopicPartition
 from infra.log import EventReader, TransactionAborted, TransactionalSession
 from infra.settings import Settings
 from infra.topics import topic_name
-from schemas import DAGS, EVENTS, HEARTBEATS, DagParsed, SchedulerHeartbeat, SchedulerStopped, TaskHeartbeat
+from schemas import (DAGS, EVENTS, HEARTBEATS, DagParsed, SchedulerHeartbeat, SchedulerStopped, TaskHeartbeat,
+                     TaskLaunched)
 from services.scheduler.core import Policy, decide, decide_adoption, next_wakeup, orphans
 from services.scheduler.core.model import DagTombstone
 from services.scheduler.launching import Executor, Launcher
@@ -194,7 +195,7 @@ class Scheduler:
                 memory.apply_decisions([event])
                 if hasattr(event, "run_id"):  # walk the run again: e.g. a new run's roots are ready
                     self.retouched.setdefault(partition, set()).add((event.dag_id, event.run_id))
-        self.launcher.committed(event for _partition, event in batch if type(event).__name__ == "TaskLaunched")
+        self.launcher.committed(event for _partition, event in batch if isinstance(event, TaskLaunched))
 
     def _commit_now(self, batch: list) -> None:
         offsets = {(topic_name(self.settings.topic_prefix, EVENTS), partition): memory.positions[EVENTS]

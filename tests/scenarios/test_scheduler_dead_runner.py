@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from schemas import TaskDeclaredDead, TaskQueued, TaskRetryScheduled, TaskStarted, TaskSucceeded
+from schemas import TaskDeclaredDead, TaskLaunched, TaskQueued, TaskRetryScheduled, TaskStarted, TaskSucceeded
 from tests.scenarios.scheduler_support import (
     LogTail,
     Processes,
@@ -40,7 +40,7 @@ def test_killed_runner_is_declared_dead_and_retried(make_settings, tmp_path):
         processes.scheduler("only")
         run_id = trigger(settings, "victim")
         [started] = tail.wait_for(lambda _events: tail.of_type(TaskStarted, run_id=run_id), 60, "the try to start")
-        tail.wait_for(lambda events: any(type(event).__name__ == "TaskLaunched" for event in events), 10, "launch")
+        tail.wait_for(lambda events: any(isinstance(event, TaskLaunched) for event in events), 10, "launch")
         time.sleep(1.0)  # let a few heartbeats reach the log
         user_code = descendants(started.pid)
         kill_hard(started.pid)

@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from infra.log import partition_for, replay
-from schemas import SCHEDULERS, TaskAdopted, TaskDeclaredDead, TaskQueued, TaskStarted
+from schemas import SCHEDULERS, SchedulerHeartbeat, TaskAdopted, TaskDeclaredDead, TaskQueued, TaskStarted
 from tests.scenarios.scheduler_support import LogTail, Processes, create_topics, kill_hard, publish_dags, trigger
 
 pytestmark = pytest.mark.scenario
@@ -61,7 +61,7 @@ def owners(settings) -> dict[str, set[int]]:
     """Partitions each scheduler last said it owns (tock.schedulers)."""
     latest: dict[str, set[int]] = {}
     for record in replay(settings, SCHEDULERS):
-        if type(record.event).__name__ == "SchedulerHeartbeat":
+        if isinstance(record.event, SchedulerHeartbeat):
             latest[record.event.scheduler_id] = set(record.event.partitions)
     return latest
 

@@ -100,9 +100,6 @@ class SchedulerState:
         run = self.runs.get(key[:2])
         return None if run is None else run.tasks.get(key[2])
 
-    def active_runs(self, dag_id: str) -> int:
-        return sum(1 for run in self.runs.values() if run.dag_id == dag_id)
-
 
 def manual_run_id(request_id: str) -> str:
     """The run id of a TriggerDagRun request: derived, so a repeated request names the same run."""
