@@ -106,9 +106,10 @@ def evolve(state: ProcessorState, event: object) -> ProcessorState:
 
 
 def fold(events: Iterable[object], state: ProcessorState | None = None) -> ProcessorState:
+    state = ProcessorState() if state is None else state
     for event in events:
-        state = evolve(state or ProcessorState(), event)
-    return state or ProcessorState()
+        state = evolve(state, event)
+    return state
 
 
 def recovered_state(latest: Iterable[tuple[str, DagParsed | None]]) -> ProcessorState:
@@ -132,11 +133,16 @@ def _without(mapping: Mapping, key) -> dict:
 def decide(state: ProcessorState, now: float, files: Mapping[str, str], limits: Limits) -> list:
     """Given the latest scan (path -> content hash): kill overdue children, drop vanished
     files and DAGs, and start parses of new or changed files while slots are free."""
-    expired = [child for child in state.children.values() if child.deadline <= now]
+    expired = overdue(state, now)
     decisions: list = [event for child in expired for event in timed_out(child, now)]
     decisions += decide_removals(state, now, files)
     free = limits.parallelism - (len(state.children) - len(expired))
     return decisions + decide_starts(state, files, free)
+
+
+def overdue(state: ProcessorState, now: float) -> list[Child]:
+    """Children past their deadline."""
+    return [child for child in state.children.values() if child.deadline <= now]
 
 
 def timed_out(child: Child, now: float) -> list:

@@ -103,7 +103,7 @@ class DagProcessor:
     def enforce_deadlines(self) -> None:
         """Kill every child past its deadline now (the timeout part of ``step``)."""
         now = self._clock()
-        for child in [child for child in self.state.children.values() if child.deadline <= now]:
+        for child in core.overdue(self.state, now):
             for event in core.timed_out(child, now):
                 self._emit(event)
 

@@ -15,7 +15,7 @@ from typing import Any
 from infra.log import replay
 from infra.settings import Settings
 from schemas import PARSING, DagFileProcessed, DagParseFailed, ProcessorFinished, ProcessorKilled, ProcessorStarted
-from services.dag_processor.recovery import with_retries
+from tests.scenarios.scheduler_support import environment  # noqa: F401 - re-exported for the scenarios
 
 TOCK = Path(sys.executable).with_name("tock")
 
@@ -30,14 +30,6 @@ def write_file(folder: Path, name: str, source: str) -> Path:
     path = folder / name
     path.write_text(textwrap.dedent(source))
     return path
-
-
-def environment(settings: Settings) -> dict[str, str]:
-    """The TOCK_* variables that reproduce ``settings`` in a child process."""
-    values = settings.model_dump(exclude_none=True)
-    env = {key: value for key, value in os.environ.items() if not key.startswith("TOCK_")}
-    env.update({f"TOCK_{name.upper()}": str(value) for name, value in values.items()})
-    return env
 
 
 class ProcessorProcess:
@@ -70,9 +62,7 @@ class ProcessorProcess:
 
 
 def parsing_events(settings: Settings) -> list[Any]:
-    def read():
-        return [record.event for record in replay(settings, PARSING) if record.event is not None]
-    return with_retries(read, "reading tock.parsing")
+    return [record.event for record in replay(settings, PARSING) if record.event is not None]
 
 
 def wait_for(check: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:

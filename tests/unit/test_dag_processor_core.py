@@ -216,6 +216,13 @@ class World:
                 self.emit(decision)
 
 
+def played(program) -> World:
+    world = World()
+    for action in program:
+        world.act(action)
+    return world
+
+
 def ends_by_processor(events) -> dict[str, int]:
     counts: dict[str, int] = {}
     for event in events:
@@ -241,9 +248,7 @@ def test_the_table_is_the_fold_of_the_emitted_events_and_holds_only_live_childre
 @settings(max_examples=300, deadline=None)
 @given(actions)
 def test_every_started_child_ends_exactly_once_and_each_parse_has_one_outcome(program):
-    world = World()
-    for action in program:
-        world.act(action)
+    world = played(program)
     for event in decide_shutdown(world.state, world.now):
         world.emit(event)
     starts = [event.processor_id for event in world.events if isinstance(event, ProcessorStarted)]
@@ -260,9 +265,7 @@ def test_every_started_child_ends_exactly_once_and_each_parse_has_one_outcome(pr
 @settings(max_examples=200, deadline=None)
 @given(actions, st.integers(0, 200))
 def test_folding_in_pieces_equals_folding_in_one_go(program, cut):
-    world = World()
-    for action in program:
-        world.act(action)
+    world = played(program)
     cut = min(cut, len(world.events))
     assert fold(world.events[cut:], fold(world.events[:cut])) == fold(world.events)
 

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import logging
 import signal
 
 import typer
 
 from tock.cli import settings_of
-
-log = logging.getLogger("tock.dag_processor")
 
 
 def register(app: typer.Typer) -> None:
