@@ -6,6 +6,7 @@ under ``<TOCK_HOME>/broker`` and survives stop/start. It listens on 127.0.0.1 on
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import shutil
@@ -204,8 +205,6 @@ logger.apache.level = WARN
 
 def kafka_cluster_id() -> str:
     """A cluster id in Kafka's format: 16 random bytes, URL-safe base64 without padding."""
-    import base64
-
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 

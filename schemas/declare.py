@@ -30,10 +30,6 @@ class Event:
     TOPIC: ClassVar[str]
     VERSION: ClassVar[int]
 
-    @property
-    def type_name(self) -> str:
-        return type(self).__name__
-
 
 def event(topic: str, version: int = 1):
     """Declare an event: a frozen, slotted, keyword-only dataclass written to ``topic``."""

@@ -73,14 +73,10 @@ def freeze() -> list[str]:
         path.write_text(render(avro_schema(cls)))
         example = sample(cls)
         SAMPLES_DIR.mkdir(exist_ok=True)
-        payload = {"hex": encode(example).hex(), "fields": _plain(example)}
+        payload = {"hex": encode(example).hex(), "fields": dataclasses.asdict(example)}
         sample_path(name, cls.VERSION).write_text(json.dumps(payload, indent=2) + "\n")
         written.append(f"{name} v{cls.VERSION}")
     return written
-
-
-def _plain(value: Any) -> Any:
-    return dataclasses.asdict(value)
 
 
 def main(argv: list[str]) -> int:

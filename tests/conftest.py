@@ -1,4 +1,4 @@
-"""Shared fixtures: one real broker, PostgreSQL and Redis per session, started through infra/.
+"""Shared fixtures: one real broker and PostgreSQL per session, started through infra/.
 
 A service that cannot be started fails the tests that need it; nothing is skipped.
 Each test gets its own topic prefix (and, for PostgreSQL, its own schema).
@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -34,8 +34,7 @@ def _infra_settings() -> Settings:
 
 
 def _run_script(name: str, *args: str) -> str:
-    result = subprocess.run(["bash", str(SCRIPTS / name), *args], capture_output=True, text=True,
-                            env={**os.environ, "STATE_DIR": str(_infra_home())})
+    result = subprocess.run(["bash", str(SCRIPTS / name), *args], capture_output=True, text=True)
     if result.returncode != 0:
         pytest.fail(f"infra/scripts/{name} {' '.join(args)} failed:\n{result.stderr}", pytrace=False)
     return result.stdout.strip().splitlines()[-1]
@@ -56,14 +55,19 @@ def postgres_url() -> str:
     return _run_script("postgres.sh", "start").replace("postgresql://", "postgresql+psycopg://", 1)
 
 
-@pytest.fixture(scope="session")
-def redis_url() -> str:
-    return _run_script("redis.sh", "start")
-
-
 @pytest.fixture
-def topic_prefix() -> str:
-    return f"t{uuid.uuid4().hex[:12]}."
+def topic_prefix(kafka_bootstrap: str) -> Iterator[str]:
+    """A fresh topic prefix; the test's topics are deleted afterwards, so a long-lived
+    development broker does not pile up every test's partitions (and run out of heap)."""
+    prefix = f"t{uuid.uuid4().hex[:12]}."
+    yield prefix
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    mine = [name for name in admin.list_topics(timeout=30).topics if name.startswith(prefix)]
+    if mine:
+        for future in admin.delete_topics(mine, operation_timeout=30).values():
+            future.result()
 
 
 @pytest.fixture
