@@ -7,9 +7,9 @@ returned decoded under their name without ``_json``.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
-from sqlalchemy import Engine, Select, func, select
+from sqlalchemy import ColumnElement, Engine, Select, Table, and_, case, func, literal, select
 
 from infra.settings import Settings
 from projections.db import open_engine
@@ -17,6 +17,7 @@ from projections.tables import LIVE, OFFSETS, TASK_EVENT
 
 Row = dict[str, Any]
 DEFAULT_LIMIT = 100
+SchedulerState = Literal["alive", "dead", "stopped"]
 
 
 def _decoded(row) -> Row:
@@ -105,9 +106,34 @@ def parse_statuses(engine: Engine, *, state: str | None = None, limit: int = DEF
     return _by_state(engine, "parse_status", "file_path", state, limit, offset)
 
 
-def schedulers(engine: Engine, *, state: str | None = None, limit: int = DEFAULT_LIMIT,
-               offset: int = 0) -> list[Row]:
-    return _by_state(engine, "scheduler", "scheduler_id", state, limit, offset)
+def schedulers(engine: Engine, *, now: float, silence_limit: float, state: SchedulerState | None = None,
+               limit: int = DEFAULT_LIMIT, offset: int = 0) -> list[Row]:
+    """Scheduler instances by id, ``state`` as of ``now``: alive, stopped, or dead (alive in the
+    table but no heartbeat for more than ``silence_limit`` seconds, e.g. after ``kill -9``)."""
+    table = LIVE["scheduler"]
+    reported = _scheduler_state(table, now, silence_limit)
+    columns = [reported.label("state") if column.name == "state" else column for column in table.c]
+    query = select(*columns).order_by(table.c.scheduler_id)
+    if state is not None:
+        query = query.where(reported == state)
+    return _page(engine, query, limit, offset)
+
+
+def _scheduler_state(table: Table, now: float, silence_limit: float) -> ColumnElement:
+    # The table is a fold of the log and knows no clock, so a scheduler killed without
+    # SchedulerStopped stays "alive" there; its death is judged here, when read. The same
+    # expression is reported and filtered on, so paging by state stays consistent.
+    silent = and_(table.c.state == "alive", table.c.last_heartbeat < now - silence_limit)
+    return case((silent, literal("dead")), else_=table.c.state)
+
+
+def scheduler_silence_limit(settings: Settings) -> float:
+    """Seconds without a SchedulerHeartbeat after which a scheduler that did not stop is dead.
+
+    The session timeout: by then the group has moved a silent scheduler's partitions away.
+    Never less than two heartbeat intervals, so one late beat does not read as a death.
+    """
+    return max(settings.scheduler_session_timeout, 2 * settings.task_heartbeat_seconds)
 
 
 def _by_state(engine: Engine, table_name: str, order: str, state: str | None, limit: int, offset: int) -> list[Row]:

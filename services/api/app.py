@@ -176,7 +176,11 @@ def list_parse_status(state: str | None = None, limit: int = LIMIT, offset: int 
 
 
 @reads.get("/api/v1/schedulers", response_model=models.Page[models.Scheduler], tags=["schedulers"])
-def list_schedulers(state: str | None = None, limit: int = LIMIT, offset: int = OFFSET,
-                    engine: Engine = Depends(engine_of)):
-    return {"items": queries.schedulers(engine, state=state, limit=limit, offset=offset),
-            "limit": limit, "offset": offset}
+def list_schedulers(request: Request, state: queries.SchedulerState | None = None, limit: int = LIMIT,
+                    offset: int = OFFSET, engine: Engine = Depends(engine_of)):
+    """Scheduler instances by id; state is alive, stopped, or dead: no heartbeat for longer than the
+    scheduler session timeout (TOCK_SCHEDULER_SESSION_TIMEOUT) and never stopped, e.g. after kill -9."""
+    silence_limit = queries.scheduler_silence_limit(request.app.state.settings)
+    items = queries.schedulers(engine, now=time.time(), silence_limit=silence_limit, state=state,
+                               limit=limit, offset=offset)
+    return {"items": items, "limit": limit, "offset": offset}

@@ -1,4 +1,5 @@
-"""``tock projector``, ``tock api``, ``tock dags|runs list``, ``tock tasks list|history``, ``tock projections rebuild``."""
+"""``tock projector``, ``tock api``, ``tock dags|runs|schedulers list``, ``tock tasks list|history``,
+``tock projections rebuild``."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import datetime as dt
 import json
 import signal
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any, Optional
 
@@ -18,10 +20,11 @@ from sqlalchemy.exc import SQLAlchemyError
 from projections import queries
 from projections.db import create_tables, open_engine
 from tock.cli import settings_of
-from tock.cli.groups import dags_app, projections_app, runs_app, tasks_app
+from tock.cli.groups import dags_app, projections_app, runs_app, schedulers_app, tasks_app
 
 JSON_OPTION = typer.Option(False, "--json", help="Print JSON (one array of objects) for scripts.")
 LIMIT_OPTION = typer.Option(100, "--limit", min=1, help="At most this many rows.")
+TIME_COLUMNS = ("at", "first_seen", "last_heartbeat")  # besides *_at and *_date
 
 
 def register(app: typer.Typer) -> None:
@@ -113,6 +116,22 @@ def tasks_history(ctx: typer.Context, dag_id: str = typer.Argument(..., help="Th
           title=f"{dag_id} / {run_id} / {task_id}")
 
 
+@schedulers_app.command("list")
+def schedulers_list(ctx: typer.Context, state: Optional[queries.SchedulerState] = typer.Option(
+                        None, help="Only schedulers in this state: alive, dead (no heartbeat for longer than "
+                                   "TOCK_SCHEDULER_SESSION_TIMEOUT, never stopped) or stopped."),
+                    limit: int = LIMIT_OPTION, as_json: bool = JSON_OPTION) -> None:
+    """Scheduler instances by id, with their partitions and last heartbeat.
+
+    A scheduler silent for longer than the session timeout without a clean stop is dead.
+    """
+    silence_limit = queries.scheduler_silence_limit(settings_of(ctx))
+    rows = _query(ctx, lambda engine: queries.schedulers(engine, now=time.time(), silence_limit=silence_limit,
+                                                         state=state, limit=limit))
+    _show(rows, ["scheduler_id", "state", "hostname", "pid", "partitions", "last_heartbeat", "first_seen",
+                 "stopped_at"], as_json, title="Schedulers")
+
+
 @projections_app.command("rebuild")
 def projections_rebuild(ctx: typer.Context, verify: bool = typer.Option(
         False, "--verify", help="Do not swap: fold the log up to the live tables' offsets and compare them "
@@ -180,7 +199,7 @@ def _show(rows: list[dict[str, Any]], columns: Sequence[str], as_json: bool, *, 
 def _cell(column: str, value: Any) -> str:
     if value is None:
         return ""
-    if isinstance(value, float) and (column.endswith(("_date", "_at")) or column == "at"):
+    if isinstance(value, float) and (column.endswith(("_date", "_at")) or column in TIME_COLUMNS):
         return dt.datetime.fromtimestamp(value, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
     return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else str(value)
 
