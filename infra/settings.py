@@ -7,6 +7,7 @@ once and passes the result down.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
@@ -52,6 +53,16 @@ class Settings(BaseSettings):
     projector_batch: int = Field(default=20_000, ge=1, description="records the projector commits per DB transaction at most")
     celery_broker_url: str = Field(default="redis://127.0.0.1:6379/0", description="Celery broker")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    hostname: str | None = Field(default=None, description="this host's name in handles, runner ids and claims; "
+                                 "unset = the machine's host name (set it to run several simulated hosts on one)")
+    fault_stop_before_commit: Path | None = Field(
+        default=None, description="fault injection for tests only: while this file exists, a scheduler stops "
+                                  "itself (SIGSTOP) between sending its offsets and committing its transaction")
+
+    @property
+    def host(self) -> str:
+        """This host's name: the ``hostname`` setting, or the machine's."""
+        return self.hostname or socket.gethostname()
 
     @classmethod
     def settings_customise_sources(cls, settings_cls, init_settings, **_others):  # noqa: D102

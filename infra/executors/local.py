@@ -33,7 +33,7 @@ class LocalExecutor:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         self._launcher: subprocess.Popen | None = None
-        self.hostname = socket.gethostname()
+        self.hostname = settings.host
 
     def launch_many(self, requests: list[tuple[TryRequest, str]]) -> list[str]:
         """Start several tries (request, queue) at once; returns their handles in order."""

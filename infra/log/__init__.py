@@ -12,9 +12,10 @@ from infra.log.partitioner import murmur2, partition_for
 from infra.log.producer import DeliveryFailed, KafkaEventLog
 from infra.log.reader import EventReader
 from infra.log.records import LogRecord, routing_key
-from infra.log.replay import replay
+from infra.log.replay import replay, settle
 from infra.log.transactions import (Fenced, PartitionsLost, TransactionAborted, TransactionalSession,
                                     failure_kind)
 
 __all__ = ["DeadLetterQueue", "DeliveryFailed", "EventReader", "Fenced", "KafkaEventLog", "LogRecord", "PartitionsLost",
-           "TransactionAborted", "TransactionalSession", "failure_kind", "murmur2", "partition_for", "replay", "routing_key"]
+           "TransactionAborted", "TransactionalSession", "failure_kind", "murmur2", "partition_for", "replay", "routing_key",
+           "settle"]

@@ -91,13 +91,15 @@ class EventReader(Closing):
             self._dead_letters.flush()
         return records
 
-    def watermarks(self, topic: str, partition: int, timeout: float = 30.0) -> tuple[int, int]:
-        """(low, high) watermarks of a real topic's partition, waiting out transient states (a
-        leader not yet elected after the topic was created or the broker restarted) up to ``timeout``."""
+    def watermarks(self, topic: str, partition: int, timeout: float = 30.0, *, cached: bool = False) -> tuple[int, int]:
+        """(low, high) watermarks of a real topic's partition, asked of the broker, waiting out transient
+        states (a leader not yet elected after the topic was created or the broker restarted) up to
+        ``timeout``. For a read_committed reader, high is the last stable offset."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                return self.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+                return self.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout,
+                                                           cached=cached)
             except KafkaException as exc:
                 error: KafkaError = exc.args[0]
                 transient = error.retriable() or error.code() in _LEADERSHIP_CHANGES

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
@@ -46,16 +47,61 @@ def _end_offsets(reader: EventReader, topic: str, partitions: list[int] | None,
     at the last stable offset for read_committed) also ends a partition, so replay never waits
     on a transaction that stays open."""
     if partitions is None:
-        metadata = reader.consumer.list_topics(topic, timeout=timeout).topics[topic]
-        if metadata.error is not None:
-            raise RuntimeError(f"cannot replay {topic}: {metadata.error}")
-        partitions = sorted(metadata.partitions)
+        partitions = topic_partitions(reader, topic, timeout)
     ends = {}
     for partition in partitions:
         low, high = reader.watermarks(topic, partition, timeout)
         if high > low:
             ends[partition] = high
     return ends
+
+
+def topic_partitions(reader: EventReader, topic: str, timeout: float = 30.0) -> list[int]:
+    """The partitions of ``topic``, waiting out a topic so fresh that the broker answering does not
+    know it yet (UNKNOWN_TOPIC_OR_PART, or no leader yet) for up to ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        metadata = reader.consumer.list_topics(topic, timeout=timeout).topics[topic]
+        ready = metadata.error is None and metadata.partitions and all(
+            part.error is None and part.leader >= 0 for part in metadata.partitions.values())
+        if ready:
+            return sorted(metadata.partitions)
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"cannot replay {topic}: {metadata.error or 'partitions without a leader'} "
+                               f"after {timeout:g} s (does the topic exist? `tock topics create` creates it)")
+        time.sleep(0.1)
+
+
+def settle(settings: Settings, logical_topic: str, partitions: list[int], *, timeout: float,
+           client_id: str = "tock-settle") -> None:
+    """Wait until no transaction that was open when this was called still holds back ``partitions``.
+
+    A read_committed reader sees a partition only up to its last stable offset (LSO); a
+    transaction left open by a previous owner (frozen, or killed inside it) keeps the LSO
+    below the high watermark until it commits or the coordinator aborts it. Deciding before
+    then would miss decisions that may still commit. Waits until each partition's LSO reaches
+    the high watermark captured on entry; raises TimeoutError past ``timeout``.
+    """
+    topic = topic_name(settings.topic_prefix, logical_topic)
+    uncommitted = EventReader(settings, [], client_id=client_id, config={"isolation.level": "read_uncommitted"})
+    committed = EventReader(settings, [], client_id=client_id)
+    try:
+        targets = {partition: uncommitted.watermarks(topic, partition, timeout)[1] for partition in partitions}
+        deadline = time.monotonic() + timeout
+        while targets:
+            targets = {partition: high for partition, high in targets.items()
+                       if committed.watermarks(topic, partition, timeout, cached=False)[1] < high}
+            if targets and time.monotonic() > deadline:
+                raise TimeoutError(f"{topic} partitions {sorted(targets)} still hold an open transaction "
+                                   f"after {timeout:g} s")
+            if targets:
+                time.sleep(_SETTLE_WAIT)
+    finally:
+        uncommitted.close()
+        committed.close()
+
+
+_SETTLE_WAIT = 0.05
 
 
 def _finish_reached(reader: EventReader, topic: str, ends: dict[int, int]) -> None:

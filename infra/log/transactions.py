@@ -10,6 +10,8 @@ fatal too: the instance must stop acting on its partitions.
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -136,6 +138,7 @@ class TransactionalSession(Closing):
                 self._append(item)
             if reader is not None:
                 self._send_offsets(reader, reader.positions() if offsets is None else offsets)
+            self._injected_stop()
             self._retrying(self.producer.commit_transaction, self._timeout)
         except KafkaException as exc:
             self._fail(exc.args[0])
@@ -147,6 +150,14 @@ class TransactionalSession(Closing):
             except _Wedged as wedged:
                 self._abandon_producer(wedged)
             raise
+
+    def _injected_stop(self) -> None:
+        """Fault injection for tests (TOCK_FAULT_STOP_BEFORE_COMMIT): freeze this process inside
+        its transaction, after the offsets were sent and before the commit, while the file exists."""
+        marker = self._settings.fault_stop_before_commit
+        if marker is not None and marker.exists():
+            log.warning("fault injection: %s exists, stopping inside the transaction", marker)
+            os.kill(os.getpid(), signal.SIGSTOP)
 
     def close(self) -> None:
         """Close the producer; librdkafka aborts a transaction still open."""
@@ -176,6 +187,11 @@ class TransactionalSession(Closing):
         if outcome is Fenced and error.code() not in _TAKEN_OVER:
             # Fatal for this producer, but nobody else holds its id: a fresh one can go on.
             raise _Wedged(f"producer failed fatally: {error.str()}")
+        if outcome is Fenced and self._abandoned:
+            # After we replaced a wedged producer, the one fencing us is most likely our own
+            # abandoned one, whose init_transactions went on in the background and finished
+            # late. Being fenced by ourselves is no takeover: replace the producer again.
+            raise _Wedged(f"fenced, most likely by this session's own abandoned producer: {error.str()}")
         if outcome is Fenced:
             self._fenced = Fenced(f"producer {self.transactional_id!r} is fenced or failed fatally: "
                                   f"{error.str()}; stop acting on its partitions and restart", error)
@@ -191,7 +207,7 @@ class TransactionalSession(Closing):
         except KafkaException as exc:
             if exc.args[0].code() == KafkaError._STATE:  # no transaction was open
                 return
-            if exc.args[0].code() not in _TAKEN_OVER:
+            if exc.args[0].code() not in _TAKEN_OVER or self._abandoned:  # see _fail
                 raise _Wedged(f"abort failed: {exc.args[0].str()}") from None
             self._fenced = Fenced(f"producer {self.transactional_id!r} could not abort: {exc.args[0]}", exc.args[0])
             raise self._fenced from None

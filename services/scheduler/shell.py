@@ -18,13 +18,14 @@ from collections.abc import Mapping
 
 from confluent_kafka import TopicPartition
 
-from infra.log import EventReader, TransactionAborted, TransactionalSession
+from infra.log import EventReader, PartitionsLost, TransactionAborted, TransactionalSession, settle
 from infra.settings import Settings
 from infra.topics import topic_name
-from schemas import (DAGS, EVENTS, HEARTBEATS, DagParsed, SchedulerHeartbeat, SchedulerStopped, TaskHeartbeat,
-                     TaskLaunched)
-from services.scheduler.core import Policy, decide, decide_adoption, next_wakeup, orphans
+from schemas import (DAGS, EVENTS, HEARTBEATS, DagParsed, SchedulerHeartbeat, SchedulerStopped, TaskAdopted,
+                     TaskHeartbeat, TaskLaunched)
+from services.scheduler.core import Policy, decide, decide_adoption, next_wakeup, orphans, overdue_tries
 from services.scheduler.core.model import DagTombstone
+from services.scheduler.evidence import SLOW_CALL, HeartbeatEvidence
 from services.scheduler.launching import Executor, Launcher
 from services.scheduler.memory import PartitionMemory, logical_topics, rebuild
 
@@ -33,6 +34,7 @@ log = logging.getLogger("tock.scheduler")
 MAX_POLL_WAIT = 0.2  # longest sleep between decisions when nothing arrives (timers, cron)
 ASSIGNMENT = "cooperative-sticky"
 TRANSACTION_RETRY_BACKOFF_MS = 5
+REPLAY_RETRY_FIRST, REPLAY_RETRY_MOST = 1.0, 30.0  # seconds between attempts at a failed takeover
 
 
 def new_scheduler_id() -> str:
@@ -54,6 +56,10 @@ class Scheduler:
         self.full_walk: set[int] = set()
         self.retouched: dict[int, set] = {}  # runs our own committed decisions changed
         self.pending: list[tuple[int, object]] = []  # (partition, event) to commit next
+        # Launching waits for proof that this instance still owns its partitions: a commit
+        # in the current group generation. A PartitionsLost abort withdraws it.
+        self.may_launch = True
+        self.unreplayed: dict[int, tuple[float, float]] = {}  # partition -> (next attempt, backoff)
         self._stop = threading.Event()
         self._topics = logical_topics(settings)
         self._next_heartbeat = 0.0
@@ -76,11 +82,13 @@ class Scheduler:
                                   on_assign=self._assigned, on_revoke=self._revoked,
                                   client_id=f"tock-scheduler-{self.scheduler_id}",
                                   config=self._group_config())
+        self.evidence = HeartbeatEvidence(self.side, topic_name(self.settings.topic_prefix, HEARTBEATS))
         log.info("scheduler %s started", self.scheduler_id)
         try:
             while not self._stop.is_set():
                 self.step()
-            self._commit_now([(None, SchedulerStopped(scheduler_id=self.scheduler_id, at=time.time()))])
+            # Launches already made are committed with the goodbye, so the next owner sees their handles.
+            self._commit_now(self.pending + [(None, SchedulerStopped(scheduler_id=self.scheduler_id, at=time.time()))])
         finally:
             self._close()
 
@@ -110,18 +118,22 @@ class Scheduler:
         records = self.events.poll(self._poll_wait(), 1)
         records += self.events.poll(0, 5000) + self.side.poll(0, 5000)
         touched = self._fold(records)
+        self._retry_takeovers()
         now = time.time()
+        self._gather_evidence(now)
         decisions = self._adoptions(now) + self._decisions(now, touched) + self._heartbeat(now)
-        if decisions or self.pending:
+        if decisions or self.pending or not self.may_launch:
             self._commit(decisions)
-        self.pending.extend(self.launcher.launch_ready(self.memories.values()))
+        if self.may_launch:
+            self.pending.extend(self.launcher.launch_ready(self.memories.values()))
 
     def _poll_wait(self) -> float:
-        if self.pending or self.adoption_due:
+        if self.pending or self.adoption_due or not self.may_launch:
             return 0.0
+        now = time.time()
         wakeups = [wakeup for memory in self.memories.values()
-                   if (wakeup := next_wakeup(memory.state, self.policy.heartbeat_timeout)) is not None]
-        wait = min(wakeups, default=time.time() + MAX_POLL_WAIT) - time.time()
+                   if (wakeup := next_wakeup(memory.state, self.policy.heartbeat_timeout, now)) is not None]
+        wait = min(wakeups, default=now + MAX_POLL_WAIT) - now
         return min(max(wait, 0.0), MAX_POLL_WAIT)
 
     def _fold(self, records) -> dict[int, set | None]:
@@ -149,13 +161,25 @@ class Scheduler:
                 walk = None
             else:
                 walk |= self.retouched.get(partition, set())
-            decisions += [(partition, event) for event in decide(memory.state, now, self.policy, walk)]
+            evidence = None if partition in self.adoption_due else self.evidence.of(partition)
+            decisions += [(partition, event) for event in decide(memory.state, now, self.policy, walk, evidence)]
         self.full_walk.clear()
         self.retouched.clear()
         return decisions
 
+    def _gather_evidence(self, now: float) -> None:
+        """For partitions with a try overdue by the clock, fetch the heartbeat log's end: once the
+        reader has read up to it, the overdue tries may be declared dead (see evidence.py)."""
+        timeout = self.policy.heartbeat_timeout
+        for partition, memory in self.memories.items():
+            self.evidence.read_up_to(partition, memory.positions[HEARTBEATS])
+            if partition not in self.adoption_due and overdue_tries(memory.state, now, timeout,
+                                                                    self.evidence.reachable_since):
+                self.evidence.request(partition)
+
     def _adoptions(self, now: float) -> list[tuple[int, object]]:
-        """After a takeover: ask each orphan's executor (named by its TaskQueued) whether it lives."""
+        """After a takeover: ask each orphan's executor (named by its TaskQueued) whether it lives.
+        The partition stays in ``adoption_due`` (no try of it declared dead) until they commit."""
         decisions = []
         for partition in sorted(self.adoption_due):
             state = self.memories[partition].state
@@ -164,7 +188,6 @@ class Scheduler:
             adopted = decide_adoption(state, now, self.scheduler_id, alive)
             log.info("partition %d: %d orphan(s), %d alive and adopted", partition, len(alive), len(adopted))
             decisions += [(partition, event) for event in adopted]
-        self.adoption_due.clear()
         return decisions
 
     def _probe(self, executor_name: str, handle: str) -> bool | None:
@@ -175,20 +198,35 @@ class Scheduler:
         if now < self._next_heartbeat:
             return []
         self._next_heartbeat = now + self.settings.task_heartbeat_seconds
-        return [(None, SchedulerHeartbeat(scheduler_id=self.scheduler_id, hostname=socket.gethostname(),
+        return [(None, SchedulerHeartbeat(scheduler_id=self.scheduler_id, hostname=self.settings.host,
                                           pid=os.getpid(), partitions=sorted(self.memories), at=now))]
 
     # -- committing ----------------------------------------------------------------------------
     def _commit(self, decisions: list) -> None:
         batch = self.pending + decisions
+        started = time.time()
         try:
             self._commit_now(batch)
         except TransactionAborted as error:
-            log.warning("decisions not committed (%s); deciding again", error)
-            # The lost decisions came from runs that no new event may touch again: walk all.
-            self.full_walk.update(self.memories)
+            self._aborted(error)
             return
-        self.pending = []
+        finally:
+            if time.time() - started > SLOW_CALL:
+                self.evidence.unreachable(time.time())
+        self.pending, self.may_launch = [], True
+        self.adoption_due.clear()
+        self._committed(batch)
+
+    def _aborted(self, error: TransactionAborted) -> None:
+        log.warning("decisions not committed (%s); deciding again", error)
+        self.evidence.unreachable(time.time())
+        # The lost decisions came from runs that no new event may touch again: walk all. Lost
+        # adoptions are probed again (adoption_due is kept until a commit carries them).
+        self.full_walk.update(self.memories)
+        if isinstance(error, PartitionsLost):
+            self.may_launch = False  # until a commit proves which partitions are still ours
+
+    def _committed(self, batch: list) -> None:
         for partition, event in batch:
             memory = self.memories.get(partition) if partition is not None else None
             if memory is not None:
@@ -204,35 +242,86 @@ class Scheduler:
 
     # -- ownership -----------------------------------------------------------------------------
     def _assigned(self, assigned: list[tuple[str, int]]) -> None:
-        """Called inside poll: replay the new partitions, then read on from where replay ended."""
+        """Called inside poll: take the new partitions over (a failed takeover is retried)."""
         partitions = sorted(partition for _topic, partition in assigned)
-        if not partitions:
-            return
+        if partitions:
+            self._take_over(partitions)
+
+    def _take_over(self, partitions: list[int]) -> None:
+        """Wait out the previous owner's open transaction, replay, then read on from where replay ended."""
         started = time.time()
-        memories = rebuild(self.settings, partitions)
+        try:
+            settle(self.settings, EVENTS, partitions, timeout=self._settle_timeout(),
+                   client_id=f"tock-scheduler-settle-{self.scheduler_id}")
+            memories = rebuild(self.settings, partitions)
+        except Exception as error:  # noqa: BLE001 - any failure of a takeover is retried, said loudly
+            self._takeover_failed(partitions, error)
+            return
+        for partition in partitions:
+            self.unreplayed.pop(partition, None)
         self.memories.update(memories)
+        topic = topic_name(self.settings.topic_prefix, EVENTS)
         self.events.consumer.incremental_assign(
-            [TopicPartition(topic, partition, memories[partition].positions[EVENTS]) for topic, partition in assigned])
+            [TopicPartition(topic, partition, memories[partition].positions[EVENTS]) for partition in partitions])
         self._reassign_side()
+        self.evidence.assigned(partitions, time.time())
         self.adoption_due.update(partitions)
         self.full_walk.update(partitions)
         self.assigned_at.update(dict.fromkeys(partitions, started))
         log.info("assigned partitions %s: replayed in %.3f s (%d open runs)", partitions, time.time() - started,
                  sum(len(memory.state.runs) for memory in memories.values()))
 
+    def _settle_timeout(self) -> float:
+        # A previous owner's transaction lives at most its transaction timeout (its session
+        # timeout); the coordinator then aborts it. Beyond a generous margin, try again later.
+        return 3 * self.settings.scheduler_session_timeout + 30.0
+
+    def _takeover_failed(self, partitions: list[int], error: Exception) -> None:
+        now = time.time()
+        for partition in partitions:
+            _due, backoff = self.unreplayed.get(partition, (now, REPLAY_RETRY_FIRST / 2))
+            backoff = min(backoff * 2, REPLAY_RETRY_MOST)
+            self.unreplayed[partition] = (now + backoff, backoff)
+        log.error("taking over partitions %s failed (%s); retrying in %.0f s", partitions, error,
+                  min(self.unreplayed[partition][1] for partition in partitions))
+
+    def _retry_takeovers(self) -> None:
+        now = time.time()
+        due = sorted(partition for partition, (when, _backoff) in self.unreplayed.items() if when <= now)
+        if due:
+            self._take_over(due)
+
     def _revoked(self, revoked: list[tuple[str, int]]) -> None:
-        """Lost partitions: forget them entirely (their new owner replays them)."""
-        for _topic, partition in revoked:
+        """Lost partitions: commit the launches already made for them while we still may, then
+        forget them entirely (their new owner replays them)."""
+        partitions = {partition for _topic, partition in revoked}
+        self._commit_launches_of(partitions)
+        for partition in partitions:
             memory = self.memories.pop(partition, None)
             if memory is not None:
                 self.launcher.forget(memory)
             self.adoption_due.discard(partition)
+            self.unreplayed.pop(partition, None)
+        self.evidence.revoked(sorted(partitions))
         self.pending = [(partition, event) for partition, event in self.pending if partition in self.memories
                         or partition is None]
         self._reassign_side()
-        log.info("revoked partitions %s", sorted(partition for _topic, partition in revoked))
+        log.info("revoked partitions %s", sorted(partitions))
+
+    def _commit_launches_of(self, partitions: set[int]) -> None:
+        # A revocation is the member's last moment in the generation: its TaskLaunched records
+        # (the handles of processes already started) go out now, or the new owner launches again.
+        if not any(partition in partitions for partition, _event in self.pending):
+            return
+        try:
+            self._commit_now(self.pending)
+        except TransactionAborted as error:
+            log.warning("launches of revoked partitions not committed (%s); their new owner finds the "
+                        "tries queued and the runners' claims in the log", error)
+            return
+        self._committed(self.pending)
+        self.pending = []
 
     def _reassign_side(self) -> None:
         self.side.assign([(logical, partition, memory.positions[logical])
                           for partition, memory in sorted(self.memories.items()) for logical in (DAGS, HEARTBEATS)])
-

@@ -52,17 +52,20 @@ def launched(task_id: str, try_number: int = 1, at: float = 3.0, handle: str = "
                         handle=handle, scheduler_id=owner, at=at)
 
 
-def started(task_id: str, try_number: int = 1, at: float = 4.0, executor: str = "", queue: str = "") -> TaskStarted:
-    return TaskStarted(dag_id="etl", run_id=RUN, task_id=task_id, try_number=try_number, runner_id="r",
+def started(task_id: str, try_number: int = 1, at: float = 4.0, executor: str = "", queue: str = "",
+            runner_id: str = "r") -> TaskStarted:
+    return TaskStarted(dag_id="etl", run_id=RUN, task_id=task_id, try_number=try_number, runner_id=runner_id,
                        hostname="h", pid=10, executor=executor, queue=queue, at=at)
 
 
-def heartbeat(task_id: str, try_number: int = 1, at: float = 5.0) -> TaskHeartbeat:
-    return TaskHeartbeat(dag_id="etl", run_id=RUN, task_id=task_id, try_number=try_number, runner_id="r", at=at)
+def heartbeat(task_id: str, try_number: int = 1, at: float = 5.0, runner_id: str = "r") -> TaskHeartbeat:
+    return TaskHeartbeat(dag_id="etl", run_id=RUN, task_id=task_id, try_number=try_number, runner_id=runner_id,
+                         at=at)
 
 
-def succeeded(task_id: str, try_number: int = 1, at: float = 6.0) -> TaskSucceeded:
-    return TaskSucceeded(dag_id="etl", run_id=RUN, task_id=task_id, try_number=try_number, runner_id="r", at=at)
+def succeeded(task_id: str, try_number: int = 1, at: float = 6.0, runner_id: str = "r") -> TaskSucceeded:
+    return TaskSucceeded(dag_id="etl", run_id=RUN, task_id=task_id, try_number=try_number, runner_id=runner_id,
+                         at=at)
 
 
 def failed(task_id: str, try_number: int = 1, at: float = 6.0) -> TaskFailed:

@@ -14,7 +14,7 @@ from schemas import (
     TaskRetryScheduled,
     TriggerDagRun,
 )
-from services.scheduler.core import decide, decide_adoption, evolve, manual_run_id, orphans
+from services.scheduler.core import Evidence, decide, decide_adoption, evolve, manual_run_id, next_wakeup, orphans
 from tests.unit.scheduler_fixtures import (
     ME,
     POLICY,
@@ -103,35 +103,82 @@ class TestRetries:
         assert state.runs[("etl", RUN)].tasks["a"].state == "up_for_retry"
 
 
+def heard(until: float, reachable_since: float = 0.0) -> Evidence:
+    """Heartbeats read up to an end offset fetched at ``until``."""
+    return Evidence(heard_until=until, reachable_since=reachable_since)
+
+
 class TestDeadTries:
     def running(self, retries=1):
         return state_of(parsed(retries=retries), created(), queued("a"), launched("a", at=3.0),
                         started("a", at=4.0), heartbeat("a", at=20.0))
 
     def test_silent_past_the_timeout_is_declared_dead_with_last_heartbeat_then_retried(self):
-        events = decide(self.running(), now=50.5, policy=POLICY)
+        events = decide(self.running(), now=50.5, policy=POLICY, evidence=heard(50.5))
         assert names(events) == ["TaskDeclaredDead:a", "TaskRetryScheduled:a"]
         assert events[0] == TaskDeclaredDead(dag_id="etl", run_id=RUN, task_id="a", try_number=1,
                                              last_heartbeat_at=20.0, reason="no heartbeat for 30 s",
                                              scheduler_id=ME, at=50.5)
 
     def test_not_dead_within_the_timeout(self):
-        assert decide(self.running(), now=49.9, policy=POLICY) == []
+        assert decide(self.running(), now=49.9, policy=POLICY, evidence=heard(49.9)) == []
 
     def test_dead_without_retries_fails_the_run(self):
-        assert names(decide(self.running(retries=0), now=51.0, policy=POLICY)) == [
+        assert names(decide(self.running(retries=0), now=51.0, policy=POLICY, evidence=heard(51.0))) == [
             "TaskDeclaredDead:a", "DagRunFinished"]
 
     def test_queued_try_waiting_for_a_slot_is_never_dead(self):
         state = state_of(parsed(), created(), queued("a", at=2.0))
-        assert decide(state, now=1000.0, policy=POLICY) == []
+        assert decide(state, now=1000.0, policy=POLICY, evidence=heard(1000.0)) == []
 
     def test_a_late_success_after_being_declared_dead_changes_nothing(self):
         state = self.running(retries=0)
-        for event in decide(state, now=51.0, policy=POLICY)[:1]:
+        for event in decide(state, now=51.0, policy=POLICY, evidence=heard(51.0))[:1]:
             evolve(state, event)
         evolve(state, succeeded("a", at=52.0))
         assert state.runs[("etl", RUN)].tasks["a"].state == "failed"
+
+    @pytest.mark.parametrize("evidence", [None, heard(49.0), heard(30.0)], ids=["none", "before", "old"])
+    def test_past_the_deadline_by_the_clock_but_not_by_the_log_is_not_dead(self, evidence):
+        # A broker outage: the clock says 1000 s, but heartbeats were read only up to ``evidence``.
+        assert decide(self.running(), now=1000.0, policy=POLICY, evidence=evidence) == []
+
+    def test_after_an_outage_runners_get_a_whole_timeout_to_deliver_their_backlog(self):
+        # Broker back at 900; heartbeats read up to 920 show nothing: not dead before 930.
+        assert decide(self.running(), now=920.0, policy=POLICY, evidence=heard(920.0, 900.0)) == []
+        assert names(decide(self.running(), now=931.0, policy=POLICY, evidence=heard(931.0, 900.0))) == [
+            "TaskDeclaredDead:a", "TaskRetryScheduled:a"]
+
+    def test_a_backlog_heartbeat_read_after_the_outage_keeps_the_try_alive(self):
+        state = self.running()
+        evolve(state, heartbeat("a", at=915.0))  # written during the outage, delivered after it
+        assert decide(state, now=940.0, policy=POLICY, evidence=heard(940.0, 900.0)) == []
+
+    def test_next_wakeup_leaves_out_times_already_past(self):
+        state = self.running()
+        assert next_wakeup(state, 30.0, now=10.0) == 50.0
+        assert next_wakeup(state, 30.0, now=60.0) is None
+
+
+class TestClaims:
+    """The first TaskStarted of a try in log order is its claim; other runners stood down."""
+
+    def test_a_second_started_of_the_same_try_changes_nothing(self):
+        state = state_of(parsed(), created(), queued("a"), started("a", at=4.0, runner_id="r1"),
+                         started("a", at=5.0, runner_id="r2"))
+        instance = state.runs[("etl", RUN)].tasks["a"]
+        assert (instance.runner_id, instance.started_at) == ("r1", 4.0)
+
+    def test_heartbeats_and_outcomes_of_a_runner_that_lost_the_claim_are_ignored(self):
+        state = state_of(parsed(), created(), queued("a"), started("a", at=4.0, runner_id="r1"),
+                         heartbeat("a", at=40.0, runner_id="r2"), succeeded("a", at=41.0, runner_id="r2"))
+        instance = state.runs[("etl", RUN)].tasks["a"]
+        assert (instance.state, instance.last_heartbeat_at) == ("running", None)
+
+    def test_the_first_launch_names_the_handle_once(self):
+        state = state_of(parsed(), created(), queued("a"), launched("a", handle="1@h:1"),
+                         launched("a", handle="2@h:2"))
+        assert state.runs[("etl", RUN)].tasks["a"].handle == "1@h:1"
 
 
 class TestAdoption:
@@ -155,8 +202,8 @@ class TestAdoption:
     def test_others_wait_for_the_heartbeat_deadline(self, alive):
         state = self.taken_over()
         assert decide_adoption(state, 10.0, ME, {("etl", RUN, "a"): alive}) == []
-        assert decide(state, now=10.0, policy=POLICY) == []
-        assert names(decide(state, now=35.0, policy=POLICY)) == ["TaskDeclaredDead:a"]
+        assert decide(state, now=10.0, policy=POLICY, evidence=heard(10.0)) == []
+        assert names(decide(state, now=35.0, policy=POLICY, evidence=heard(35.0))) == ["TaskDeclaredDead:a"]
 
     def test_adopted_tries_are_not_orphans_any_more(self):
         state = self.taken_over()

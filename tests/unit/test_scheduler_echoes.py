@@ -7,7 +7,7 @@ import pytest
 
 from infra.log import LogRecord
 from schemas import TaskDeclaredDead, decode, encode
-from services.scheduler.core import decide, decide_adoption
+from services.scheduler.core import Evidence, decide, decide_adoption
 from services.scheduler.memory import PartitionMemory
 from tests.unit.scheduler_fixtures import ME, POLICY, created, launched, parsed, queued, started, state_of
 
@@ -19,7 +19,7 @@ def record(event, offset: int, topic: str = "events") -> LogRecord:
 def every_kind_of_decision() -> list:
     running = state_of(parsed(retries=1), created(), queued("a", owner="old"), launched("a", owner="old"),
                        started("a"))
-    dead = decide(running, now=1000.0, policy=POLICY)
+    dead = decide(running, now=1000.0, policy=POLICY, evidence=Evidence(1000.0))
     adopted = decide_adoption(running, 9.0, ME, {("etl", "manual__r1", "a"): True})
     return decide(state_of(parsed(), created()), 7.0, POLICY) + dead + adopted
 
@@ -33,7 +33,7 @@ def test_own_decisions_are_folded_once_and_their_echo_skipped():
     memory = PartitionMemory(0)
     for offset, event in enumerate([parsed(retries=1), created(), queued("a"), launched("a"), started("a")]):
         memory.fold_record("dags" if offset == 0 else "events", record(event, offset))
-    decisions = decide(memory.state, 1000.0, POLICY)
+    decisions = decide(memory.state, 1000.0, POLICY, evidence=Evidence(1000.0))
     memory.apply_decisions(decisions)
     assert memory.state.runs[("etl", "manual__r1")].tasks["a"].state == "up_for_retry"
     for offset, event in enumerate(decisions, start=10):

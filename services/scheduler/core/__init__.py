@@ -4,6 +4,7 @@ Imports only the standard library and ``schemas`` (and croniter, isolated in ``c
 """
 
 from services.scheduler.core.decide import (
+    Evidence,
     Orphan,
     Policy,
     dead_tries,
@@ -12,6 +13,7 @@ from services.scheduler.core.decide import (
     decide_run,
     next_wakeup,
     orphans,
+    overdue_tries,
     silence_deadline,
 )
 from services.scheduler.core.evolve import UnknownEvent, evolve, fold

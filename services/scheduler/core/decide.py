@@ -43,12 +43,27 @@ class Policy:
     heartbeat_timeout: float
 
 
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """What the shell has seen of one partition's heartbeat log: the only grounds for a death.
+
+    ``heard_until``: the partition of tock.heartbeats was read up to its end offset as fetched
+    at that time, so every heartbeat written before then has been folded.
+    ``reachable_since``: the log has been reachable without a break since then; runners that
+    lost the broker get a whole timeout after it came back to deliver their backlog.
+    """
+
+    heard_until: float
+    reachable_since: float = 0.0
+
+
 def decide(state: SchedulerState, now: float, policy: Policy,
-           touched: Collection[RunKey] | None = None) -> list:
+           touched: Collection[RunKey] | None = None, evidence: Evidence | None = None) -> list:
     """New runs, then each run's task decisions. ``touched`` limits the walk to runs whose
-    events arrived since the last decision (None: every run); timers are always checked."""
+    events arrived since the last decision (None: every run); timers are always checked.
+    Without ``evidence`` nothing is declared dead."""
     events: list = decide_runs(state, now, policy.scheduler_id)
-    dead = dead_tries(state, now, policy.heartbeat_timeout)
+    dead = dead_tries(state, evidence, policy.heartbeat_timeout) if evidence is not None else set()
     for run in _runs_to_walk(state, now, touched, dead):
         dag = state.dags.get(run.dag_id)
         if dag is not None:
@@ -125,27 +140,37 @@ def silence_deadline(instance: TaskInstance, timeout: float) -> float | None:
     return max(seen) + timeout if seen else None
 
 
-def dead_tries(state: SchedulerState, now: float, timeout: float) -> set[TryKey]:
-    """Live tries silent past the heartbeat timeout."""
-    dead = set()
+def overdue_tries(state: SchedulerState, at: float, timeout: float, reachable_since: float = 0.0) -> set[TryKey]:
+    """Live tries that had been silent past the heartbeat timeout at ``at`` (and for a whole
+    timeout since the log became reachable again)."""
+    overdue = set()
     for key in state.live:
         instance = state.instance(key)
         if instance is None or instance.state not in ACTIVE:
             continue
         deadline = silence_deadline(instance, timeout)
-        if deadline is not None and now > deadline:
-            dead.add(key)
-    return dead
+        if deadline is not None and at > max(deadline, reachable_since + timeout):
+            overdue.add(key)
+    return overdue
 
 
-def next_wakeup(state: SchedulerState, timeout: float) -> float | None:
-    """The earliest time a retry falls due or a live try's silence deadline passes."""
+def dead_tries(state: SchedulerState, evidence: Evidence, timeout: float) -> set[TryKey]:
+    """Live tries proven silent: overdue as of the point up to which their heartbeats were read."""
+    return overdue_tries(state, evidence.heard_until, timeout, evidence.reachable_since)
+
+
+def next_wakeup(state: SchedulerState, timeout: float, now: float) -> float | None:
+    """The earliest time after ``now`` a retry falls due or a live try's silence deadline passes.
+
+    Times already past are left out: what is due is decided on every turn, and a time a
+    decision cannot act on (a retry of a run whose DAG is gone, a death still waiting for
+    evidence) must not turn the loop into a spin."""
     times = [instance.not_before for key in state.waiting
              if (instance := state.instance(key)) is not None and instance.not_before is not None]
     times += [deadline for key in state.live
               if (instance := state.instance(key)) is not None
               and (deadline := silence_deadline(instance, timeout)) is not None]
-    return min(times) if times else None
+    return min((time for time in times if time > now), default=None)
 
 
 def _runs_to_walk(state: SchedulerState, now: float, touched: Collection[RunKey] | None,

@@ -156,28 +156,30 @@ def _queued(state: SchedulerState, event: TaskQueued) -> None:
     key = (event.dag_id, event.run_id, event.task_id)
     state.waiting.pop(key, None)
     run.tasks[event.task_id] = TaskInstance(event.task_id, QUEUED, event.try_number, event.executor,
-                                            event.queue, event.scheduler_id)
+                                            event.queue, event.scheduler_id, queued_at=event.at)
     state.unlaunched[key] = None
 
 
 def _launched(state: SchedulerState, event: TaskLaunched) -> None:
     instance, key = _current(state, event)
-    if instance is not None:
+    if instance is not None and not instance.handle:  # the first launch names the handle, once
         instance.handle, instance.launched_at = event.handle, event.at
         _now_live(state, key)
 
 
 def _started(state: SchedulerState, event: TaskStarted) -> None:
-    # event.executor / event.queue are what the worker says: informational, never stored.
+    # The first TaskStarted of a try in log order is its claim: that runner runs the user code,
+    # any later one (a second launch, on any host) stood down. event.executor / event.queue
+    # are what the worker says: informational, never stored.
     instance, key = _current(state, event)
-    if instance is not None:
-        instance.state, instance.started_at = RUNNING, event.at
+    if instance is not None and not instance.runner_id:
+        instance.state, instance.started_at, instance.runner_id = RUNNING, event.at, event.runner_id
         _now_live(state, key)
 
 
 def _heartbeat(state: SchedulerState, event: TaskHeartbeat) -> None:
     instance, _key = _current(state, event)
-    if instance is not None and (instance.last_heartbeat_at or 0.0) < event.at:
+    if instance is not None and _from_claimant(instance, event) and (instance.last_heartbeat_at or 0.0) < event.at:
         instance.last_heartbeat_at = event.at
 
 
@@ -190,7 +192,7 @@ def _adopted(state: SchedulerState, event: TaskAdopted) -> None:
 
 def _ended(state: SchedulerState, event: TaskSucceeded | TaskFailed | TaskDeclaredDead) -> None:
     instance, key = _current(state, event)
-    if instance is not None:
+    if instance is not None and _from_claimant(instance, event):
         _forget_try(state, key)
         instance.state = SUCCESS if isinstance(event, TaskSucceeded) else FAILED
         instance.ended_at = event.at
@@ -224,6 +226,13 @@ def _current(state: SchedulerState, event: Any) -> tuple[TaskInstance | None, Tr
     if instance is None or instance.try_number != event.try_number or instance.state not in ACTIVE:
         return None, key
     return instance, key
+
+
+def _from_claimant(instance: TaskInstance, event: Any) -> bool:
+    """Whether a runner's event comes from the try's claimant (or the claimant is not known yet:
+    heartbeats travel on their own topic and may be read before the TaskStarted)."""
+    runner_id = getattr(event, "runner_id", None)
+    return runner_id is None or not instance.runner_id or runner_id == instance.runner_id
 
 
 def _now_live(state: SchedulerState, key: TryKey) -> None:

@@ -54,7 +54,9 @@ class TaskInstance:
     executor: str = ""       # from TaskQueued only: never from what a worker reports
     queue: str = ""
     owner: str = ""          # scheduler that queued or last adopted the current try
-    handle: str = ""
+    handle: str = ""         # from the try's first TaskLaunched: written once
+    runner_id: str = ""      # the runner whose TaskStarted came first in the log: the only one that runs
+    queued_at: float | None = None
     launched_at: float | None = None
     started_at: float | None = None
     last_heartbeat_at: float | None = None
