@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
@@ -16,6 +17,8 @@ from infra.topics import topic_name
 from schemas import encode
 
 log = logging.getLogger("tock.log")
+
+DeliveryCallback = Callable[[KafkaError | None, Message], None]
 
 
 class DeliveryFailed(RuntimeError):
@@ -35,34 +38,50 @@ def produce(producer: Producer, topic: str, value: bytes | None, key: str | None
 
 
 def produce_event(producer: Producer, settings: Settings, event: Any, key: str | None = None,
-                  partition_key: str | None = None) -> None:
-    """Produce ``event`` on its topic, in the partition of its partition key (defaults: routing_key)."""
+                  partition_key: str | None = None, **extra: Any) -> None:
+    """Produce ``event`` on its topic, in the partition of its partition key (defaults: routing_key).
+    ``extra`` goes to ``Producer.produce`` (e.g. ``on_delivery``)."""
     if key is None or partition_key is None:
         default_key, default_partition_key = routing_key(event)
         key = default_key if key is None else key
         partition_key = default_partition_key if partition_key is None else partition_key
     produce(producer, topic_name(settings.topic_prefix, event.TOPIC), encode(event), key,
-            partition_for(partition_key, settings.partitions))
+            partition_for(partition_key, settings.partitions), **extra)
 
 
 class KafkaEventLog(Closing):
-    """An idempotent (acks=all) batching producer of Tock events."""
+    """An idempotent (acks=all) batching producer of Tock events.
 
-    def __init__(self, settings: Settings, *, client_id: str = "tock") -> None:
+    ``config`` adds or overrides librdkafka settings (the runner's: ``message.timeout.ms`` 0,
+    never give up on a record). ``on_delivery(error, message)`` given to an append replaces
+    the default report for that record; with the default ``delivery.report.only.error`` it
+    is called on failure only.
+    """
+
+    def __init__(self, settings: Settings, *, client_id: str = "tock", config: dict[str, Any] | None = None) -> None:
         self._settings = settings
         self._failures: list[str] = []
-        self.producer = Producer({**producer_config(settings, client_id), "on_delivery": self._on_delivery})
+        self.producer = Producer({**producer_config(settings, client_id), "on_delivery": self._on_delivery,
+                                  **(config or {})})
 
-    def append(self, event: Any, *, key: str | None = None, partition_key: str | None = None) -> None:
+    def append(self, event: Any, *, key: str | None = None, partition_key: str | None = None,
+               on_delivery: DeliveryCallback | None = None) -> None:
         """Queue ``event`` on its topic; keys default to :func:`routing_key`. See :meth:`flush`."""
-        produce_event(self.producer, self._settings, event, key, partition_key)
+        extra = {} if on_delivery is None else {"on_delivery": on_delivery}
+        produce_event(self.producer, self._settings, event, key, partition_key, **extra)
         self.producer.poll(0)  # serve error and log callbacks (broker down...) as we go, not only at flush
 
     def append_raw(self, logical_topic: str, value: bytes | None, key: str | None, partition: int,
-                   headers: list[tuple[str, bytes]] | None = None) -> None:
-        """Queue an already encoded value in a given partition (dead letters, tests, benchmarks)."""
+                   headers: list[tuple[str, bytes]] | None = None,
+                   on_delivery: DeliveryCallback | None = None) -> None:
+        """Queue an already encoded value in a given partition (dead letters, spooled outcomes, tests)."""
         topic = topic_name(self._settings.topic_prefix, logical_topic)
-        produce(self.producer, topic, value, key, partition, headers=headers)
+        extra = {} if on_delivery is None else {"on_delivery": on_delivery}
+        produce(self.producer, topic, value, key, partition, headers=headers, **extra)
+
+    def unacknowledged(self) -> int:
+        """Records queued or in flight, not yet acknowledged (nor failed)."""
+        return len(self.producer)
 
     def tombstone(self, logical_topic: str, key: str, partition_key: str | None = None) -> None:
         """Queue a tombstone for ``key`` (compaction then forgets it)."""
