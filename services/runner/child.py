@@ -1,7 +1,9 @@
-"""The supervised child: loads the DAG file and runs the task's user code, output to the try's log.
+"""The user code's process: loads the DAG file and runs the task's user code, output to the try's log.
 
+It runs under a guardian (services/runner/guardian.py), in the guardian's process group.
 It reports an exception through a pipe as JSON and exits 1; any other way it ends (a
-segfault, os._exit, a signal) the supervisor reads from its exit status.
+segfault, os._exit, a signal) the supervisor reads from its exit status, which the
+guardian mirrors.
 """
 
 from __future__ import annotations
@@ -12,14 +14,15 @@ import os
 import signal
 import sys
 import traceback
+from typing import NoReturn
 
 from services.runner.paths import TryRequest
 
 TRACEBACK_LIMIT = 32_000  # stays well under a pipe's buffer, so the child never blocks on it
 
 
-def run_child(request: TryRequest, log_path: str, report_fd: int) -> None:
-    """Runs in the forked child; never returns."""
+def run_child(request: TryRequest, log_path: str, report_fd: int) -> NoReturn:
+    """Runs in the guardian's forked child; never returns."""
     code = 1
     try:
         _prepare(request, log_path)
@@ -36,7 +39,6 @@ def run_child(request: TryRequest, log_path: str, report_fd: int) -> None:
 
 
 def _prepare(request: TryRequest, log_path: str) -> None:
-    os.setpgid(0, 0)  # its own group, so a timeout kills whatever the task started too
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
         signal.signal(signum, signal.SIG_DFL)
     output = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from services.runner.child import run_child
+from services.runner.guardian import guard
 from services.runner.paths import TryRequest
 
 
@@ -27,7 +28,7 @@ class Outcome:
 
 @dataclass(frozen=True, slots=True)
 class Child:
-    """A forked child running one try's user code."""
+    """A forked child guarding one try's user code (see guardian.py): the leader of its group."""
 
     request: TryRequest
     pid: int
@@ -37,13 +38,18 @@ class Child:
 
 
 def start_child(request: TryRequest, log_path: str) -> Child:
-    """Fork the child that runs the try's user code."""
+    """Fork the guardian that runs the try's user code in a grandchild and ends as it ends."""
     read_fd, write_fd = os.pipe()
+    runner = os.getpid()
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
-        run_child(request, log_path, write_fd)
+        guard(lambda: run_child(request, log_path, write_fd), runner)
     os.close(write_fd)
+    try:
+        os.setpgid(pid, pid)  # here too, so a kill of the group right after the fork finds it
+    except OSError:  # the child did it first, or has ended already
+        pass
     timeout = request.execution_timeout
     return Child(request, pid, os.pidfd_open(pid), read_fd, None if timeout is None else time.monotonic() + timeout)
 

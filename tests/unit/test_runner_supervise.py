@@ -1,14 +1,24 @@
 """The runner's supervision of user code: every way a task can end becomes a clear outcome.
 
-Real forked children, no broker: the heartbeat is a plain callable here.
+Real forked children (a guardian and the user code under it), no broker: the heartbeat is a
+plain callable here.
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
 import pytest
 
+from services.runner.guardian import die_with_parent
 from services.runner.paths import TryPaths, TryRequest
-from services.runner.supervise import supervise
+from services.runner.supervise import supervise, supervise_all
 
 DAG_FILE = '''
 import ctypes, os, sys, time
@@ -39,8 +49,21 @@ with DAG("cases") as dag:
     def beats():
         time.sleep(0.5)
 
-    ok(); raises(); exits(); segfaults(); sleeps(); beats()
+    @task
+    def terminates_itself():
+        os.kill(os.getpid(), 15)
+
+    @task
+    def hangs_up_on_itself():
+        os.kill(os.getpid(), 1)  # the guardian's own RUNNER_GONE signal, mirrored like any other
+
+    @task
+    def where():
+        print(os.getpid(), os.getppid(), os.getpgid(0))
+
+    ok(); raises(); exits(); segfaults(); sleeps(); beats(); terminates_itself(); hangs_up_on_itself(); where()
     BashTask("bash_fails", "echo to-stderr >&2; exit 3")
+    BashTask("bash_sleeps", "sleep 300 & sleep 300; wait")
 '''
 
 
@@ -65,6 +88,8 @@ def run(tmp_path, dag_file, task_id, timeout=None, every=10.0):
     ("exits", "user code exited with code 7"),
     ("segfaults", "user code killed by signal SIGSEGV (11)"),
     ("bash_fails", "user code exited with code 3"),
+    ("terminates_itself", "user code killed by signal SIGTERM (15)"),
+    ("hangs_up_on_itself", "user code killed by signal SIGHUP (1)"),
 ])
 def test_failures_are_reported_with_their_cause(tmp_path, dag_file, task_id, error):
     outcome, _log, _beats = run(tmp_path, dag_file, task_id)
@@ -101,26 +126,18 @@ def test_unknown_task_fails_clearly(tmp_path, dag_file):
     assert not outcome.succeeded and "has no task 'nope'" in outcome.error
 
 
-def test_a_try_is_claimed_once(tmp_path):
+def test_a_try_log_path_is_portable(tmp_path):
     paths = TryPaths(tmp_path, TryRequest("d", "scheduled__2026-01-01T00:00:00+00:00", "t", 2, "/x.py"))
-    assert paths.claim() is True
-    assert paths.claim() is False
     assert paths.log.name == "2.log" and ":" not in str(paths.folder)
 
 
 def test_sigterm_to_the_runner_stops_the_user_code_and_reports_it(tmp_path, dag_file):
-    import os
-    import signal
-    import threading
-
     threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGTERM)).start()
     outcome, _log, _beats = run(tmp_path, dag_file, "sleeps")
     assert (outcome.succeeded, outcome.error) == (False, "user code killed by signal SIGKILL (9)")
 
 
 def test_tries_supervised_together_each_end_their_own_way(tmp_path, dag_file):
-    from services.runner.supervise import supervise_all
-
     cases = {"ok": None, "exits": None, "sleeps": 0.5, "beats": None}
     requests = [TryRequest("cases", "r1", task_id, 1, str(dag_file), timeout) for task_id, timeout in cases.items()]
     tries = []
@@ -138,3 +155,82 @@ def test_tries_supervised_together_each_end_their_own_way(tmp_path, dag_file):
     for index, entry in enumerate(happened):
         if entry[0] == "end":
             assert ("beat", entry[1]) not in happened[index:]  # no heartbeat for a try after its end
+
+
+def test_user_code_runs_under_a_guardian_that_leads_its_group(tmp_path, dag_file):
+    outcome, log, _beats = run(tmp_path, dag_file, "where")
+    pid, parent, group = map(int, log.split())
+    assert outcome.succeeded and parent == group != pid  # the guardian: its parent and its group's leader
+
+
+RUNNER_SCRIPT = """
+import sys
+from services.runner.paths import TryRequest
+from services.runner.supervise import supervise
+
+request = TryRequest("cases", "r1", sys.argv[2], 1, sys.argv[1])
+supervise(request, sys.argv[3], 10.0, lambda: None)
+"""
+
+
+def test_a_runner_killed_hard_takes_its_user_code_and_everything_it_started_with_it(tmp_path, dag_file):
+    runner = subprocess.Popen([sys.executable, "-c", RUNNER_SCRIPT, str(dag_file), "bash_sleeps",
+                               str(tmp_path / "try.log")])
+    try:
+        user_code = wait_for(lambda: _descendants_once_sleeping(runner.pid, 2), 10, "bash and its two sleeps")
+        runner.kill()
+        killed_at = time.monotonic()
+        wait_for(lambda: not [process for process in user_code if _alive(process)], 1.0,
+                 "the user code to die with its runner")
+        assert time.monotonic() - killed_at < 1.0
+    finally:
+        runner.kill()
+        runner.wait()
+        for process in psutil.Process().children(recursive=True):
+            process.kill()
+
+
+def test_a_guardian_whose_parent_died_before_it_asked_for_the_signal_takes_the_signal_at_once():
+    read_end, write_end = os.pipe()
+    first = os.fork()
+    if first == 0:
+        if os.fork() == 0:
+            while os.getppid() == first:  # until its parent is gone
+                pass
+            try:
+                die_with_parent(signal.SIGTERM, first)
+                os.write(write_end, b"survived")
+            finally:
+                os._exit(0)
+        os._exit(0)
+    os.close(write_end)
+    os.waitpid(first, 0)
+    assert os.read(read_end, 100) == b""  # closed by a death, not written by a survivor
+    os.close(read_end)
+
+
+def _descendants_once_sleeping(pid: int, sleeps: int):
+    processes = psutil.Process(pid).children(recursive=True)
+    return processes if sum(_name(process) == "sleep" for process in processes) >= sleeps else None
+
+
+def _name(process) -> str:
+    try:
+        return process.name()
+    except psutil.NoSuchProcess:
+        return ""
+
+
+def _alive(process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def wait_for(condition, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while not (found := condition()):
+        assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
+        time.sleep(0.01)
+    return found
