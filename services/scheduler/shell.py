@@ -211,9 +211,12 @@ class Scheduler:
             self._aborted(error)
             return
         finally:
-            if time.time() - started > SLOW_CALL:
+            elapsed = time.time() - started
+            if elapsed > SLOW_CALL:
                 self.evidence.unreachable(time.time())
-        self.pending, self.may_launch = [], True
+        # A commit that outlasted the session timeout (this process was frozen, or the broker
+        # away) proves nothing about today's ownership: the next commit must, before any launch.
+        self.pending, self.may_launch = [], elapsed < self.settings.scheduler_session_timeout
         self.adoption_due.clear()
         self._committed(batch)
 
