@@ -2,11 +2,11 @@
 
 The local executor starts it and writes one JSON request per line on its stdin; it
 answers each with ``<pid> <start time>`` on stdout. A warm runner ("spare") is a child
-forked in advance into its own session, whose Kafka producer is already connected; a
-launch hands it up to TRIES_PER_RUNNER tries of one batch through its pipe (so a burst of
-tries pays a runner process and a Kafka connection per few tries, not per try; each
-try's user code still runs in a child of its own). Tries outlive the launcher and the
-scheduler.
+forked in advance into its own session, whose Kafka producer and claim reader are already
+connected; a launch hands it up to TRIES_PER_RUNNER tries of one batch through its pipe
+(so a burst of tries pays a runner process, its Kafka connections and its claim's read
+per few tries, not per try; each try's user code still runs in a child of its own).
+Tries outlive the launcher and the scheduler.
 Started as ``python -m infra.executors.launcher``; the first line is the settings as JSON.
 """
 
@@ -75,16 +75,17 @@ def _spare(settings: Settings, read_end: int) -> None:
         for signum in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, signal.SIG_DFL)
         _detach_stdio(settings)
-        from infra.log import KafkaEventLog
-        from services.runner import TryRequest, run_tries
+        from services.runner import RunnerClients, TryRequest, run_tries
 
-        events = KafkaEventLog(settings, client_id="tock-runner")
+        clients = RunnerClients.connect(settings)  # producer and claim reader, connected while we wait
+        clients.warm()
         requests = [json.loads(line) for line in _read_all(read_end).splitlines() if line]
         if not requests:  # the launcher went away before giving us a try
+            clients.close()
             code = 0
             return
         codes = run_tries(settings, [(TryRequest(**request["try"]), request["queue"]) for request in requests],
-                          executor=requests[0]["executor"], events=events)
+                          executor=requests[0]["executor"], clients=clients)
         code = max(codes.values())
     except BaseException:  # noqa: BLE001 - the runner's own failure is logged, then it exits
         logging.getLogger("tock.runner").exception("runner crashed")

@@ -1,8 +1,7 @@
-"""Where a try keeps its output and its claim under TOCK_HOME, and what a launch asks for."""
+"""Where a try keeps its output under TOCK_HOME, and what a launch asks for."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -17,29 +16,23 @@ class TryRequest:
     try_number: int
     dag_file: str
     execution_timeout: float | None = None
+    queued_at: float = 0.0  # the ``at`` of the try's TaskQueued: where its claim starts reading (0: unknown)
+
+    @property
+    def key(self) -> tuple[str, str, str, int]:
+        """(dag_id, run_id, task_id, try_number): the try, as the claim knows it."""
+        return (self.dag_id, self.run_id, self.task_id, self.try_number)
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
 class TryPaths:
-    """``<home>/tries/<dag>/<run>/<task>/<try>.log`` and the claim file beside it."""
+    """``<home>/tries/<dag>/<run>/<task>/<try>.log``."""
 
     def __init__(self, home: Path, request: TryRequest) -> None:
         self.folder = home / "tries" / request.dag_id / _safe(request.run_id) / request.task_id
         self.log = self.folder / f"{request.try_number}.log"
-        self.claim_file = self.folder / f"{request.try_number}.claimed"
-
-    def claim(self) -> bool:
-        """Claim the try for this process; False if it was claimed before (a second launch)."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        try:
-            descriptor = os.open(self.claim_file, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            return False
-        os.write(descriptor, f"{os.getpid()}\n".encode())
-        os.close(descriptor)
-        return True
 
 
 def _safe(run_id: str) -> str:

@@ -1,17 +1,31 @@
-"""run_tries: claim the tries, report TaskStarted, supervise the user code, report each outcome."""
+"""run_tries: claim the tries through the log, supervise the user code of those won, report each outcome.
+
+The claim: the runner appends a TaskStarted per try, then reads the tries' partitions;
+the first TaskStarted of a try in log order wins (claim.py). Tries won run, each under a
+guardian that dies with the runner (guardian.py); tries lost exit ALREADY_STARTED and
+write nothing more. Outcomes are spooled until acknowledged (delivery.py), and a runner
+first resends what dead runners spooled.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
-import socket
 import time
 import uuid
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaError, Message
 
 from infra.log import KafkaEventLog
 from infra.settings import Settings
 from schemas import TaskFailed, TaskHeartbeat, TaskStarted, TaskSucceeded
+from services.runner.claim import Claims, TryKey
+from services.runner.claim_reader import ClaimReader
+from services.runner.delivery import RUNNER_PRODUCER, Deliveries
+from services.runner.every import Every
 from services.runner.paths import TryPaths, TryRequest
+from services.runner.spool import Spool
 from services.runner.supervise import Outcome, supervise_all
 
 log = logging.getLogger("tock.runner")
@@ -19,58 +33,125 @@ log = logging.getLogger("tock.runner")
 SUCCEEDED, FAILED, ALREADY_STARTED = 0, 1, 3  # exit codes of `tock run-task`
 
 
-def run_try(settings: Settings, request: TryRequest, *, executor: str = "", queue: str = "",
-            events: KafkaEventLog | None = None) -> int:
-    """Run one try to its end; returns the exit code. A try claimed before is not run again.
+@dataclass(frozen=True, slots=True)
+class RunnerClients:
+    """A runner's connections to the log, opened before its tries arrive (a warm runner's)."""
 
-    ``events`` may be a producer created earlier (a warm runner's), so the first delivery
-    does not wait for the client to connect.
-    """
-    return run_tries(settings, [(request, queue)], executor=executor, events=events)[request]
+    events: KafkaEventLog
+    claims: ClaimReader
+
+    @classmethod
+    def connect(cls, settings: Settings) -> RunnerClients:
+        return cls(KafkaEventLog(settings, client_id="tock-runner", config=RUNNER_PRODUCER), ClaimReader(settings))
+
+    def warm(self) -> None:
+        self.claims.warm()
+
+    def close(self) -> None:
+        try:
+            self.claims.close()
+        finally:
+            self.events.close()
+
+
+def run_try(settings: Settings, request: TryRequest, *, executor: str = "", queue: str = "",
+            clients: RunnerClients | None = None) -> int:
+    """Run one try to its end; returns the exit code. A try another runner claimed first is not run."""
+    return run_tries(settings, [(request, queue)], executor=executor, clients=clients)[request]
 
 
 def run_tries(settings: Settings, tries: list[tuple[TryRequest, str]], *, executor: str = "",
-              events: KafkaEventLog | None = None) -> dict[TryRequest, int]:
+              clients: RunnerClients | None = None) -> dict[TryRequest, int]:
     """Run tries (request, queue) side by side, each in its own child; the exit code of each.
 
-    One runner for a batch of tries pays the process and the Kafka connection once; each
-    try still reports for itself and its user code is supervised in a child of its own.
+    One runner for a batch of tries pays the process, the Kafka connections and the claim's
+    read once; each try still reports for itself and its user code is supervised on its own.
     """
-    codes = dict.fromkeys((request for request, _queue in tries), ALREADY_STARTED)
-    claimed = [(request, queue, paths) for request, queue in tries
-               if _claim(paths := TryPaths(settings.home, request), request)]
-    if not claimed:
-        return codes
-    hostname = socket.gethostname()
-    runner_ids = {request: f"{hostname}:{os.getpid()}:{uuid.uuid4().hex[:8]}" for request, _queue, _paths in claimed}
-    events = events or KafkaEventLog(settings, client_id="tock-runner")
+    clients = clients or RunnerClients.connect(settings)
     try:
-        for request, queue, paths in claimed:
-            events.append(TaskStarted(**_ids(request), runner_id=runner_ids[request], hostname=hostname,
-                                      pid=os.getpid(), executor=executor, queue=queue, log_path=str(paths.log),
-                                      at=time.time()))
-        events.producer.poll(0)
-
-        def beat(request: TryRequest) -> None:
-            events.append(TaskHeartbeat(**_ids(request), runner_id=runner_ids[request], at=time.time()))
-
-        def ended(request: TryRequest, outcome: Outcome) -> None:
-            events.append(_outcome_event(request, runner_ids[request], outcome))
-            codes[request] = SUCCEEDED if outcome.succeeded else FAILED
-            log.info("try %s %s", _name(request), "succeeded" if outcome.succeeded else f"failed: {outcome.error}")
-
-        supervise_all([(request, str(paths.log)) for request, _queue, paths in claimed],
-                      settings.task_heartbeat_seconds, beat, ended)
+        return _Runner(settings, clients, executor).run(tries)
     finally:
-        events.close()
-    return codes
+        clients.close()
 
 
-def _claim(paths: TryPaths, request: TryRequest) -> bool:
-    if paths.claim():
-        return True
-    log.warning("try %s was launched before (%s exists): not running it again", _name(request), paths.claim_file)
-    return False
+class _Runner:
+    """One batch of tries, from the claim to the last acknowledged outcome."""
+
+    def __init__(self, settings: Settings, clients: RunnerClients, executor: str) -> None:
+        self.settings, self.clients, self.executor = settings, clients, executor
+        self.events = clients.events
+        self.deliveries = Deliveries(settings, self.events, Spool.of_this_process(settings.home))
+        self.runner_ids: dict[TryKey, str] = {}
+        self.requests: dict[TryKey, TryRequest] = {}
+        self.unstarted: set[TryKey] = set()  # tries whose TaskStarted the broker refused
+
+    def run(self, tries: list[tuple[TryRequest, str]]) -> dict[TryRequest, int]:
+        self.deliveries.resend_orphans()
+        codes = dict.fromkeys((request for request, _queue in tries), ALREADY_STARTED)
+        won = self._claim(tries)
+        for request in [request for request in codes if request.key in self.unstarted]:
+            codes[request] = FAILED
+        self._supervise([(request, queue) for request, queue in tries if request.key in won], codes)
+        self.deliveries.wait(self._heartbeat, self.settings.task_heartbeat_seconds)
+        return codes
+
+    def _claim(self, tries: list[tuple[TryRequest, str]]) -> frozenset[TryKey]:
+        """Append a TaskStarted per try, read them back: the tries this runner won."""
+        for request, queue in tries:
+            self._announce(request, queue)
+        self._flush("the TaskStarted of %d tries" % len(tries))
+        own = {key: runner_id for key, runner_id in self.runner_ids.items() if key not in self.unstarted}
+        claims = self.clients.claims.claim(own, {key: self.requests[key].queued_at for key in own})
+        self.clients.claims.close()  # one read per runner: the user code may run for hours
+        self._log_lost(claims)
+        return claims.won
+
+    def _announce(self, request: TryRequest, queue: str) -> None:
+        key = request.key
+        self.requests[key] = request
+        self.runner_ids[key] = runner_id = f"{self.settings.host}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.events.append(TaskStarted(**_ids(request), runner_id=runner_id, hostname=self.settings.host,
+                                       pid=os.getpid(), executor=self.executor, queue=queue,
+                                       log_path=str(TryPaths(self.settings.home, request).log), at=time.time()),
+                           on_delivery=self._started_delivered(key))
+
+    def _started_delivered(self, key: TryKey):
+        def delivered(error: KafkaError | None, _message: Message) -> None:
+            if error is not None:
+                log.error("try %s not run: its TaskStarted was refused (%s)", _name(key), error.str())
+                self.unstarted.add(key)
+        return delivered
+
+    def _flush(self, what: str) -> None:
+        """Until the broker acknowledged everything queued, however long; a line every 10 s."""
+        waiting = Every(10.0)
+        while self.events.producer.flush(1.0):
+            if waiting.due():
+                log.warning("waiting for the broker to acknowledge %s (is it up?)", what)
+
+    def _log_lost(self, claims: Claims) -> None:
+        for key, winner in claims.lost.items():
+            log.warning("try %s was launched before: runner %s started it first; not running it again",
+                        _name(key), winner)
+
+    def _supervise(self, tries: list[tuple[TryRequest, str]], codes: dict[TryRequest, int]) -> None:
+        def ended(request: TryRequest, outcome: Outcome) -> None:
+            self.deliveries.send_outcome(request.key, _outcome_event(request, self.runner_ids[request.key], outcome))
+            codes[request] = SUCCEEDED if outcome.succeeded else FAILED
+            log.info("try %s %s", _name(request.key), "succeeded" if outcome.succeeded else f"failed: {outcome.error}")
+
+        paths = [(request, TryPaths(self.settings.home, request)) for request, _queue in tries]
+        for _request, try_paths in paths:
+            try_paths.folder.mkdir(parents=True, exist_ok=True)
+        running = [(request, str(try_paths.log)) for request, try_paths in paths]
+        supervise_all(running, self.settings.task_heartbeat_seconds,
+                      lambda requests: self._heartbeat([request.key for request in requests]), ended)
+
+    def _heartbeat(self, keys: list[TryKey]) -> None:
+        """Heartbeat these tries and every try whose outcome the broker has not acknowledged yet."""
+        for key in dict.fromkeys([*keys, *self.deliveries.pending_tries()]):
+            self.events.append(TaskHeartbeat(**_ids(self.requests[key]), runner_id=self.runner_ids[key],
+                                             at=time.time()))
 
 
 def _outcome_event(request: TryRequest, runner_id: str, outcome: Outcome):
@@ -85,5 +166,6 @@ def _ids(request: TryRequest) -> dict:
             "try_number": request.try_number}
 
 
-def _name(request: TryRequest) -> str:
-    return f"{request.dag_id}/{request.run_id}/{request.task_id}#{request.try_number}"
+def _name(key: TryKey) -> str:
+    dag_id, run_id, task_id, try_number = key
+    return f"{dag_id}/{run_id}/{task_id}#{try_number}"

@@ -58,15 +58,16 @@ def supervise(request: TryRequest, log_path: str, heartbeat_seconds: float,
               heartbeat: Callable[[], None]) -> Outcome:
     """Fork the child, heartbeat every ``heartbeat_seconds`` until it ends, and say how it ended."""
     outcomes: list[Outcome] = []
-    supervise_all([(request, log_path)], heartbeat_seconds, lambda _request: heartbeat(),
+    supervise_all([(request, log_path)], heartbeat_seconds, lambda _running: heartbeat(),
                   lambda _request, outcome: outcomes.append(outcome))
     return outcomes[0]
 
 
 def supervise_all(tries: list[tuple[TryRequest, str]], heartbeat_seconds: float,
-                  heartbeat: Callable[[TryRequest], None], ended: Callable[[TryRequest, Outcome], None]) -> None:
-    """Fork a child per try (request, log path), heartbeat each running try every ``heartbeat_seconds``,
-    and call ``ended(request, outcome)`` as each ends."""
+                  heartbeat: Callable[[list[TryRequest]], None],
+                  ended: Callable[[TryRequest, Outcome], None]) -> None:
+    """Fork a child per try (request, log path); every ``heartbeat_seconds`` call ``heartbeat`` with
+    the tries still running, and call ``ended(request, outcome)`` as each ends."""
     supervision = _Supervision(heartbeat_seconds, heartbeat, ended)
     # A runner told to stop takes its user code with it, then reports the tries failed.
     previous = signal.signal(signal.SIGTERM, supervision.stop)
@@ -81,7 +82,7 @@ def supervise_all(tries: list[tuple[TryRequest, str]], heartbeat_seconds: float,
 class _Supervision:
     """The running children of one runner, by pidfd."""
 
-    def __init__(self, heartbeat_seconds: float, heartbeat: Callable[[TryRequest], None],
+    def __init__(self, heartbeat_seconds: float, heartbeat: Callable[[list[TryRequest]], None],
                  ended: Callable[[TryRequest, Outcome], None]) -> None:
         self.every, self.heartbeat, self.ended = heartbeat_seconds, heartbeat, ended
         self.running: dict[int, Child] = {}
@@ -112,8 +113,7 @@ class _Supervision:
                 _kill_group(child.pid)
                 self._end(child, timed_out=True)
             if self.running and time.monotonic() >= next_beat:
-                for child in self.running.values():
-                    self.heartbeat(child.request)
+                self.heartbeat([child.request for child in self.running.values()])
                 next_beat += self.every
 
     def _timed(self) -> list[Child]:

@@ -49,7 +49,8 @@ def test_run_task_reports_start_heartbeats_and_outcome_and_refuses_a_second_laun
     assert again.returncode == 3 and "launched before" in again.stderr
     events = [record.event for record in replay(settings, EVENTS)]
     started = [event for event in events if isinstance(event, TaskStarted)]
-    assert sorted(event.task_id for event in started) == ["crashes", "slow_ok"]
+    # the second launch claimed slow_ok too (its TaskStarted), read that it came second, ran nothing
+    assert sorted(event.task_id for event in started) == ["crashes", "slow_ok", "slow_ok"]
     assert all(event.executor == "local" and event.log_path.endswith("/1.log") for event in started)
     [succeeded] = [event for event in events if isinstance(event, TaskSucceeded)]
     [failed] = [event for event in events if isinstance(event, TaskFailed)]
@@ -62,7 +63,8 @@ def test_run_task_reports_start_heartbeats_and_outcome_and_refuses_a_second_laun
 
 def test_a_batch_launched_together_shares_a_runner_and_each_try_reports_for_itself(make_settings, tmp_path):
     from infra.executors import LocalExecutor
-    from services.runner import TryPaths, TryRequest
+    from infra.log import KafkaEventLog
+    from services.runner import TryRequest
 
     settings = make_settings(task_heartbeat_seconds=0.1, warm_runners=1)
     create_topics(settings)
@@ -70,7 +72,9 @@ def test_a_batch_launched_together_shares_a_runner_and_each_try_reports_for_itse
     dag_file.write_text(DAG_FILE)
     requests = [TryRequest("runner_cases", "r1", task_id, 1, str(dag_file)) for task_id in ("slow_ok", "crashes")]
     launched_before = TryRequest("runner_cases", "r0", "slow_ok", 1, str(dag_file))
-    assert TryPaths(settings.home, launched_before).claim()
+    with KafkaEventLog(settings, client_id="test-earlier-runner") as event_log:  # another runner claimed it first
+        event_log.append(TaskStarted(dag_id="runner_cases", run_id="r0", task_id="slow_ok", try_number=1,
+                                     runner_id="elsewhere:1:earlier", hostname="elsewhere", pid=1, at=time.time()))
     executor = LocalExecutor(settings)
     try:
         handles = executor.launch_many([(request, "default") for request in [*requests, launched_before]])
@@ -80,9 +84,11 @@ def test_a_batch_launched_together_shares_a_runner_and_each_try_reports_for_itse
     events = wait_for_outcomes(settings, 2)
     outcomes = {event.task_id: type(event).__name__ for event in events if isinstance(event, TaskSucceeded | TaskFailed)}
     assert outcomes == {"slow_ok": "TaskSucceeded", "crashes": "TaskFailed"}
-    assert all(event.run_id == "r1" for event in events)  # the try claimed before ran no user code
-    assert {event.task_id for event in events if isinstance(event, TaskStarted)} == {"slow_ok", "crashes"}
-    assert len({event.runner_id for event in events if isinstance(event, TaskStarted)}) == 2
+    assert all(event.run_id == "r1" for event in events if not isinstance(event, TaskStarted))  # r0 ran nothing
+    ours = [event for event in events if isinstance(event, TaskStarted) and event.hostname != "elsewhere"]
+    assert sorted((event.run_id, event.task_id) for event in ours) == [("r0", "slow_ok"), ("r1", "crashes"),
+                                                                      ("r1", "slow_ok")]
+    assert len({event.runner_id for event in ours}) == 3
 
 
 def wait_for_outcomes(settings, count: int, timeout: float = 30.0) -> list:

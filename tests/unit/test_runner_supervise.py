@@ -146,7 +146,7 @@ def test_tries_supervised_together_each_end_their_own_way(tmp_path, dag_file):
         paths.folder.mkdir(parents=True)
         tries.append((request, str(paths.log)))
     happened = []
-    supervise_all(tries, 0.1, lambda request: happened.append(("beat", request.task_id)),
+    supervise_all(tries, 0.1, lambda running: happened.extend(("beat", request.task_id) for request in running),
                   lambda request, outcome: happened.append(("end", request.task_id, outcome)))
     outcomes = {entry[1]: (entry[2].succeeded, entry[2].error) for entry in happened if entry[0] == "end"}
     assert outcomes == {"ok": (True, ""), "exits": (False, "user code exited with code 7"), "beats": (True, ""),

@@ -55,14 +55,17 @@ def run_task(ctx: typer.Context,
                                            help="The DAG file that defines the DAG."),
              execution_timeout: Optional[float] = typer.Option(None, help="Seconds before the task is killed."),
              executor: str = typer.Option("", help="Executor name, reported in TaskStarted (informational)."),
-             queue: str = typer.Option("", help="Queue name, reported in TaskStarted (informational).")) -> None:
+             queue: str = typer.Option("", help="Queue name, reported in TaskStarted (informational)."),
+             queued_at: float = typer.Option(0.0, help="The `at` of the try's TaskQueued (seconds since the epoch): "
+                                                       "where the claim starts reading; 0 reads the whole partition.")
+             ) -> None:
     """Run one try: report TaskStarted, heartbeats and the outcome to Kafka; output to a log file.
 
-    Exit codes: 0 succeeded, 1 failed, 3 this try was launched before (nothing was run).
+    Exit codes: 0 succeeded, 1 failed, 3 another runner started this try first (nothing was run).
     """
     from services.runner import TryRequest, run_try
 
-    request = TryRequest(dag_id, run_id, task_id, try_number, str(dag_file.resolve()), execution_timeout)
+    request = TryRequest(dag_id, run_id, task_id, try_number, str(dag_file.resolve()), execution_timeout, queued_at)
     raise typer.Exit(run_try(settings_of(ctx), request, executor=executor, queue=queue))
 
 

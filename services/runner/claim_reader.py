@@ -1,0 +1,123 @@
+"""ClaimReader: reads the TaskStarted of a runner's tries from tock.events until each claim is decided.
+
+It starts where the tries were queued: ``offsets_for_times(queued_at - 1 s)``. The
+TaskQueued record's own timestamp is at or after ``queued_at`` (both from the scheduler's
+clock), so the offset found is at or before the TaskQueued, and every TaskStarted of the
+try comes after that, whatever the runners' clocks say. One consumer per runner, opened
+while the runner waits for its tries; one read per batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+
+from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
+
+from infra.log import EventReader, partition_for
+from infra.log.closing import Closing
+from infra.settings import Settings
+from infra.topics import topic_name
+from schemas import EVENTS, DecodeError, TaskStarted, decode, peek_type
+from services.runner.claim import Claims, TryKey, try_key, winners
+from services.runner.every import Every
+
+log = logging.getLogger("tock.runner")
+
+# Small fetch waits: a claim is on the path of every try, and what it reads is already there.
+_FETCH = {"fetch.wait.max.ms": 10, "fetch.error.backoff.ms": 50, "enable.partition.eof": False}
+_MARGIN = 1.0  # seconds before queued_at to look from: the TaskQueued record is after that
+_TASK_STARTED = TaskStarted.__name__
+
+
+class ClaimReader(Closing):
+    """Reads claims; :meth:`warm` opens the connection before a try is handed over."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._topic = topic_name(settings.topic_prefix, EVENTS)
+        self._reader = EventReader(settings, [], client_id="tock-runner-claim", config=_FETCH)
+        self._consumer = self._reader.consumer
+        self._closed = False
+
+    def warm(self, timeout: float = 10.0) -> None:
+        """Connect and learn the topic's leaders now, so the claim pays no connection."""
+        try:
+            self._consumer.list_topics(self._topic, timeout=timeout)
+        except KafkaException as error:  # the claim will wait for the broker itself
+            log.warning("claim reader could not reach the broker yet: %s", error)
+
+    def claim(self, own: Mapping[TryKey, str], queued_at: Mapping[TryKey, float]) -> Claims:
+        """Read until every try of ``own`` (try -> our runner id) is decided; waits out a broker outage."""
+        self._consumer.assign([TopicPartition(self._topic, partition, offset)
+                               for partition, offset in self._start_offsets(queued_at).items()])
+        started: list[TaskStarted] = []
+        claims, waiting = winners(started, own), Every(10.0)
+        while not claims.decided:
+            started += self._read_started(own)
+            claims = winners(started, own)
+            if not claims.decided and waiting.due():
+                log.warning("claim: still waiting to read the TaskStarted of %d tries (broker down, or an open "
+                            "transaction holding the partition back?)",
+                            len(claims.pending))
+        self._consumer.unassign()
+        return claims
+
+    def close(self) -> None:
+        """Close the consumer (again: nothing)."""
+        if not self._closed:
+            self._closed = True
+            self._reader.close()
+
+    def _start_offsets(self, queued_at: Mapping[TryKey, float]) -> dict[int, int]:
+        earliest = earliest_queued(queued_at, self._settings.partitions)
+        asks = [TopicPartition(self._topic, partition, int((at - _MARGIN) * 1000))
+                for partition, at in earliest.items() if at > 0]
+        found = {tp.partition: tp.offset for tp in self._offsets_for_times(asks) if tp.offset >= 0}
+        return {partition: found.get(partition, OFFSET_BEGINNING) for partition in earliest}
+
+    def _offsets_for_times(self, asks: list[TopicPartition]) -> list[TopicPartition]:
+        waiting = Every(10.0)
+        while asks:
+            try:
+                answer = self._consumer.offsets_for_times(asks, timeout=5.0)
+                if not any(tp.error for tp in answer):
+                    return answer
+                problem = "; ".join(str(tp.error) for tp in answer if tp.error)
+            except KafkaException as error:
+                problem = str(error)
+            if waiting.due():
+                log.warning("claim: cannot look up where the tries were queued (%s); retrying", problem)
+            time.sleep(0.1)
+        return []
+
+    def _read_started(self, own: Mapping[TryKey, str]) -> list[TaskStarted]:
+        """The TaskStarted of our tries among the records available now (bodies of others stay undecoded)."""
+        found = []
+        for message in self._consumer.consume(1000, 0.05):
+            if message.error() is not None:
+                log.debug("claim read: %s", message.error())
+                continue
+            if peek_type(message.value()) == _TASK_STARTED:
+                event = _decoded(message.value())
+                if event is not None and try_key(event) in own:
+                    found.append(event)
+        return found
+
+
+def earliest_queued(queued_at: Mapping[TryKey, float], partitions: int) -> dict[int, float]:
+    """Per partition of tock.events, the earliest ``queued_at`` of its tries (0: unknown, read it all)."""
+    earliest: dict[int, float] = {}
+    for key, at in queued_at.items():
+        partition = partition_for(key[0], partitions)
+        earliest[partition] = min(at, earliest.get(partition, at))
+    return earliest
+
+
+def _decoded(value: bytes) -> TaskStarted | None:
+    try:
+        return decode(value)
+    except DecodeError as error:  # the scheduler dead-letters it; a claim only needs the others
+        log.warning("claim: skipping an undecodable TaskStarted record: %s", error)
+        return None
