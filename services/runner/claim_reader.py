@@ -95,7 +95,7 @@ class ClaimReader(Closing):
     def _read_started(self, own: Mapping[TryKey, str]) -> list[TaskStarted]:
         """The TaskStarted of our tries among the records available now (bodies of others stay undecoded)."""
         found = []
-        for message in self._consumer.consume(1000, 0.05):
+        for message in self._available():
             if message.error() is not None:
                 log.debug("claim read: %s", message.error())
                 continue
@@ -104,6 +104,11 @@ class ClaimReader(Closing):
                 if event is not None and try_key(event) in own:
                     found.append(event)
         return found
+
+    def _available(self) -> list:
+        """The records there now, waiting up to 50 ms for the first (consume() would wait out its timeout)."""
+        first = self._consumer.poll(0.05)
+        return [] if first is None else [first, *self._consumer.consume(1000, 0)]
 
 
 def earliest_queued(queued_at: Mapping[TryKey, float], partitions: int) -> dict[int, float]:
