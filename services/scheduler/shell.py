@@ -263,9 +263,11 @@ class Scheduler:
         for partition in partitions:
             self.unreplayed.pop(partition, None)
         self.memories.update(memories)
-        topic = topic_name(self.settings.topic_prefix, EVENTS)
-        self.events.consumer.incremental_assign(
-            [TopicPartition(topic, partition, memories[partition].positions[EVENTS]) for partition in partitions])
+        self._unpark(partitions)
+        parts = [TopicPartition(self._events_topic, partition, memories[partition].positions[EVENTS])
+                 for partition in partitions]
+        self.events.consumer.incremental_assign(parts)
+        self.events.consumer.resume(parts)  # librdkafka keeps a parked partition's pause across re-assignment
         self._reassign_side()
         self.evidence.assigned(partitions, time.time())
         self.adoption_due.update(partitions)
@@ -277,9 +279,31 @@ class Scheduler:
     def _settle_timeout(self) -> float:
         # A previous owner's transaction lives at most its transaction timeout (its session
         # timeout); the coordinator then aborts it. Beyond a generous margin, try again later.
-        return 3 * self.settings.scheduler_session_timeout + 30.0
+        return 2 * self.settings.scheduler_session_timeout + 10.0
+
+    @property
+    def _events_topic(self) -> str:
+        return topic_name(self.settings.topic_prefix, EVENTS)
+
+    def _park(self, partitions: list[int]) -> None:
+        """Hold partitions whose takeover failed: assigned (else the client assigns them itself, from
+        the committed offsets, once the callback returns) but paused until a takeover succeeds."""
+        assigned = {(part.topic, part.partition) for part in self.events.consumer.assignment()}
+        parts = [TopicPartition(self._events_topic, partition) for partition in partitions
+                 if (self._events_topic, partition) not in assigned]
+        if parts:
+            self.events.consumer.incremental_assign(parts)
+            self.events.consumer.pause(parts)
+
+    def _unpark(self, partitions: list[int]) -> None:
+        assigned = {(part.topic, part.partition) for part in self.events.consumer.assignment()}
+        parts = [TopicPartition(self._events_topic, partition) for partition in partitions
+                 if (self._events_topic, partition) in assigned]
+        if parts:
+            self.events.consumer.incremental_unassign(parts)
 
     def _takeover_failed(self, partitions: list[int], error: Exception) -> None:
+        self._park(partitions)
         now = time.time()
         for partition in partitions:
             _due, backoff = self.unreplayed.get(partition, (now, REPLAY_RETRY_FIRST / 2))
