@@ -84,7 +84,7 @@ class Launcher:
             return None
         task = dag.tasks.get(key[2])
         request = TryRequest(key[0], key[1], key[2], instance.try_number, dag.definition.file_path,
-                             task.execution_timeout if task else None)
+                             task.execution_timeout if task else None, instance.queued_at or 0.0)
         return Launch(memory.partition, instance.executor, instance.try_number, request, instance.queue)
 
     def _launch_on(self, name: str, launches: list[Launch]) -> list[tuple[int, TaskLaunched]]:
