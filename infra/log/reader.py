@@ -20,8 +20,10 @@ from schemas import DecodeError, decode
 
 log = logging.getLogger("tock.log")
 
+# ... and a topic so fresh that the client's metadata does not list it or its partitions yet.
 _LEADERSHIP_CHANGES = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
-                       KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TRANSPORT, KafkaError._TIMED_OUT}
+                       KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TRANSPORT, KafkaError._TIMED_OUT,
+                       KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
 
 PartitionsCallback = Callable[[list[tuple[str, int]]], None]
 
