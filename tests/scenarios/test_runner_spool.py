@@ -83,13 +83,17 @@ def spooled(settings) -> list:
 
 def raw_values(settings, dag_id: str) -> list[bytes]:
     """The record values of tock.events in the DAG's partition, as the broker holds them."""
+    topic, partition = topic_name(settings.topic_prefix, EVENTS), partition_for(dag_id, settings.partitions)
     with EventReader(settings, [], client_id="test-raw") as reader:
-        high = reader.watermarks(topic := topic_name(settings.topic_prefix, EVENTS),
-                                 partition := partition_for(dag_id, settings.partitions))[1]
+        high = reader.watermarks(topic, partition)[1]
         reader.consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
         values: list[bytes] = []
-        wait_for(lambda: values.extend(m.value() for m in reader.consumer.consume(100, 0.2) if not m.error())
-                 or len(values) >= high, 30, "the partition's records")
+
+        def read_all() -> bool:
+            values.extend(message.value() for message in reader.consumer.consume(100, 0.2) if not message.error())
+            return len(values) >= high
+
+        wait_for(read_all, 30, "the partition's records")
         return values
 
 
