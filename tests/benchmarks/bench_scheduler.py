@@ -5,37 +5,35 @@ W2 chain: 50 tasks in a strict chain, time per hop.
    Both are timed from the moment the TriggerDagRun record is acknowledged by the broker:
    what `tock dags trigger` spends before that (interpreter, imports, a new idempotent
    producer's ~0.5 s wait for its producer id) is reported apart, as the CLI's wall time.
-W3 takeover: running tries, kill -9 the scheduler, time from the new owner's assignment
-   to all tries adopted, and tries re-run.
+W3 takeover (tests/benchmarks/w3_takeover.py): W3-real kills a real scheduler with kill -9 while
+   1,000 real tries (~126 runners) heartbeat, default timeouts, timed from the kill to the last
+   TaskAdopted read committed, then watches a whole heartbeat timeout for re-runs. The synthetic W3
+   (1,000 tries whose log the bench writes, timed from the new owner's assignment) says so.
 Memory: scheduler resident memory after folding 10,000 finished runs.
 Airflow 3.3.2 (LocalExecutor, PostgreSQL) on a similar machine: W1 median 22.8 s, W2 1.05 s per hop.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
 
 from tests.benchmarks.common import REPO, bench_settings, figure, spread
+from tests.benchmarks.w3_takeover import TRIES, bench_w3_real, bench_w3_synthetic, drop_topics
 from tests.scenarios.scheduler_support import LogTail, environment, publish_dags
 
-from infra.executors import LocalExecutor, process_start_time
 from infra.log import KafkaEventLog
 from schemas import (
     DagRunCreated,
     DagRunFinished,
-    TaskAdopted,
-    TaskDeclaredDead,
-    TaskHeartbeat,
     TaskLaunched,
     TaskQueued,
     TaskStarted,
@@ -43,7 +41,6 @@ from schemas import (
     TriggerDagRun,
 )
 from services.scheduler.core import manual_run_id
-from services.scheduler.shell import Scheduler
 
 FAN_OUT = '''
 from tock import DAG, task
@@ -145,6 +142,7 @@ def bench_w1_w2(tmp: Path) -> None:
     finally:
         stop(scheduler)
         tail.close()
+        drop_topics(settings)
 
 
 def breakdown(tail: LogTail, run_id: str) -> str:
@@ -178,60 +176,6 @@ def reactions(tail: LogTail, run_id: str) -> list[float]:
     ended = {event.task_id: event.at for event in tail.of_type(TaskSucceeded, run_id=run_id)}
     queued = {event.task_id: event.at for event in tail.of_type(TaskQueued, run_id=run_id)}
     return [queued[f"step_{index:02d}"] - ended[f"step_{index - 1:02d}"] for index in range(1, 50)]
-
-
-def previous_owners_log(settings, dag_path: Path, handles: list[str]) -> str:
-    """The log a killed scheduler "old" left behind: one run whose tries all run on these handles."""
-    [dag_id] = publish_dags(settings, dag_path)
-    run_id, now = "manual__takeover", time.time()
-    key = {"dag_id": dag_id, "run_id": run_id}
-    with KafkaEventLog(settings, client_id="bench-old") as event_log:
-        event_log.append(DagRunCreated(**key, logical_date=now, run_type="manual", dag_fingerprint="fp",
-                                       scheduler_id="old", at=now))
-        for index, handle in enumerate(handles):
-            ids = {**key, "task_id": f"task_{index:04d}", "try_number": 1}
-            event_log.append(TaskQueued(**ids, executor="local", queue="default", scheduler_id="old", at=now))
-            event_log.append(TaskLaunched(**ids, executor="local", handle=handle, scheduler_id="old", at=now))
-            event_log.append(TaskStarted(**ids, runner_id="r", hostname="h", pid=int(handle.split("@")[0]), at=now))
-            event_log.append(TaskHeartbeat(**ids, runner_id="r", at=now))
-    return run_id
-
-
-def bench_w3(tmp: Path, tries: int = 1000) -> None:
-    """1,000 running tries left by a killed scheduler; a new one takes over.
-
-    The tries are real processes (``sleep``) with real pid@host:start handles; their runners'
-    events are written as the killed scheduler and its runners would have (1,000 real runners,
-    each with its own Kafka producer, do not fit on this machine next to everything else).
-    """
-    settings = bench_settings(tmp / "w3", partitions=1, task_heartbeat_timeout=600)
-    source = "from tock import DAG, BashTask\nwith DAG('takeover') as dag:\n" + "".join(
-        f"    BashTask('task_{index:04d}', 'sleep 600')\n" for index in range(tries))
-    sleepers = [subprocess.Popen(["sleep", "600"], start_new_session=True) for _ in range(tries)]
-    try:
-        handles = [f"{process.pid}@{socket.gethostname()}:{process_start_time(process.pid)}" for process in sleepers]
-        run_id = previous_owners_log(settings, write_dag(tmp, "takeover", source), handles)
-        scheduler = Scheduler(settings, {"local": LocalExecutor(settings)}, scheduler_id="new")
-        thread, tail = threading.Thread(target=scheduler.run), LogTail(settings)
-        thread.start()
-        try:
-            tail.wait_for(lambda _events: len(tail.of_type(TaskAdopted, run_id=run_id)) >= tries, 120, "adoption")
-            adopted_at = max(event.at for event in tail.of_type(TaskAdopted, run_id=run_id))
-            figure(f"W3 takeover: assignment -> all {tries} tries adopted", adopted_at - scheduler.assigned_at[0], "s",
-                   "<= 2 s")
-            time.sleep(2)  # would a re-run show up?
-            tail.wait_for(lambda _events: True, 1, "")
-            reruns = [event for event in tail.events if isinstance(event, TaskQueued | TaskLaunched | TaskDeclaredDead)
-                      and getattr(event, "scheduler_id", "") == "new"]
-            figure("W3 tries re-run or declared dead after the takeover", len(reruns), "tries", "0")
-        finally:
-            scheduler.stop()
-            thread.join(30)
-            tail.close()
-    finally:
-        for process in sleepers:
-            process.kill()
-            process.wait()
 
 
 def bench_memory(tmp: Path) -> None:
@@ -282,15 +226,39 @@ def scheduler_rss(settings, tmp: Path) -> float:
         return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS"))) / 1024
     finally:
         stop(process)
+        drop_topics(settings)
 
 
-def main() -> None:
+WORKLOADS = ("w1w2", "w3-real", "w3-synthetic", "memory")
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m tests.benchmarks.bench_scheduler")
+    parser.add_argument("workloads", nargs="*", metavar="WORKLOAD",
+                        help=f"any of {', '.join(WORKLOADS)} (default: all)")
+    parser.add_argument("--tries", type=int, default=TRIES, help="W3-real: tries running at the kill")
+    parser.add_argument("--b-after-kill", action="store_true",
+                        help="W3-real: start B after the kill (12 partitions) instead of as a standby (1 partition)")
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="work in DIR and keep it (scheduler and runner logs) instead of a temporary folder")
+    options = parser.parse_args(argv)
+    unknown = set(options.workloads) - set(WORKLOADS)
+    if unknown:
+        parser.error(f"unknown workload(s) {', '.join(sorted(unknown))}; known: {', '.join(WORKLOADS)}")
+    selected = options.workloads or WORKLOADS
     with tempfile.TemporaryDirectory() as folder:
-        tmp = Path(folder)
-        bench_w1_w2(tmp)
-        bench_w3(tmp)
-        bench_memory(tmp)
+        tmp = options.keep or Path(folder)
+        for workload in [name for name in WORKLOADS if name in selected]:
+            (tmp / workload).mkdir(parents=True)
+            if workload == "w1w2":
+                bench_w1_w2(tmp / workload)
+            elif workload == "w3-real":
+                bench_w3_real(tmp / workload, options.tries, standby=not options.b_after_kill)
+            elif workload == "w3-synthetic":
+                bench_w3_synthetic(tmp / workload)
+            else:
+                bench_memory(tmp / workload)
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
