@@ -1,9 +1,9 @@
-"""The user code's process: loads the DAG file and runs the task's user code, output to the try's log.
+"""The supervised child: loads the DAG file and runs the task's user code, output to the try's log.
 
-It runs under a guardian (services/runner/guardian.py), in the guardian's process group.
-It reports an exception through a pipe as JSON and exits 1; any other way it ends (a
-segfault, os._exit, a signal) the supervisor reads from its exit status, which the
-guardian mirrors.
+It leads its own process group, which the runner's group watcher kills should the runner
+die (services/runner/watcher.py). It reports an exception through a pipe as JSON and
+exits 1; any other way it ends (a segfault, os._exit, a signal) the supervisor reads from
+its exit status.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ TRACEBACK_LIMIT = 32_000  # stays well under a pipe's buffer, so the child never
 
 
 def run_child(request: TryRequest, log_path: str, report_fd: int) -> NoReturn:
-    """Runs in the guardian's forked child; never returns."""
+    """Runs in the forked child; never returns."""
     code = 1
     try:
         _prepare(request, log_path)

@@ -1,10 +1,10 @@
 """run_tries: claim the tries through the log, supervise the user code of those won, report each outcome.
 
 The claim: the runner appends a TaskStarted per try, then reads the tries' partitions;
-the first TaskStarted of a try in log order wins (claim.py). Tries won run, each under a
-guardian that dies with the runner (guardian.py); tries lost exit ALREADY_STARTED and
-write nothing more. Outcomes are spooled until acknowledged (delivery.py), and a runner
-first resends what dead runners spooled.
+the first TaskStarted of a try in log order wins (claim.py). Tries won run, each in a
+process group that the runner's group watcher kills if the runner dies (watcher.py);
+tries lost exit ALREADY_STARTED and write nothing more. Outcomes are spooled until
+acknowledged (delivery.py), and a runner first resends what dead runners spooled.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from services.runner.every import Every
 from services.runner.paths import TryPaths, TryRequest
 from services.runner.spool import Spool
 from services.runner.supervise import Outcome, supervise_all
+from services.runner.watcher import GroupWatcher
 
 log = logging.getLogger("tock.runner")
 
@@ -35,14 +36,18 @@ SUCCEEDED, FAILED, ALREADY_STARTED = 0, 1, 3  # exit codes of `tock run-task`
 
 @dataclass(frozen=True, slots=True)
 class RunnerClients:
-    """A runner's connections to the log, opened before its tries arrive (a warm runner's)."""
+    """A runner's connections to the log and its group watcher, ready before its tries arrive
+    (a warm runner's)."""
 
+    watcher: GroupWatcher
     events: KafkaEventLog
     claims: ClaimReader
 
     @classmethod
     def connect(cls, settings: Settings) -> RunnerClients:
-        return cls(KafkaEventLog(settings, client_id="tock-runner", config=RUNNER_PRODUCER), ClaimReader(settings))
+        watcher = GroupWatcher.start()  # forked first, while this process has no Kafka client threads
+        return cls(watcher, KafkaEventLog(settings, client_id="tock-runner", config=RUNNER_PRODUCER),
+                   ClaimReader(settings))
 
     def warm(self) -> None:
         self.claims.warm()
@@ -50,8 +55,9 @@ class RunnerClients:
     def close(self) -> None:
         try:
             self.claims.close()
-        finally:
             self.events.close()
+        finally:
+            self.watcher.close()
 
 
 def run_try(settings: Settings, request: TryRequest, *, executor: str = "", queue: str = "",
@@ -145,7 +151,8 @@ class _Runner:
             try_paths.folder.mkdir(parents=True, exist_ok=True)
         running = [(request, str(try_paths.log)) for request, try_paths in paths]
         supervise_all(running, self.settings.task_heartbeat_seconds,
-                      lambda requests: self._heartbeat([request.key for request in requests]), ended)
+                      lambda requests: self._heartbeat([request.key for request in requests]), ended,
+                      self.clients.watcher)
 
     def _heartbeat(self, keys: list[TryKey]) -> None:
         """Heartbeat these tries and every try whose outcome the broker has not acknowledged yet."""

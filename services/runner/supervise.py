@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from services.runner.child import run_child
-from services.runner.guardian import guard
 from services.runner.paths import TryRequest
+from services.runner.watcher import GroupWatcher
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +28,7 @@ class Outcome:
 
 @dataclass(frozen=True, slots=True)
 class Child:
-    """A forked child guarding one try's user code (see guardian.py): the leader of its group."""
+    """A forked child running one try's user code: the leader of its process group."""
 
     request: TryRequest
     pid: int
@@ -37,14 +37,15 @@ class Child:
     deadline: float | None  # time.monotonic() past which it is killed
 
 
-def start_child(request: TryRequest, log_path: str) -> Child:
-    """Fork the guardian that runs the try's user code in a grandchild and ends as it ends."""
+def start_child(request: TryRequest, log_path: str, watcher: GroupWatcher) -> Child:
+    """Fork the child that runs the try's user code, in a process group the watcher kills if the runner dies."""
     read_fd, write_fd = os.pipe()
     runner = os.getpid()
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
-        guard(lambda: run_child(request, log_path, write_fd), runner)
+        _enter_group(watcher, runner)
+        run_child(request, log_path, write_fd)
     os.close(write_fd)
     try:
         os.setpgid(pid, pid)  # here too, so a kill of the group right after the fork finds it
@@ -52,6 +53,14 @@ def start_child(request: TryRequest, log_path: str) -> Child:
         pass
     timeout = request.execution_timeout
     return Child(request, pid, os.pidfd_open(pid), read_fd, None if timeout is None else time.monotonic() + timeout)
+
+
+def _enter_group(watcher: GroupWatcher, runner: int) -> None:
+    try:
+        os.setpgid(0, 0)  # its own group, so a timeout or the watcher kills whatever the task started too
+        watcher.enroll(runner)
+    except BaseException:  # noqa: BLE001 - no user code runs unwatched
+        os._exit(1)
 
 
 def supervise(request: TryRequest, log_path: str, heartbeat_seconds: float,
@@ -65,10 +74,12 @@ def supervise(request: TryRequest, log_path: str, heartbeat_seconds: float,
 
 def supervise_all(tries: list[tuple[TryRequest, str]], heartbeat_seconds: float,
                   heartbeat: Callable[[list[TryRequest]], None],
-                  ended: Callable[[TryRequest, Outcome], None]) -> None:
+                  ended: Callable[[TryRequest, Outcome], None], watcher: GroupWatcher | None = None) -> None:
     """Fork a child per try (request, log path); every ``heartbeat_seconds`` call ``heartbeat`` with
-    the tries still running, and call ``ended(request, outcome)`` as each ends."""
-    supervision = _Supervision(heartbeat_seconds, heartbeat, ended)
+    the tries still running, and call ``ended(request, outcome)`` as each ends. ``watcher``: one
+    started earlier (a warm runner's; it stays open), else one of its own for these tries."""
+    own_watcher = watcher is None
+    supervision = _Supervision(heartbeat_seconds, heartbeat, ended, watcher or GroupWatcher.start())
     # A runner told to stop takes its user code with it, then reports the tries failed.
     previous = signal.signal(signal.SIGTERM, supervision.stop)
     try:
@@ -77,14 +88,16 @@ def supervise_all(tries: list[tuple[TryRequest, str]], heartbeat_seconds: float,
         supervision.watch()
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if own_watcher:
+            supervision.watcher.close()
 
 
 class _Supervision:
     """The running children of one runner, by pidfd."""
 
     def __init__(self, heartbeat_seconds: float, heartbeat: Callable[[list[TryRequest]], None],
-                 ended: Callable[[TryRequest, Outcome], None]) -> None:
-        self.every, self.heartbeat, self.ended = heartbeat_seconds, heartbeat, ended
+                 ended: Callable[[TryRequest, Outcome], None], watcher: GroupWatcher) -> None:
+        self.every, self.heartbeat, self.ended, self.watcher = heartbeat_seconds, heartbeat, ended, watcher
         self.running: dict[int, Child] = {}
         self.stopping = False
 
@@ -92,7 +105,7 @@ class _Supervision:
         if self.stopping:
             self.ended(request, Outcome(False, "the runner was stopped before the user code started"))
             return
-        child = start_child(request, log_path)
+        child = start_child(request, log_path, self.watcher)
         self.running[child.pidfd] = child
 
     def stop(self, *_signal) -> None:
@@ -121,7 +134,9 @@ class _Supervision:
 
     def _end(self, child: Child, timed_out: bool) -> None:
         del self.running[child.pidfd]
-        self.ended(child.request, _finish(child, timed_out))
+        outcome = _finish(child, timed_out)
+        self.watcher.ended(child.pid)
+        self.ended(child.request, outcome)
 
 
 def _finish(child: Child, timed_out: bool) -> Outcome:

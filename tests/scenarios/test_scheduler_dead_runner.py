@@ -1,7 +1,7 @@
 """Scenario 6 of issue 8: a runner holding a batch of tries is killed with kill -9.
 
 All their user code (and what it started) dies with the runner within a second, through
-each try's guardian; nothing else kills it. Each try is declared dead after the heartbeat
+the runner's group watcher; nothing else kills it. Each try is declared dead after the heartbeat
 timeout (with the last heartbeat seen), retried once, and the run succeeds. The dead tries'
 late events change nothing.
 """
@@ -90,7 +90,7 @@ def wait_until(condition, timeout: float, what: str):
 
 
 def _sleeping_descendants(pid: int, sleeps: int) -> list[psutil.Process] | None:
-    """Every process under ``pid`` (guardians, bash, its sleeps), once ``sleeps`` of them are ``sleep``."""
+    """Every process under ``pid`` (its watcher, each try's bash and its sleep), once ``sleeps`` are ``sleep``."""
     try:
         processes = psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:

@@ -1,7 +1,7 @@
 """The runner's supervision of user code: every way a task can end becomes a clear outcome.
 
-Real forked children (a guardian and the user code under it), no broker: the heartbeat is a
-plain callable here.
+Real forked children (and the runner's group watcher), no broker: the heartbeat is a plain
+callable here.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import time
 import psutil
 import pytest
 
-from services.runner.guardian import die_with_parent
+from services.runner.watcher import GroupWatcher, die_with_parent, enrolled_after
 from services.runner.paths import TryPaths, TryRequest
 from services.runner.supervise import supervise, supervise_all
 
@@ -55,7 +55,7 @@ with DAG("cases") as dag:
 
     @task
     def hangs_up_on_itself():
-        os.kill(os.getpid(), 1)  # the guardian's own RUNNER_GONE signal, mirrored like any other
+        os.kill(os.getpid(), 1)
 
     @task
     def where():
@@ -157,10 +157,10 @@ def test_tries_supervised_together_each_end_their_own_way(tmp_path, dag_file):
             assert ("beat", entry[1]) not in happened[index:]  # no heartbeat for a try after its end
 
 
-def test_user_code_runs_under_a_guardian_that_leads_its_group(tmp_path, dag_file):
+def test_user_code_leads_a_process_group_of_its_own(tmp_path, dag_file):
     outcome, log, _beats = run(tmp_path, dag_file, "where")
     pid, parent, group = map(int, log.split())
-    assert outcome.succeeded and parent == group != pid  # the guardian: its parent and its group's leader
+    assert outcome.succeeded and pid == group and parent == os.getpid()
 
 
 RUNNER_SCRIPT = """
@@ -190,7 +190,7 @@ def test_a_runner_killed_hard_takes_its_user_code_and_everything_it_started_with
             process.kill()
 
 
-def test_a_guardian_whose_parent_died_before_it_asked_for_the_signal_takes_the_signal_at_once():
+def test_a_child_whose_parent_died_before_it_asked_for_the_signal_takes_the_signal_at_once():
     read_end, write_end = os.pipe()
     first = os.fork()
     if first == 0:
@@ -234,3 +234,49 @@ def wait_for(condition, timeout: float, what: str):
         assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
         time.sleep(0.01)
     return found
+
+
+@pytest.mark.parametrize(("lines", "enrolled"), [
+    ([b"+10", b"+11"], {10, 11}),
+    ([b"+10", b"-10"], set()),
+    ([b"+10", b"-11"], {10}),
+    ([b"-10", b"+10"], {10}),
+])
+def test_the_watcher_follows_enrolments_in_order(lines, enrolled):
+    assert enrolled_after(lines, set()) == enrolled
+
+
+def test_the_watcher_kills_the_groups_still_enrolled_when_the_runner_is_gone_and_only_those():
+    watcher = GroupWatcher.start()
+    enrolled, released = _enrolled_sleeper(watcher), _enrolled_sleeper(watcher)
+    try:
+        watcher.ended(released)
+        watcher.close()  # end of file, as the runner's death would close it
+        assert os.WTERMSIG(wait_for(lambda: os.waitpid(enrolled, os.WNOHANG)[1], 5, "the kill")) == signal.SIGKILL
+        assert os.waitpid(released, os.WNOHANG) == (0, 0)
+    finally:
+        for pid in (enrolled, released):
+            _kill_and_reap(pid)
+
+
+def _enrolled_sleeper(watcher: GroupWatcher) -> int:
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setpgid(0, 0)
+            watcher.enroll(parent)
+            os.execv("/bin/sleep", ["sleep", "300"])
+        finally:
+            os._exit(1)
+    # enrolled once it runs sleep (a runner only lets a try go once it was reaped: after its enrolment)
+    wait_for(lambda: _name(psutil.Process(pid)) == "sleep", 5, "the sleeper to enrol")
+    return pid
+
+
+def _kill_and_reap(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
