@@ -4,14 +4,15 @@ It starts where the tries were queued: ``offsets_for_times(queued_at - 1 s)``. T
 TaskQueued record's own timestamp is at or after ``queued_at`` (both from the scheduler's
 clock), so the offset found is at or before the TaskQueued, and every TaskStarted of the
 try comes after that, whatever the runners' clocks say. One consumer per runner, opened
-while the runner waits for its tries; one read per batch.
+while the runner waits for its tries; one read per batch, which starts while the runner's
+TaskStarted are still on their way (reading them back is their acknowledgement).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
@@ -48,15 +49,20 @@ class ClaimReader(Closing):
         except KafkaException as error:  # the claim will wait for the broker itself
             log.warning("claim reader could not reach the broker yet: %s", error)
 
-    def claim(self, own: Mapping[TryKey, str], queued_at: Mapping[TryKey, float]) -> Claims:
-        """Read until every try of ``own`` (try -> our runner id) is decided; waits out a broker outage."""
+    def claim(self, own: Mapping[TryKey, str], queued_at: Mapping[TryKey, float],
+              refused: Callable[[], Collection[TryKey]] = frozenset) -> Claims:
+        """Read until every try of ``own`` (try -> our runner id) is decided; waits out a broker outage.
+
+        ``refused()``: our tries whose TaskStarted the broker refused, no longer waited for.
+        """
         self._consumer.assign([TopicPartition(self._topic, partition, offset)
                                for partition, offset in self._start_offsets(queued_at).items()])
         started: list[TaskStarted] = []
-        claims, waiting = winners(started, own), Every(10.0)
+        claims, waiting = Claims(pending=frozenset(own)), Every(10.0)
         while not claims.decided:
             started += self._read_started(own)
-            claims = winners(started, own)
+            gone = refused()
+            claims = winners(started, {key: runner_id for key, runner_id in own.items() if key not in gone})
             if not claims.decided and waiting.due():
                 log.warning("claim: still waiting to read the TaskStarted of %d tries (broker down, or an open "
                             "transaction holding the partition back?)",

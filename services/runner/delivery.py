@@ -24,9 +24,10 @@ from services.runner.spool import Spool
 
 log = logging.getLogger("tock.runner")
 
-# The runner's producer: never drop a record, and report each delivery (a handful per try),
-# so an outcome's spool file goes as soon as it is acknowledged.
-RUNNER_PRODUCER = {"message.timeout.ms": 0, "delivery.report.only.error": False}
+# The runner's producer: never drop a record; report each delivery (a handful per try), so
+# an outcome's spool file goes as soon as it is acknowledged; send at once (linger 0), so
+# the claim reads its TaskStarted back without a flush and an outcome leaves without delay.
+RUNNER_PRODUCER = {"message.timeout.ms": 0, "delivery.report.only.error": False, "linger.ms": 0}
 
 
 class Deliveries:

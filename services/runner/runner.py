@@ -23,7 +23,6 @@ from schemas import TaskFailed, TaskHeartbeat, TaskStarted, TaskSucceeded
 from services.runner.claim import Claims, TryKey
 from services.runner.claim_reader import ClaimReader
 from services.runner.delivery import RUNNER_PRODUCER, Deliveries
-from services.runner.every import Every
 from services.runner.paths import TryPaths, TryRequest
 from services.runner.spool import Spool
 from services.runner.supervise import Outcome, supervise_all
@@ -102,13 +101,15 @@ class _Runner:
         return codes
 
     def _claim(self, tries: list[tuple[TryRequest, str]]) -> frozenset[TryKey]:
-        """Append a TaskStarted per try, read them back: the tries this runner won."""
+        """Append a TaskStarted per try, read them back: the tries this runner won.
+
+        No flush before the read: the producer sends at once (linger 0) while the reader looks
+        up where to start, and reading our own TaskStarted back is the acknowledgement.
+        """
         for request, queue in tries:
             self._announce(request, queue)
-        self._flush("the TaskStarted of %d tries" % len(tries))
-        own = {key: runner_id for key, runner_id in self.runner_ids.items() if key not in self.unstarted}
-        claims = self.clients.claims.claim(own, {key: self.requests[key].queued_at for key in own})
-        self.clients.claims.close()  # one read per runner: the user code may run for hours
+        queued_at = {key: request.queued_at for key, request in self.requests.items()}
+        claims = self.clients.claims.claim(self.runner_ids, queued_at, self._refused)
         self._log_lost(claims)
         return claims.won
 
@@ -128,12 +129,10 @@ class _Runner:
                 self.unstarted.add(key)
         return delivered
 
-    def _flush(self, what: str) -> None:
-        """Until the broker acknowledged everything queued, however long; a line every 10 s."""
-        waiting = Every(10.0)
-        while self.events.producer.flush(1.0):
-            if waiting.due():
-                log.warning("waiting for the broker to acknowledge %s (is it up?)", what)
+    def _refused(self) -> set[TryKey]:
+        """The tries whose TaskStarted the broker refused so far (delivery reports served now)."""
+        self.events.producer.poll(0)
+        return self.unstarted
 
     def _log_lost(self, claims: Claims) -> None:
         for key, winner in claims.lost.items():
