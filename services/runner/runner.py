@@ -52,6 +52,8 @@ class RunnerClients:
         self.claims.warm()
 
     def close(self) -> None:
+        """Close the log clients; then the watcher, which kills whatever try is still enrolled
+        (none, unless the runner is leaving on an error)."""
         try:
             self.claims.close()
             self.events.close()

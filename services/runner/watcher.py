@@ -49,7 +49,10 @@ class GroupWatcher:
     def close(self) -> None:
         """The runner is done: the watcher reads end of file, kills nothing left enrolled, and is reaped."""
         os.close(self._pipe)
-        os.waitpid(self.pid, 0)
+        try:
+            os.waitpid(self.pid, 0)
+        except ChildProcessError:  # reaped already (a host process that ignores SIGCHLD)
+            pass
 
 
 def die_with_parent(signum: int, parent_pid: int) -> None:
