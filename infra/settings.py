@@ -53,11 +53,19 @@ class Settings(BaseSettings):
     projector_batch: int = Field(default=20_000, ge=1, description="records the projector commits per DB transaction at most")
     celery_broker_url: str = Field(default="redis://127.0.0.1:6379/0", description="Celery broker")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    executors: str = Field(default="local", pattern=r"^[a-z]+(,[a-z]+)*$",
+                           description="executors this installation runs, comma-separated; a task on another "
+                                       "is a parse error")
     hostname: str | None = Field(default=None, description="this host's name in handles, runner ids and claims; "
                                  "unset = the machine's host name (set it to run several simulated hosts on one)")
     fault_stop_before_commit: Path | None = Field(
         default=None, description="fault injection for tests only: while this file exists, a scheduler stops "
                                   "itself (SIGSTOP) between sending its offsets and committing its transaction")
+
+    @property
+    def available_executors(self) -> tuple[str, ...]:
+        """The executors tasks may name (``executors``, split)."""
+        return tuple(self.executors.split(","))
 
     @property
     def host(self) -> str:
