@@ -1,7 +1,8 @@
 """Tock's events: declared once here, Avro schemas frozen beside them, and the codec."""
 
 from schemas.codec import DecodeError, UnknownEventType, UnknownSchemaVersion, decode, encode, peek_type
-from schemas.commands import ClearTask, MarkTask, PauseDag, TriggerDagRun
+from schemas.commands import (CancelBackfill, ClearTask, CommandRejected, KillTask, MarkTask, PauseDag, RequestBackfill,
+                              TriggerDagRun)
 from schemas.dags import DagDefinition, DagParsed, TaskDefinition
 from schemas.declare import (
     DAGS,
@@ -23,7 +24,7 @@ from schemas.parsing import (
     ProcessorKilled,
     ProcessorStarted,
 )
-from schemas.runs import DagRunCreated, DagRunFinished, DeadlineMissed
+from schemas.runs import BackfillFinished, BackfillPlanned, DagRunCreated, DagRunFinished, DagRunReopened, DeadlineMissed
 from schemas.schedulers import SchedulerHeartbeat, SchedulerStopped
 from schemas.tasks import (
     PodFinished,
@@ -31,9 +32,13 @@ from schemas.tasks import (
     TaskDeclaredDead,
     TaskFailed,
     TaskHeartbeat,
+    TaskKilled,
+    TaskKillRequested,
     TaskLaunched,
     TaskQueued,
+    TaskRemoved,
     TaskRetryScheduled,
+    TaskSkipped,
     TaskStarted,
     TaskSucceeded,
     TaskUpstreamFailed,

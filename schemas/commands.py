@@ -17,25 +17,70 @@ class TriggerDagRun(Event):
     at: float
 
 
-@event(EVENTS)
+@event(EVENTS, version=2)
 class ClearTask(Event):
-    """Run a task instance again with a new try."""
+    """Run task instances again with new tries: ``task_id`` ("" = every task of the run) and, with
+    ``downstream`` / ``upstream``, every task after / before it. A finished run reopens; a running
+    try is stopped first. v2 added request_id, downstream and upstream."""
 
     dag_id: str
     run_id: str
     task_id: str
+    request_id: str = ""
+    downstream: bool = False
+    upstream: bool = False
     requested_by: str = ""
     at: float
 
 
-@event(EVENTS)
+@event(EVENTS, version=2)
 class MarkTask(Event):
-    """Set a task instance's outcome by hand; state is "success" or "failed"."""
+    """Set a task instance's outcome by hand: "success", "failed" or "skipped". A running try is
+    stopped first; tasks downstream follow the marked state. v2 added request_id."""
 
     dag_id: str
     run_id: str
     task_id: str
     state: str
+    request_id: str = ""
+    requested_by: str = ""
+    at: float
+
+
+@event(EVENTS)
+class KillTask(Event):
+    """Stop a task instance's running (or queued) try; it ends as killed: failed, not retried."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    request_id: str = ""
+    requested_by: str = ""
+    at: float
+
+
+@event(EVENTS)
+class RequestBackfill(Event):
+    """Create the runs of every schedule interval of the DAG with a logical date in
+    [start_date, end_date], honouring max_active_runs; with reprocess_failed, failed runs of
+    those dates run again. The backfill's id is its request_id."""
+
+    dag_id: str
+    request_id: str
+    start_date: float
+    end_date: float
+    reprocess_failed: bool = False
+    conf_json: str = "{}"
+    requested_by: str = ""
+    at: float
+
+
+@event(EVENTS)
+class CancelBackfill(Event):
+    """Create no more runs for backfill ``backfill_id``; runs already created go on."""
+
+    dag_id: str
+    backfill_id: str
     requested_by: str = ""
     at: float
 
@@ -47,4 +92,17 @@ class PauseDag(Event):
     dag_id: str
     paused: bool
     requested_by: str = ""
+    at: float
+
+
+@event(EVENTS)
+class CommandRejected(Event):
+    """The owner of the DAG's partition could not apply a command (e.g. its run is unknown): which
+    command, by its request id, and why. Recorded once per request id."""
+
+    dag_id: str
+    request_id: str
+    command: str
+    reason: str
+    scheduler_id: str
     at: float

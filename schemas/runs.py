@@ -19,12 +19,46 @@ class DagRunCreated(Event):
     at: float
 
 
-@event(EVENTS)
+@event(EVENTS, version=2)
 class DagRunFinished(Event):
-    """A run ended; state is "success" or "failed"."""
+    """A run ended; state is "success" or "failed", reason says why when it is not its tasks'
+    outcome alone (e.g. its DAG was deleted). v2 added reason."""
 
     dag_id: str
     run_id: str
+    state: str
+    reason: str = ""
+    at: float
+
+
+@event(EVENTS)
+class DagRunReopened(Event):
+    """A finished run runs again: some of its tasks were cleared (request_id of the clear)."""
+
+    dag_id: str
+    run_id: str
+    request_id: str = ""
+    at: float
+
+
+@event(EVENTS)
+class BackfillPlanned(Event):
+    """A backfill was accepted: the logical dates it will create (or re-run) runs for, in order."""
+
+    dag_id: str
+    backfill_id: str
+    logical_dates: list[float]
+    reprocess_failed: bool = False
+    scheduler_id: str
+    at: float
+
+
+@event(EVENTS)
+class BackfillFinished(Event):
+    """Every run of the backfill ended ("success" / "failed"), or it was cancelled ("cancelled")."""
+
+    dag_id: str
+    backfill_id: str
     state: str
     at: float
 

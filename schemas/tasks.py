@@ -158,3 +158,52 @@ class PodFinished(Event):
     reason: str = ""
     exit_code: int | None = None
     at: float
+
+
+@event(EVENTS)
+class TaskKillRequested(Event):
+    """The owner asks the try's runner to stop its user code (a kill, or a clear or mark of a try that
+    is running). If it comes before any TaskStarted of the try in log order, no runner runs it."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    try_number: int
+    reason: str
+    scheduler_id: str
+    at: float
+
+
+@event(EVENTS)
+class TaskKilled(Event):
+    """The runner killed the try's user code as asked."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    try_number: int
+    runner_id: str
+    reason: str = ""
+    at: float
+
+
+@event(EVENTS)
+class TaskSkipped(Event):
+    """The task will not run in this run: an upstream task was skipped."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    reason: str = ""
+    at: float
+
+
+@event(EVENTS)
+class TaskRemoved(Event):
+    """The task (or its whole DAG) is gone from the DAG files: it will not run in this run."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    reason: str
+    at: float
