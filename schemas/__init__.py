@@ -29,6 +29,7 @@ from schemas.schedulers import SchedulerHeartbeat, SchedulerStopped
 from schemas.tasks import (
     PodFinished,
     TaskAdopted,
+    TaskCleared,
     TaskDeclaredDead,
     TaskFailed,
     TaskHeartbeat,

@@ -207,3 +207,16 @@ class TaskRemoved(Event):
     task_id: str
     reason: str
     at: float
+
+
+@event(EVENTS)
+class TaskCleared(Event):
+    """The owner reset a task instance for a new try, as a ClearTask (request_id) asked: its last
+    try had ended (a running one is stopped first)."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    try_number: int
+    request_id: str = ""
+    at: float
