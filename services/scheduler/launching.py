@@ -75,8 +75,8 @@ class Launcher:
     def _prepare(self, memory: PartitionMemory, key: TryKey) -> Launch | None:
         state = memory.state
         instance, dag = state.instance(key), state.dags.get(key[0])
-        if instance is None or dag is None or self.in_flight.get(key) == instance.try_number:
-            return None
+        if instance is None or dag is None or self.in_flight.get(key) == instance.try_number or instance.pending:
+            return None  # unknown, launched already, or about to be stopped by a command
         if instance.executor not in self.executors:
             if instance.executor not in self._unknown:
                 log.error("no %r executor in this scheduler: tries queued on it wait", instance.executor)

@@ -229,31 +229,6 @@ class TestCommands:
         state = state_of(parsed(), created(run_id=manual_run_id("r1")), queued("a"), trigger)
         assert decide(state, now=6.0, policy=POLICY) == []
 
-    def test_mark_success_lets_downstream_run(self):
-        mark = MarkTask(dag_id="etl", run_id=RUN, task_id="a", state="success", at=5.0)
-        state = state_of(parsed(edges={"a": [], "b": ["a"]}), created(), queued("a"), mark)
-        assert names(decide(state, now=6.0, policy=POLICY)) == ["TaskQueued:b"]
-
-    def test_mark_failed_is_not_retried(self):
-        mark = MarkTask(dag_id="etl", run_id=RUN, task_id="a", state="failed", at=5.0)
-        state = state_of(parsed(retries=3), created(), queued("a"), mark)
-        assert names(decide(state, now=6.0, policy=POLICY)) == ["DagRunFinished"]
-
-    def test_clear_queues_a_new_try_and_revives_upstream_failed(self):
-        clear = ClearTask(dag_id="etl", run_id=RUN, task_id="a", at=8.0)
-        state = state_of(parsed(edges={"a": [], "b": ["a"]}), created(), queued("a"), failed("a"))
-        for event in decide(state, now=7.0, policy=POLICY)[:1]:
-            evolve(state, event)
-        evolve(state, clear)
-        [event] = decide(state, now=9.0, policy=POLICY)
-        assert (type(event), event.task_id, event.try_number) == (TaskQueued, "a", 2)
-
-    def test_finished_runs_are_dropped_from_memory(self):
-        state = state_of(parsed(), created(), *ran("a"))
-        [finished] = decide(state, now=7.0, policy=POLICY)
-        evolve(state, finished)
-        assert state.runs == {} and state.live == {} and state.unlaunched == {}
-
 
 def test_retry_scheduled_echo_of_an_older_try_is_ignored():
     state = state_of(parsed(retries=2), created(), queued("a"), failed("a"))

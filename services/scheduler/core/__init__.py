@@ -3,14 +3,12 @@
 Imports only the standard library and ``schemas`` (and croniter, isolated in ``cron``).
 """
 
-from services.scheduler.core.decide import (
+from services.scheduler.core.decide import Policy, decide, decide_run
+from services.scheduler.core.liveness import (
     Evidence,
     Orphan,
-    Policy,
     dead_tries,
-    decide,
     decide_adoption,
-    decide_run,
     next_wakeup,
     orphans,
     overdue_tries,

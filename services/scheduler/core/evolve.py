@@ -11,26 +11,40 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from schemas import (
+    BackfillFinished,
+    BackfillPlanned,
+    CancelBackfill,
     ClearTask,
+    CommandRejected,
     DagParsed,
     DagRunCreated,
     DagRunFinished,
+    DagRunReopened,
     DeadlineMissed,
+    KillTask,
     MarkTask,
     PauseDag,
     PodFinished,
+    RequestBackfill,
     TaskAdopted,
+    TaskCleared,
     TaskDeclaredDead,
     TaskFailed,
     TaskHeartbeat,
+    TaskKilled,
+    TaskKillRequested,
     TaskLaunched,
     TaskQueued,
+    TaskRemoved,
     TaskRetryScheduled,
+    TaskSkipped,
     TaskStarted,
     TaskSucceeded,
     TaskUpstreamFailed,
     TriggerDagRun,
 )
+from services.scheduler.core import commands
+from services.scheduler.core.instances import end_try, forget_try, now_live
 from services.scheduler.core.model import (
     ACTIVE,
     FAILED,
@@ -46,7 +60,6 @@ from services.scheduler.core.model import (
     SchedulerState,
     TaskInstance,
     TryKey,
-    manual_run_id,
     topological_order,
 )
 from services.scheduler.core.runs import first_due
@@ -74,7 +87,7 @@ def fold(state: SchedulerState, events: Iterable[Any]) -> SchedulerState:
 # -- DAGs and commands -------------------------------------------------------------------------
 
 def _dag_parsed(state: SchedulerState, event: DagParsed) -> None:
-    known = state.dags.get(event.dag_id)
+    known = state.dags.get(event.dag_id) or state.removed_dags.pop(event.dag_id, None)
     tasks = {task.task_id: task for task in event.definition.tasks}
     state.dags[event.dag_id] = DagEntry(event.definition, event.fingerprint,
                                         known.first_seen_at if known else event.at,
@@ -83,7 +96,9 @@ def _dag_parsed(state: SchedulerState, event: DagParsed) -> None:
 
 
 def _dag_deleted(state: SchedulerState, event: DagTombstone) -> None:
-    state.dags.pop(event.dag_id, None)
+    entry = state.dags.pop(event.dag_id, None)
+    if entry is not None:
+        state.removed_dags[event.dag_id] = entry  # its open runs end, naming what is removed
     state.next_due.pop(event.dag_id, None)
 
 
@@ -97,51 +112,31 @@ def _pause(state: SchedulerState, event: PauseDag) -> None:
     (state.paused.add if event.paused else state.paused.discard)(event.dag_id)
 
 
-def _trigger(state: SchedulerState, event: TriggerDagRun) -> None:
-    run_id = manual_run_id(event.request_id)
-    if (event.dag_id, run_id) not in state.runs:
-        state.triggers.setdefault(run_id, event)
-
-
-def _clear(state: SchedulerState, event: ClearTask) -> None:
-    run = state.runs.get((event.dag_id, event.run_id))
-    if run is None or event.task_id not in run.tasks:
-        return
-    _reset(state, run, run.tasks[event.task_id])
-    dag = state.dags.get(event.dag_id)
-    for task_id in _downstream_of(dag, event.task_id) if dag else ():
-        instance = run.tasks.get(task_id)
-        if instance is not None and instance.state == UPSTREAM_FAILED:
-            instance.state = NONE
-
-
-def _mark(state: SchedulerState, event: MarkTask) -> None:
-    run = state.runs.get((event.dag_id, event.run_id))
-    if run is None or event.state not in (SUCCESS, FAILED):
-        return
-    instance = run.instance(event.task_id)
-    _forget_try(state, (event.dag_id, event.run_id, event.task_id))
-    instance.state, instance.ended_at, instance.retryable = event.state, event.at, False
-
-
 # -- runs ------------------------------------------------------------------------------------
 
 def _run_created(state: SchedulerState, event: DagRunCreated) -> None:
     key = (event.dag_id, event.run_id)
-    state.triggers.pop(event.run_id, None)
+    state.triggers.pop(key, None)
     if event.run_type == "scheduled":
         latest = state.latest_scheduled.get(event.dag_id, event.logical_date)
         state.latest_scheduled[event.dag_id] = max(latest, event.logical_date)
         _update_next_due(state, event.dag_id)
-    if key not in state.runs:
+    elif event.run_type == "backfill":
+        commands.backfill_run_created(state, event.dag_id, key, event.logical_date)
+    if key not in state.runs and key not in state.finished:
         state.runs[key] = DagRun(event.dag_id, event.run_id, event.logical_date, event.run_type,
                                  event.conf_json, event.at)
 
 
 def _run_finished(state: SchedulerState, event: DagRunFinished) -> None:
-    run = state.runs.pop((event.dag_id, event.run_id), None)
-    for task_id in run.tasks if run else ():
-        _forget_try(state, (event.dag_id, event.run_id, task_id))
+    key = (event.dag_id, event.run_id)
+    run = state.runs.pop(key, None)
+    if run is None:
+        return
+    for task_id in run.tasks:
+        forget_try(state, (event.dag_id, event.run_id, task_id))
+    run.finished_state = event.state
+    state.finished[key] = run  # kept: a clear or mark may reopen it, a repeated trigger must not recreate it
 
 
 # -- tries -----------------------------------------------------------------------------------
@@ -164,7 +159,7 @@ def _launched(state: SchedulerState, event: TaskLaunched) -> None:
     instance, key = _current(state, event)
     if instance is not None and not instance.handle:  # the first launch names the handle, once
         instance.handle, instance.launched_at = event.handle, event.at
-        _now_live(state, key)
+        now_live(state, key)
 
 
 def _started(state: SchedulerState, event: TaskStarted) -> None:
@@ -174,7 +169,7 @@ def _started(state: SchedulerState, event: TaskStarted) -> None:
     instance, key = _current(state, event)
     if instance is not None and not instance.runner_id:
         instance.state, instance.started_at, instance.runner_id = RUNNING, event.at, event.runner_id
-        _now_live(state, key)
+        now_live(state, key)
 
 
 def _heartbeat(state: SchedulerState, event: TaskHeartbeat) -> None:
@@ -193,9 +188,8 @@ def _adopted(state: SchedulerState, event: TaskAdopted) -> None:
 def _ended(state: SchedulerState, event: TaskSucceeded | TaskFailed | TaskDeclaredDead) -> None:
     instance, key = _current(state, event)
     if instance is not None and _from_claimant(instance, event):
-        _forget_try(state, key)
-        instance.state = SUCCESS if isinstance(event, TaskSucceeded) else FAILED
-        instance.ended_at = event.at
+        outcome = SUCCESS if isinstance(event, TaskSucceeded) else FAILED
+        end_try(state, state.runs[key[:2]], instance, outcome, event.at)
 
 
 def _retry_scheduled(state: SchedulerState, event: TaskRetryScheduled) -> None:
@@ -235,44 +229,22 @@ def _from_claimant(instance: TaskInstance, event: Any) -> bool:
     return runner_id is None or not instance.runner_id or runner_id == instance.runner_id
 
 
-def _now_live(state: SchedulerState, key: TryKey) -> None:
-    state.unlaunched.pop(key, None)
-    state.live[key] = None
-
-
-def _forget_try(state: SchedulerState, key: TryKey) -> None:
-    state.unlaunched.pop(key, None)
-    state.live.pop(key, None)
-    state.waiting.pop(key, None)
-
-
-def _reset(state: SchedulerState, run: DagRun, instance: TaskInstance) -> None:
-    _forget_try(state, (run.dag_id, run.run_id, instance.task_id))
-    run.tasks[instance.task_id] = TaskInstance(instance.task_id, try_number=instance.try_number)
-
-
-def _downstream_of(dag: DagEntry, task_id: str) -> list[str]:
-    """Every task downstream of ``task_id``, transitively."""
-    found: list[str] = []
-    frontier = [task_id]
-    while frontier:
-        current = frontier.pop()
-        for candidate in dag.order:
-            if current in dag.tasks[candidate].upstream and candidate not in found:
-                found.append(candidate)
-                frontier.append(candidate)
-    return found
-
-
 _HANDLERS: dict[type, Callable[[SchedulerState, Any], None]] = {
     DagParsed: _dag_parsed,
     DagTombstone: _dag_deleted,
     PauseDag: _pause,
-    TriggerDagRun: _trigger,
-    ClearTask: _clear,
-    MarkTask: _mark,
+    TriggerDagRun: commands.trigger,
+    ClearTask: commands.clear,
+    MarkTask: commands.mark,
+    KillTask: commands.kill,
+    RequestBackfill: commands.request_backfill,
+    CancelBackfill: commands.cancel_backfill,
+    CommandRejected: commands.rejected,
     DagRunCreated: _run_created,
     DagRunFinished: _run_finished,
+    DagRunReopened: commands.reopened,
+    BackfillPlanned: commands.backfill_planned,
+    BackfillFinished: commands.backfill_finished,
     TaskQueued: _queued,
     TaskLaunched: _launched,
     TaskStarted: _started,
@@ -281,6 +253,11 @@ _HANDLERS: dict[type, Callable[[SchedulerState, Any], None]] = {
     TaskSucceeded: _ended,
     TaskFailed: _ended,
     TaskDeclaredDead: _ended,
+    TaskKillRequested: commands.kill_requested,
+    TaskKilled: commands.killed,
+    TaskCleared: commands.cleared,
+    TaskSkipped: commands.skipped,
+    TaskRemoved: commands.removed,
     TaskRetryScheduled: _retry_scheduled,
     TaskUpstreamFailed: _upstream_failed,
     PodFinished: _recorded_only,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from schemas import DagDefinition, TaskDefinition, TriggerDagRun
+from schemas import DagDefinition, RequestBackfill, TaskDefinition, TriggerDagRun
 
 # Task-instance states.
 NONE = "none"                      # not queued yet in this run
@@ -19,8 +19,17 @@ SUCCESS = "success"
 FAILED = "failed"                  # the current try failed; retried if retries remain
 UP_FOR_RETRY = "up_for_retry"      # a new try may be queued from not_before
 UPSTREAM_FAILED = "upstream_failed"
+SKIPPED = "skipped"                # marked skipped, or an upstream task was skipped
+REMOVED = "removed"                # the task (or its DAG) is gone from the DAG files
 
 ACTIVE = frozenset({QUEUED, RUNNING})
+ENDED = frozenset({SUCCESS, FAILED, UPSTREAM_FAILED, SKIPPED, REMOVED})  # a run ends when all its tasks have
+
+# What happens to an instance once its current try has ended (a running try is stopped first).
+CLEAR = "clear"          # reset for a new try (TaskCleared)
+KILL = "kill"            # ends as killed: failed, not retried
+REMOVE = "remove"        # ends as removed (its task or DAG is gone)
+MARK_PREFIX = "mark:"    # "mark:success" etc.: ends in the marked state
 
 TryKey = tuple[str, str, str]      # (dag_id, run_id, task_id); the try number lives in the instance
 RunKey = tuple[str, str]           # (dag_id, run_id)
@@ -64,6 +73,9 @@ class TaskInstance:
     ended_at: float | None = None
     retryable: bool = True   # False when marked failed by hand
     not_before: float | None = None
+    pending: str = ""        # CLEAR, KILL, REMOVE or MARK_PREFIX + state, once the try has ended
+    pending_request: str = ""  # the request id of the command that set ``pending``
+    kill_requested: bool = False  # a TaskKillRequested of the current try was committed
 
 
 @dataclass(slots=True)
@@ -75,6 +87,8 @@ class DagRun:
     conf_json: str
     created_at: float
     tasks: dict[str, TaskInstance] = field(default_factory=dict)
+    finished_state: str = ""   # "success" / "failed" once finished
+    reopened_by: str | None = None  # request id of the clear that reopened it, until DagRunReopened
 
     def instance(self, task_id: str) -> TaskInstance:
         """The task instance, created in state NONE on first use."""
@@ -82,6 +96,27 @@ class DagRun:
         if found is None:
             found = self.tasks[task_id] = TaskInstance(task_id)
         return found
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """A command the owner cannot apply, to be recorded as CommandRejected."""
+
+    dag_id: str
+    command: str
+    reason: str
+
+
+@dataclass(slots=True)
+class Backfill:
+    """A planned backfill: the logical dates still to create runs for, and its runs."""
+
+    dag_id: str
+    dates: list[float]
+    reprocess_failed: bool
+    conf_json: str
+    runs: set[RunKey] = field(default_factory=set)
+    cancelled: bool = False
 
 
 @dataclass(slots=True)
@@ -93,7 +128,13 @@ class SchedulerState:
     runs: dict[RunKey, DagRun] = field(default_factory=dict)
     latest_scheduled: dict[str, float] = field(default_factory=dict)  # dag_id -> logical date
     next_due: dict[str, float | None] = field(default_factory=dict)   # dag_id -> next scheduled run due
-    triggers: dict[str, TriggerDagRun] = field(default_factory=dict)  # run_id -> pending request
+    triggers: dict[RunKey, TriggerDagRun] = field(default_factory=dict)  # run not created yet -> request
+    finished: dict[RunKey, DagRun] = field(default_factory=dict)      # ended runs, for clear and mark
+    requests: set[str] = field(default_factory=set)                   # command request ids applied
+    rejections: dict[str, Rejection] = field(default_factory=dict)    # request id -> to record
+    removed_dags: dict[str, DagEntry] = field(default_factory=dict)   # last definition of deleted DAGs
+    backfill_requests: dict[str, RequestBackfill] = field(default_factory=dict)  # not planned yet
+    backfills: dict[str, Backfill] = field(default_factory=dict)      # planned, not finished
     unlaunched: dict[TryKey, None] = field(default_factory=dict)      # queued tries without a handle
     live: dict[TryKey, None] = field(default_factory=dict)            # tries with a handle or started
     waiting: dict[TryKey, None] = field(default_factory=dict)         # up for retry
@@ -110,6 +151,10 @@ def manual_run_id(request_id: str) -> str:
 
 def scheduled_run_id(logical_date_iso: str) -> str:
     return f"scheduled__{logical_date_iso}"
+
+
+def backfill_run_id(logical_date_iso: str) -> str:
+    return f"backfill__{logical_date_iso}"
 
 
 def topological_order(tasks: dict[str, TaskDefinition]) -> tuple[str, ...]:

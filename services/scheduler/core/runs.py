@@ -21,20 +21,20 @@ def decide_runs(state: SchedulerState, now: float, scheduler_id: str) -> list[Da
     # One pass over the open runs, not one per DAG: this runs on every turn of the loop.
     active = Counter(run.dag_id for run in state.runs.values())
     events = []
-    for run_id, request in state.triggers.items():
+    for (_dag_id, run_id), request in state.triggers.items():
         dag = state.dags.get(request.dag_id)
         if dag is None or active[request.dag_id] >= dag.definition.max_active_runs:
             continue  # wait for the DAG to be parsed, or for room
         active[request.dag_id] += 1
         logical = request.logical_date if request.logical_date is not None else request.at
-        events.append(_created(dag, run_id, logical, "manual", request.conf_json, scheduler_id, now))
+        events.append(created_run(dag, run_id, logical, "manual", request.conf_json, scheduler_id, now))
     for dag_id, dag in state.dags.items():
         due = state.next_due.get(dag_id)
         if due is not None and due <= now and dag_id not in state.paused:
             room = dag.definition.max_active_runs - active[dag_id]
             for logical in due_logical_dates(dag, state.latest_scheduled.get(dag_id), now, room):
                 run_id = scheduled_run_id(datetime.fromtimestamp(logical, timezone.utc).isoformat())
-                events.append(_created(dag, run_id, logical, "scheduled", "{}", scheduler_id, now))
+                events.append(created_run(dag, run_id, logical, "scheduled", "{}", scheduler_id, now))
     return events
 
 
@@ -66,7 +66,7 @@ def due_logical_dates(dag: DagEntry, latest: float | None, now: float, room: int
     return dates
 
 
-def _created(dag: DagEntry, run_id: str, logical: float, run_type: str, conf_json: str,
+def created_run(dag: DagEntry, run_id: str, logical: float, run_type: str, conf_json: str,
              scheduler_id: str, now: float) -> DagRunCreated:
     return DagRunCreated(dag_id=dag.definition.dag_id, run_id=run_id, logical_date=logical, run_type=run_type,
                          conf_json=conf_json, dag_fingerprint=dag.fingerprint, scheduler_id=scheduler_id, at=now)

@@ -1,0 +1,125 @@
+"""Backfills: plan the logical dates of a RequestBackfill, then create (or re-run) their runs
+as max_active_runs allows, and say when the backfill is over.
+
+A date that already has an open run is left alone; one whose run finished is left alone
+too, unless ``reprocess_failed`` and that run failed: then it is reopened and its failed
+tasks cleared.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime, timezone
+
+from schemas import BackfillFinished, BackfillPlanned, CommandRejected, DagRunReopened, RequestBackfill, TaskCleared
+from services.scheduler.core import cron
+from services.scheduler.core.model import (
+    FAILED,
+    UPSTREAM_FAILED,
+    Backfill,
+    DagEntry,
+    DagRun,
+    RunKey,
+    SchedulerState,
+    backfill_run_id,
+    scheduled_run_id,
+)
+from services.scheduler.core.runs import created_run
+
+MOST_RUNS = 10_000  # a backfill longer than this is refused: split it
+
+
+def decide_backfills(state: SchedulerState, now: float, scheduler_id: str) -> list:
+    events = [_plan(state, request, now, scheduler_id) for request in state.backfill_requests.values()]
+    active = Counter(run.dag_id for run in state.runs.values())
+    for backfill_id, backfill in state.backfills.items():
+        events += _advance(state, backfill_id, backfill, active, now, scheduler_id)
+    return events
+
+
+def fire_times(schedule: str, start: float, end: float, most: int = MOST_RUNS + 1) -> list[float]:
+    """The schedule's fire times in [start, end], at most ``most``."""
+    times: list[float] = []
+    fire = cron.next_fire_time(schedule, start - 1e-3)
+    while fire <= end and len(times) < most:
+        times.append(fire)
+        fire = cron.next_fire_time(schedule, fire)
+    return times
+
+
+def _plan(state: SchedulerState, request: RequestBackfill, now: float, scheduler_id: str):
+    dag = state.dags.get(request.dag_id)
+    problem = _problem(dag, request)
+    dates = [] if problem else fire_times(dag.definition.schedule, request.start_date, request.end_date)
+    if not problem and len(dates) > MOST_RUNS:
+        problem = f"more than {MOST_RUNS} schedule intervals between the dates: split the backfill"
+    if problem:
+        return CommandRejected(dag_id=request.dag_id, request_id=request.request_id, command="RequestBackfill",
+                               reason=problem, scheduler_id=scheduler_id, at=now)
+    wanted = [date for date in dates if _wanted(state, request.dag_id, date, request.reprocess_failed)]
+    return BackfillPlanned(dag_id=request.dag_id, backfill_id=request.request_id, logical_dates=wanted,
+                           reprocess_failed=request.reprocess_failed, scheduler_id=scheduler_id, at=now)
+
+
+def _problem(dag: DagEntry | None, request: RequestBackfill) -> str:
+    if dag is None:
+        return f"DAG {request.dag_id} is not defined"
+    if not dag.definition.schedule or dag.definition.schedule == cron.ONCE:
+        return f"DAG {request.dag_id} has no recurring schedule to backfill"
+    if request.end_date < request.start_date:
+        return "the end date is before the start date"
+    return ""
+
+
+def _advance(state: SchedulerState, backfill_id: str, backfill: Backfill, active: Counter, now: float,
+             scheduler_id: str) -> list:
+    if backfill.cancelled:
+        return [BackfillFinished(dag_id=backfill.dag_id, backfill_id=backfill_id, state="cancelled", at=now)]
+    dag = state.dags.get(backfill.dag_id)
+    if dag is None:
+        return []
+    events: list = []
+    for date in backfill.dates[:max(dag.definition.max_active_runs - active[backfill.dag_id], 0)]:
+        failed = _existing(state, backfill.dag_id, date)
+        events += _rerun(failed, backfill_id, now) if failed is not None else [
+            created_run(dag, backfill_run_id(_iso(date)), date, "backfill", backfill.conf_json, scheduler_id, now)]
+        active[backfill.dag_id] += 1
+    if not backfill.dates and all(key in state.finished for key in backfill.runs):
+        failed_any = any(state.finished[key].finished_state == "failed" for key in backfill.runs)
+        events.append(BackfillFinished(dag_id=backfill.dag_id, backfill_id=backfill_id,
+                                       state="failed" if failed_any else "success", at=now))
+    return events
+
+
+def _rerun(run: DagRun, backfill_id: str, now: float) -> list:
+    """Reopen a failed run and clear its failed tasks."""
+    ids = {"dag_id": run.dag_id, "run_id": run.run_id}
+    return [DagRunReopened(**ids, request_id=backfill_id, at=now)] + [
+        TaskCleared(**ids, task_id=task_id, try_number=instance.try_number, request_id=backfill_id, at=now)
+        for task_id, instance in run.tasks.items() if instance.state in (FAILED, UPSTREAM_FAILED)]
+
+
+def _wanted(state: SchedulerState, dag_id: str, date: float, reprocess_failed: bool) -> bool:
+    keys = _keys(dag_id, date)
+    if any(key in state.runs for key in keys):
+        return False
+    finished = [state.finished[key] for key in keys if key in state.finished]
+    return not finished or (reprocess_failed and any(run.finished_state == "failed" for run in finished))
+
+
+def _existing(state: SchedulerState, dag_id: str, date: float) -> DagRun | None:
+    """A finished failed run of that date (to re-run), if any."""
+    for key in _keys(dag_id, date):
+        run = state.finished.get(key)
+        if run is not None and run.finished_state == "failed":
+            return run
+    return None
+
+
+def _keys(dag_id: str, date: float) -> list[RunKey]:
+    iso = _iso(date)
+    return [(dag_id, scheduled_run_id(iso)), (dag_id, backfill_run_id(iso))]
+
+
+def _iso(date: float) -> str:
+    return datetime.fromtimestamp(date, timezone.utc).isoformat()

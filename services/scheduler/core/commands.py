@@ -1,0 +1,266 @@
+"""Folding operators' commands, and the decisions that carry them out.
+
+A command is applied once per request id, for ever (a repeat, however late, changes
+nothing). One the state cannot apply becomes a Rejection until ``decide`` records it as
+CommandRejected. A command never touches a try that is running or queued: it says what
+happens once that try has ended (``TaskInstance.pending``), ``decide`` asks the runner to
+stop it (TaskKillRequested), and the rest follows when the try's end is in the log.
+"""
+
+from __future__ import annotations
+
+from schemas import (
+    BackfillFinished,
+    BackfillPlanned,
+    CancelBackfill,
+    ClearTask,
+    CommandRejected,
+    DagRunReopened,
+    KillTask,
+    MarkTask,
+    RequestBackfill,
+    TaskCleared,
+    TaskKilled,
+    TaskKillRequested,
+    TaskRemoved,
+    TaskSkipped,
+    TriggerDagRun,
+)
+from services.scheduler.core.instances import (
+    end_try,
+    forget_try,
+    reconsider_downstream,
+    set_marked,
+    upstream_of,
+    downstream_of,
+)
+from services.scheduler.core.model import (
+    ACTIVE,
+    CLEAR,
+    FAILED,
+    KILL,
+    MARK_PREFIX,
+    NONE,
+    REMOVED,
+    SKIPPED,
+    SUCCESS,
+    Backfill,
+    DagEntry,
+    DagRun,
+    Rejection,
+    SchedulerState,
+    TaskInstance,
+    manual_run_id,
+)
+
+MARKABLE = (SUCCESS, FAILED, SKIPPED)
+
+
+# -- commands ---------------------------------------------------------------------------------
+
+def trigger(state: SchedulerState, event: TriggerDagRun) -> None:
+    key = (event.dag_id, manual_run_id(event.request_id))
+    if key not in state.runs and key not in state.finished:
+        state.triggers.setdefault(key, event)
+
+
+def clear(state: SchedulerState, event: ClearTask) -> None:
+    if _seen(state, event.request_id):
+        return
+    run, dag = find_run(state, event.dag_id, event.run_id), state.dags.get(event.dag_id)
+    problem = _run_problem(run, dag, event) or _task_problem(dag, event.task_id)
+    if problem:
+        return _reject(state, event.dag_id, event.request_id, "ClearTask", problem)
+    reopen(state, run, event.request_id)
+    for task_id in _clear_targets(dag, event):
+        instance = run.instance(task_id)
+        if instance.state != NONE:
+            instance.pending, instance.pending_request = CLEAR, event.request_id
+
+
+def mark(state: SchedulerState, event: MarkTask) -> None:
+    if _seen(state, event.request_id):
+        return
+    run, dag = find_run(state, event.dag_id, event.run_id), state.dags.get(event.dag_id)
+    problem = _run_problem(run, dag, event) or _task_problem(dag, event.task_id or "?")
+    if not problem and event.state not in MARKABLE:
+        problem = f"cannot mark a task {event.state!r}: use one of {', '.join(MARKABLE)}"
+    if problem:
+        return _reject(state, event.dag_id, event.request_id, "MarkTask", problem)
+    reopen(state, run, event.request_id)
+    instance = run.instance(event.task_id)
+    if instance.state in ACTIVE:
+        instance.pending, instance.pending_request = MARK_PREFIX + event.state, event.request_id
+    else:
+        set_marked(state, run, instance, event.state, event.at)
+
+
+def kill(state: SchedulerState, event: KillTask) -> None:
+    if _seen(state, event.request_id):
+        return
+    run = state.runs.get((event.dag_id, event.run_id))
+    instance = run.tasks.get(event.task_id) if run else None
+    if instance is None or instance.state not in ACTIVE:
+        return _reject(state, event.dag_id, event.request_id, "KillTask",
+                       f"task {event.task_id} of run {event.run_id} has no running or queued try")
+    instance.pending, instance.pending_request = KILL, event.request_id
+
+
+def request_backfill(state: SchedulerState, event: RequestBackfill) -> None:
+    if not _seen(state, event.request_id):
+        state.backfill_requests[event.request_id] = event
+
+
+def cancel_backfill(state: SchedulerState, event: CancelBackfill) -> None:
+    backfill = state.backfills.get(event.backfill_id)
+    if backfill is not None:
+        backfill.cancelled = True
+    elif state.backfill_requests.pop(event.backfill_id, None) is not None:
+        state.backfills[event.backfill_id] = Backfill(event.dag_id, [], False, "{}", cancelled=True)
+
+
+# -- decisions that carry them out ------------------------------------------------------------
+
+def rejected(state: SchedulerState, event: CommandRejected) -> None:
+    state.rejections.pop(event.request_id, None)
+    state.backfill_requests.pop(event.request_id, None)
+    state.requests.add(event.request_id)
+
+
+def kill_requested(state: SchedulerState, event: TaskKillRequested) -> None:
+    run, instance = _current_try(state, event)
+    if instance is None:
+        return
+    instance.kill_requested = True
+    if not instance.runner_id:  # no runner claimed it first: by the claim rule, none ever will run it
+        end_try(state, run, instance, FAILED, event.at)
+
+
+def killed(state: SchedulerState, event: TaskKilled) -> None:
+    run, instance = _current_try(state, event)
+    if instance is not None and instance.runner_id in ("", event.runner_id):
+        end_try(state, run, instance, FAILED, event.at)
+
+
+def cleared(state: SchedulerState, event: TaskCleared) -> None:
+    run = state.runs.get((event.dag_id, event.run_id))
+    instance = run.tasks.get(event.task_id) if run else None
+    if instance is None or instance.state in ACTIVE or instance.try_number != event.try_number:
+        return
+    forget_try(state, (event.dag_id, event.run_id, event.task_id))
+    run.tasks[event.task_id] = TaskInstance(event.task_id, try_number=instance.try_number)
+    reconsider_downstream(state, run, event.task_id)
+
+
+def skipped(state: SchedulerState, event: TaskSkipped) -> None:
+    run = state.runs.get((event.dag_id, event.run_id))
+    if run is not None and run.instance(event.task_id).state == NONE:
+        run.tasks[event.task_id].state = SKIPPED
+
+
+def removed(state: SchedulerState, event: TaskRemoved) -> None:
+    run = state.runs.get((event.dag_id, event.run_id))
+    instance = run.instance(event.task_id) if run else None
+    if instance is not None and instance.state not in ACTIVE:
+        forget_try(state, (event.dag_id, event.run_id, event.task_id))
+        instance.state, instance.pending, instance.ended_at = REMOVED, "", event.at
+
+
+def reopened(state: SchedulerState, event: DagRunReopened) -> None:
+    key = (event.dag_id, event.run_id)
+    run = state.finished.pop(key, None)
+    if run is not None:
+        run.finished_state = ""
+        state.runs[key] = run
+    run = state.runs.get(key)
+    if run is not None:
+        run.reopened_by = None
+    backfill = state.backfills.get(event.request_id)
+    if backfill is not None and run is not None:
+        _backfill_took(backfill, key, run.logical_date)
+
+
+def backfill_planned(state: SchedulerState, event: BackfillPlanned) -> None:
+    request = state.backfill_requests.pop(event.backfill_id, None)
+    state.requests.add(event.backfill_id)
+    conf = request.conf_json if request is not None else "{}"
+    state.backfills[event.backfill_id] = Backfill(event.dag_id, list(event.logical_dates), event.reprocess_failed,
+                                                  conf)
+
+
+def backfill_finished(state: SchedulerState, event: BackfillFinished) -> None:
+    state.backfills.pop(event.backfill_id, None)
+
+
+def backfill_run_created(state: SchedulerState, dag_id: str, key: tuple[str, str], logical_date: float) -> None:
+    """A backfill run was created: the first backfill of the DAG still waiting for that date takes it."""
+    for backfill in state.backfills.values():
+        if backfill.dag_id == dag_id and logical_date in backfill.dates:
+            _backfill_took(backfill, key, logical_date)
+            return
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+def find_run(state: SchedulerState, dag_id: str, run_id: str) -> DagRun | None:
+    """An open or finished run."""
+    key = (dag_id, run_id)
+    return state.runs.get(key) or state.finished.get(key)
+
+
+def reopen(state: SchedulerState, run: DagRun, request_id: str) -> None:
+    """A finished run runs again (DagRunReopened is decided for it)."""
+    key = (run.dag_id, run.run_id)
+    if state.finished.pop(key, None) is not None:
+        run.finished_state, run.reopened_by = "", request_id
+        state.runs[key] = run
+
+
+def _backfill_took(backfill: Backfill, key: tuple[str, str], logical_date: float) -> None:
+    if logical_date in backfill.dates:
+        backfill.dates.remove(logical_date)
+    backfill.runs.add(key)
+
+
+def _seen(state: SchedulerState, request_id: str) -> bool:
+    """Whether the request was applied before; marks it applied (a command without id is never deduped)."""
+    if not request_id:
+        return False
+    if request_id in state.requests:
+        return True
+    state.requests.add(request_id)
+    return False
+
+
+def _reject(state: SchedulerState, dag_id: str, request_id: str, command: str, reason: str) -> None:
+    if request_id:
+        state.rejections[request_id] = Rejection(dag_id, command, reason)
+
+
+def _run_problem(run: DagRun | None, dag: DagEntry | None, event) -> str:
+    if run is None:
+        return f"DAG {event.dag_id} has no run {event.run_id}"
+    if dag is None:
+        return f"DAG {event.dag_id} is not defined (any more): its run cannot change"
+    return ""
+
+
+def _task_problem(dag: DagEntry, task_id: str) -> str:
+    return "" if not task_id or task_id in dag.tasks else f"DAG {dag.definition.dag_id} has no task {task_id}"
+
+
+def _clear_targets(dag: DagEntry, event: ClearTask) -> list[str]:
+    if not event.task_id:
+        return list(dag.order)
+    targets = [event.task_id]
+    targets += downstream_of(dag, event.task_id) if event.downstream else []
+    targets += upstream_of(dag, event.task_id) if event.upstream else []
+    return list(dict.fromkeys(targets))
+
+
+def _current_try(state: SchedulerState, event) -> tuple[DagRun | None, TaskInstance | None]:
+    run = state.runs.get((event.dag_id, event.run_id))
+    instance = run.tasks.get(event.task_id) if run else None
+    if instance is None or instance.try_number != event.try_number or instance.state not in ACTIVE:
+        return run, None
+    return run, instance

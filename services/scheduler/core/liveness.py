@@ -1,0 +1,113 @@
+"""Liveness of tries: silence deadlines, death on evidence, and adoption after a takeover.
+
+Pure: the shell passes the evidence it has (how far it read the heartbeat log) and the
+executors' answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from schemas import TaskAdopted, TaskDeclaredDead
+from services.scheduler.core.model import ACTIVE, DagRun, SchedulerState, TaskInstance, TryKey
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """What the shell has seen of one partition's heartbeat log: the only grounds for a death.
+
+    ``heard_until``: the partition of tock.heartbeats was read up to its end offset as fetched
+    at that time, so every heartbeat written before then has been folded.
+    ``reachable_since``: the log has been reachable without a break since then; runners that
+    lost the broker get a whole timeout after it came back to deliver their backlog.
+    """
+
+    heard_until: float
+    reachable_since: float = 0.0
+
+
+def declared_dead(run: DagRun, instance: TaskInstance, now: float, scheduler_id: str,
+                  timeout: float) -> TaskDeclaredDead:
+    return TaskDeclaredDead(dag_id=run.dag_id, run_id=run.run_id, task_id=instance.task_id,
+                            try_number=instance.try_number, last_heartbeat_at=instance.last_heartbeat_at,
+                            reason=f"no heartbeat for {timeout:g} s", scheduler_id=scheduler_id, at=now)
+
+
+# -- timers ----------------------------------------------------------------------------------
+
+def silence_deadline(instance: TaskInstance, timeout: float) -> float | None:
+    """When a launched or started try counts as dead if nothing more is heard from it."""
+    seen = [at for at in (instance.launched_at, instance.started_at, instance.last_heartbeat_at,
+                          instance.adopted_at) if at is not None]
+    return max(seen) + timeout if seen else None
+
+
+def overdue_tries(state: SchedulerState, at: float, timeout: float, reachable_since: float = 0.0) -> set[TryKey]:
+    """Live tries that had been silent past the heartbeat timeout at ``at`` (and for a whole
+    timeout since the log became reachable again)."""
+    overdue = set()
+    for key in state.live:
+        instance = state.instance(key)
+        if instance is None or instance.state not in ACTIVE:
+            continue
+        deadline = silence_deadline(instance, timeout)
+        if deadline is not None and at > max(deadline, reachable_since + timeout):
+            overdue.add(key)
+    return overdue
+
+
+def dead_tries(state: SchedulerState, evidence: Evidence, timeout: float) -> set[TryKey]:
+    """Live tries proven silent: overdue as of the point up to which their heartbeats were read."""
+    return overdue_tries(state, evidence.heard_until, timeout, evidence.reachable_since)
+
+
+def next_wakeup(state: SchedulerState, timeout: float, now: float) -> float | None:
+    """The earliest time after ``now`` a retry falls due or a live try's silence deadline passes.
+
+    Times already past are left out: what is due is decided on every turn, and a time a
+    decision cannot act on (a retry of a run whose DAG is gone, a death still waiting for
+    evidence) must not turn the loop into a spin."""
+    times = [instance.not_before for key in state.waiting
+             if (instance := state.instance(key)) is not None and instance.not_before is not None]
+    times += [deadline for key in state.live
+              if (instance := state.instance(key)) is not None
+              and (deadline := silence_deadline(instance, timeout)) is not None]
+    return min((time for time in times if time > now), default=None)
+
+
+# -- adoption --------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Orphan:
+    """A try the new owner must ask its executor about: executor from TaskQueued, handle from TaskLaunched."""
+
+    key: TryKey
+    try_number: int
+    executor: str
+    handle: str
+    owner: str
+
+
+def orphans(state: SchedulerState, scheduler_id: str) -> list[Orphan]:
+    """Unfinished launched tries owned by another scheduler: what a takeover must probe."""
+    found = []
+    for key in state.live:
+        instance = state.instance(key)
+        if instance is not None and instance.state in ACTIVE and instance.owner != scheduler_id:
+            found.append(Orphan(key, instance.try_number, instance.executor, instance.handle, instance.owner))
+    return found
+
+
+def decide_adoption(state: SchedulerState, now: float, scheduler_id: str,
+                    alive: Mapping[TryKey, bool | None]) -> list[TaskAdopted]:
+    """TaskAdopted for each orphan its executor found alive. The others are left to the heartbeat
+    deadline (``dead_tries``), so a try is never declared dead before it fell silent."""
+    events = []
+    for orphan in orphans(state, scheduler_id):
+        if alive.get(orphan.key) is True:
+            dag_id, run_id, task_id = orphan.key
+            events.append(TaskAdopted(dag_id=dag_id, run_id=run_id, task_id=task_id,
+                                      try_number=orphan.try_number, handle=orphan.handle,
+                                      by_scheduler=scheduler_id, from_scheduler=orphan.owner, at=now))
+    return events
