@@ -1,18 +1,22 @@
-"""Read model ``dag_run``: one row per run, from ``tock.events`` (ordered per DAG)."""
+"""Read model ``dag_run``: one row per run, from ``tock.events`` (ordered per DAG).
+
+A cleared finished run reopens (``DagRunReopened``): running again, its end and reason
+cleared, ``reopened_at`` set; ``DagRunFinished`` ends it again.
+"""
 
 from __future__ import annotations
 
-from schemas import DagRunCreated, DagRunFinished, DeadlineMissed
+from schemas import DagRunCreated, DagRunFinished, DagRunReopened, DeadlineMissed
 from projections.records import Key, Record, Row
 
 TABLE = "dag_run"
-_EVENTS = (DagRunCreated, DagRunFinished, DeadlineMissed)
+_EVENTS = (DagRunCreated, DagRunFinished, DagRunReopened, DeadlineMissed)
 
 
 def empty(dag_id: str, run_id: str) -> Row:
     return {"dag_id": dag_id, "run_id": run_id, "state": None, "run_type": None,
             "logical_date": None, "conf_json": "{}", "dag_fingerprint": None, "scheduler_id": None,
-            "created_at": None, "end_date": None, "deadline_missed_at": None}
+            "created_at": None, "end_date": None, "reason": None, "reopened_at": None, "deadline_missed_at": None}
 
 
 def key_of(record: Record) -> Key | None:
@@ -30,7 +34,9 @@ def evolve(row: Row | None, record: Record) -> Row:
                     "dag_fingerprint": event.dag_fingerprint, "scheduler_id": event.scheduler_id,
                     "created_at": event.at}
         case DagRunFinished():
-            return {**row, "state": event.state, "end_date": event.at}
+            return {**row, "state": event.state, "end_date": event.at, "reason": event.reason or None}
+        case DagRunReopened():
+            return {**row, "state": "running", "end_date": None, "reason": None, "reopened_at": event.at}
         case DeadlineMissed():
             return {**row, "deadline_missed_at": event.at}
     raise TypeError(f"dag_run read model cannot apply {type(event).__name__}")

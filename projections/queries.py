@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from sqlalchemy import ColumnElement, Engine, Select, Table, and_, case, func, literal, select
+from sqlalchemy import ColumnElement, Engine, Select, Table, and_, case, func, literal, or_, select
 
 from infra.settings import Settings
 from projections.db import open_engine
@@ -94,6 +94,59 @@ def task_history(engine: Engine, dag_id: str, run_id: str, task_id: str, *,
     query = (select(table).where(table.c.dag_id == dag_id, table.c.run_id == run_id, table.c.task_id == task_id)
              .order_by(table.c.topic, table.c.partition, table.c.offset))
     return _page(engine, query, limit, offset)
+
+
+def task_instances_in_state(engine: Engine, dag_id: str, state: str, *, start: float | None = None,
+                            end: float | None = None, limit: int = 100_000) -> list[Row]:
+    """Task instances of ``dag_id`` in ``state`` whose run's logical date is in [start, end], by run then task."""
+    table, runs_table = LIVE["task_instance"], LIVE["dag_run"]
+    query = (select(table).join(runs_table, and_(runs_table.c.dag_id == table.c.dag_id,
+                                                 runs_table.c.run_id == table.c.run_id))
+             .where(table.c.dag_id == dag_id, table.c.state == state)
+             .order_by(runs_table.c.logical_date, table.c.run_id, table.c.task_id))
+    if start is not None:
+        query = query.where(runs_table.c.logical_date >= start)
+    if end is not None:
+        query = query.where(runs_table.c.logical_date <= end)
+    return _page(engine, query, limit, 0)
+
+
+def commands(engine: Engine, request_id: str) -> list[Row]:
+    """The commands appended with ``request_id`` (one, unless it was reused for another DAG), oldest first."""
+    table = LIVE["command"]
+    query = select(table).where(table.c.request_id == request_id).order_by(table.c.at, table.c.dag_id)
+    return _page(engine, query, 100, 0)
+
+
+def backfills(engine: Engine, dag_id: str, *, limit: int = DEFAULT_LIMIT, offset: int = 0) -> list[Row]:
+    """The DAG's backfills, newest first, each with its progress."""
+    table = LIVE["backfill"]
+    query = select(table).where(table.c.dag_id == dag_id).order_by(table.c.requested_at.desc(),
+                                                                  table.c.backfill_id)
+    return [_with_progress(engine, row) for row in _page(engine, query, limit, offset)]
+
+
+def backfill(engine: Engine, dag_id: str, backfill_id: str) -> Row | None:
+    """One backfill with its progress: ``created`` / ``finished`` of its ``planned`` runs."""
+    table = LIVE["backfill"]
+    row = _one(engine, select(table).where(table.c.dag_id == dag_id, table.c.backfill_id == backfill_id))
+    return None if row is None else _with_progress(engine, row)
+
+
+def _with_progress(engine: Engine, row: Row) -> Row:
+    # A backfill's runs are the DAG's runs of its planned logical dates that were created or
+    # reopened once it was planned (a date's earlier run, ended before, is not this backfill's).
+    if not row["logical_dates"] or row["planned_at"] is None:
+        return {**row, "created": 0, "finished": 0}
+    table = LIVE["dag_run"]
+    touched = or_(table.c.created_at >= row["planned_at"], table.c.reopened_at >= row["planned_at"])
+    ended = func.sum(case((table.c.state.in_(("success", "failed")), 1), else_=0))
+    query = (select(func.count(), ended).where(table.c.dag_id == row["dag_id"],
+                                               table.c.logical_date.in_(row["logical_dates"]),
+                                               touched))
+    with engine.connect() as connection:
+        created, finished = connection.execute(query).one()
+    return {**row, "created": created, "finished": finished or 0}
 
 
 def import_errors(engine: Engine, *, limit: int = DEFAULT_LIMIT, offset: int = 0) -> list[Row]:

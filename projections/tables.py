@@ -14,7 +14,6 @@ OFFSETS = "projection_offset"
 TASK_EVENT = "task_event"
 
 
-
 def _strings(*names: str) -> list[Column]:
     return [Column(name, String) for name in names]
 
@@ -33,20 +32,30 @@ def _specs() -> dict[str, tuple[tuple[str, ...], list[Column]]]:
                               Column("is_active", Boolean), Column("is_paused", Boolean)]),
         "dag_run": (("dag_id", "run_id"), [*_strings("dag_id", "run_id", "state", "run_type",
                                                       "dag_fingerprint", "scheduler_id"),
-                                            Column("conf_json", Text),
-                                            *_floats("logical_date", "created_at", "end_date",
+                                            Column("conf_json", Text), Column("reason", Text),
+                                            *_floats("logical_date", "created_at", "end_date", "reopened_at",
                                                      "deadline_missed_at")]),
         "task_instance": (("dag_id", "run_id", "task_id"),
                           [*_strings("dag_id", "run_id", "task_id", "state", "executor", "queue", "handle",
-                                     "hostname", "runner_id", "scheduler_id"),
+                                     "hostname", "runner_id", "scheduler_id", "marked_by"),
                            Column("try_number", Integer), Column("pid", Integer), Column("error", Text),
-                           Column("heartbeat_try", Integer),
+                           Column("reason", Text), Column("heartbeat_try", Integer),
                            *_floats("queued_at", "start_date", "end_date", "retry_not_before", "updated_at",
-                                    "last_heartbeat")]),
+                                    "last_heartbeat", "marked_at", "cleared_at", "kill_requested_at")]),
         TASK_EVENT: (("topic", "partition", "offset"),
                      [Column("topic", String), Column("partition", Integer), Column("offset", BigInteger),
                       *_strings("dag_id", "run_id", "task_id", "event_type"), Column("try_number", Integer),
                       Column("at", Float), Column("payload_json", Text)]),
+        "command": (("dag_id", "request_id"), [*_strings("dag_id", "request_id", "command", "run_id", "task_id",
+                                                          "requested_by", "status"),
+                                                Column("appended", Integer), Column("reason", Text),
+                                                Column("payload_json", Text), *_floats("at", "rejected_at")]),
+        "backfill": (("dag_id", "backfill_id"), [*_strings("dag_id", "backfill_id", "state", "requested_by"),
+                                                 Column("reprocess_failed", Boolean), Column("planned", Integer),
+                                                 Column("conf_json", Text), Column("logical_dates_json", Text),
+                                                 Column("reason", Text),
+                                                 *_floats("start_date", "end_date", "requested_at", "planned_at",
+                                                          "cancel_requested_at", "finished_at")]),
         "scheduler": (("scheduler_id",), [*_strings("scheduler_id", "hostname", "state"), Column("pid", Integer),
                                           Column("partitions_json", Text),
                                           *_floats("first_seen", "last_heartbeat", "stopped_at")]),
@@ -62,7 +71,7 @@ def _specs() -> dict[str, tuple[tuple[str, ...], list[Column]]]:
 
 # Secondary indexes of the live tables.
 INDEXES = {"task_event": [("dag_id", "run_id", "task_id")], "dag_run": [("state",)],
-           "task_instance": [("state",)]}
+           "task_instance": [("state",)], "command": [("request_id",)]}
 
 
 class Tables:

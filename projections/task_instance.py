@@ -5,26 +5,40 @@ try; any other event of a try that is not the current one is history only (it is
 ``task_event``) and changes nothing here. Heartbeats come from another topic in no fixed
 order relative to the lifecycle, so they fold into their own columns (highest try, then
 latest time), which is the same whatever the interleaving.
+
+Operator commands: ``MarkTask`` sets the state at once (``marked_at`` / ``marked_by``) and
+a marked row keeps it: later outcome events of that try (the runner's late success, its
+``TaskKilled``) fill in who ran it but never the state. ``TaskCleared`` sets the state
+``cleared`` (the row still describes the last try) and nothing of that try changes it
+afterwards. The next ``TaskQueued`` starts afresh. ``TaskKillRequested`` only notes
+``kill_requested_at``; the try's state changes when it ends (``TaskKilled``: ``killed``).
 """
 
 from __future__ import annotations
 
-from schemas import (PodFinished, TaskAdopted, TaskDeclaredDead, TaskFailed, TaskHeartbeat, TaskLaunched,
-                     TaskQueued, TaskRetryScheduled, TaskStarted, TaskSucceeded, TaskUpstreamFailed)
+from schemas import (MarkTask, PodFinished, TaskAdopted, TaskCleared, TaskDeclaredDead, TaskFailed, TaskHeartbeat,
+                     TaskKilled, TaskKillRequested, TaskLaunched, TaskQueued, TaskRemoved, TaskRetryScheduled,
+                     TaskSkipped, TaskStarted, TaskSucceeded, TaskUpstreamFailed)
 from projections.records import Key, Record, Row
 
 TABLE = "task_instance"
-_TRY_EVENTS = (TaskLaunched, TaskStarted, TaskAdopted, TaskSucceeded, TaskFailed,
-               TaskRetryScheduled, TaskDeclaredDead, PodFinished)
-_EVENTS = (TaskQueued, TaskUpstreamFailed, TaskHeartbeat, *_TRY_EVENTS)
+MARKABLE = ("success", "failed", "skipped")
+_TRY_EVENTS = (TaskLaunched, TaskStarted, TaskAdopted, TaskSucceeded, TaskFailed, TaskRetryScheduled,
+               TaskDeclaredDead, PodFinished, TaskKillRequested, TaskKilled)
+_ENDED = (TaskUpstreamFailed, TaskSkipped, TaskRemoved)
+_EVENTS = (TaskQueued, TaskHeartbeat, MarkTask, TaskCleared, *_ENDED, *_TRY_EVENTS)
+# What a try event may still change on a marked row: who ran the try, never its outcome.
+_ABOUT_THE_RUNNER = frozenset({"executor", "handle", "scheduler_id", "hostname", "pid", "runner_id", "start_date",
+                               "kill_requested_at"})
 
 
 def empty(dag_id: str, run_id: str, task_id: str) -> Row:
     return {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "state": None, "try_number": None,
             "executor": None, "queue": None, "handle": None, "hostname": None, "pid": None,
             "runner_id": None, "scheduler_id": None, "queued_at": None, "start_date": None,
-            "end_date": None, "retry_not_before": None, "error": None, "updated_at": None,
-            "heartbeat_try": None, "last_heartbeat": None}
+            "end_date": None, "retry_not_before": None, "error": None, "reason": None, "updated_at": None,
+            "heartbeat_try": None, "last_heartbeat": None, "marked_at": None, "marked_by": None,
+            "cleared_at": None, "kill_requested_at": None}
 
 
 def key_of(record: Record) -> Key | None:
@@ -38,13 +52,21 @@ def evolve(row: Row | None, record: Record) -> Row:
     match event:
         case TaskQueued():
             return _queued(row, event)
-        case TaskUpstreamFailed():
-            return {**row, "state": "upstream_failed", "end_date": event.at, "updated_at": event.at}
         case TaskHeartbeat():
             return _heartbeat(row, event)
+        case MarkTask():
+            return _marked(row, event)
+        case TaskCleared():
+            return _cleared(row, event)
+        case _ if isinstance(event, _ENDED):
+            return {**row, "state": _ENDED_STATE[type(event)], "end_date": event.at,
+                    "reason": getattr(event, "reason", None) or row["reason"], "updated_at": event.at}
         case _ if isinstance(event, _TRY_EVENTS):
-            return _of_current_try(row, event) if event.try_number == row["try_number"] else row
+            return _of_current_try(row, event) if _is_current(row, event.try_number) else row
     raise TypeError(f"task_instance read model cannot apply {type(event).__name__}")
+
+
+_ENDED_STATE = {TaskUpstreamFailed: "upstream_failed", TaskSkipped: "skipped", TaskRemoved: "removed"}
 
 
 def _queued(row: Row, event: TaskQueued) -> Row:
@@ -53,7 +75,8 @@ def _queued(row: Row, event: TaskQueued) -> Row:
     return {**row, "state": "queued", "try_number": event.try_number, "executor": event.executor,
             "queue": event.queue, "scheduler_id": event.scheduler_id, "queued_at": event.at,
             "handle": None, "hostname": None, "pid": None, "runner_id": None, "start_date": None,
-            "end_date": None, "retry_not_before": None, "error": None, "updated_at": event.at}
+            "end_date": None, "retry_not_before": None, "error": None, "reason": None, "updated_at": event.at,
+            "marked_at": None, "marked_by": None, "cleared_at": None, "kill_requested_at": None}
 
 
 def _heartbeat(row: Row, event: TaskHeartbeat) -> Row:
@@ -63,8 +86,29 @@ def _heartbeat(row: Row, event: TaskHeartbeat) -> Row:
     return {**row, "heartbeat_try": event.try_number, "last_heartbeat": event.at}
 
 
+def _marked(row: Row, event: MarkTask) -> Row:
+    if event.state not in MARKABLE:
+        return row  # not a state one can mark; the scheduler rejects the command
+    return {**row, "state": event.state, "end_date": event.at, "retry_not_before": None, "updated_at": event.at,
+            "marked_at": event.at, "marked_by": event.requested_by, "cleared_at": None}
+
+
+def _cleared(row: Row, event: TaskCleared) -> Row:
+    if row["try_number"] is not None and event.try_number < row["try_number"]:
+        return row  # about a try older than the one the row shows
+    return {**row, "state": "cleared", "retry_not_before": None, "reason": None, "updated_at": event.at,
+            "cleared_at": event.at, "marked_at": None, "marked_by": None}
+
+
+def _is_current(row: Row, try_number: int) -> bool:
+    # A cleared row waits for its next TaskQueued: nothing of the cleared try changes it.
+    return try_number == row["try_number"] and row["cleared_at"] is None
+
+
 def _of_current_try(row: Row, event) -> Row:
     changes = _CURRENT_TRY[type(event)](event)
+    if row["marked_at"] is not None:  # the marked state wins over the try's own outcome
+        changes = {name: value for name, value in changes.items() if name in _ABOUT_THE_RUNNER}
     return {**row, **changes, "updated_at": event.at} if changes else row
 
 
@@ -80,4 +124,7 @@ _CURRENT_TRY = {
     TaskRetryScheduled: lambda event: {"state": "up_for_retry", "retry_not_before": event.not_before},
     TaskDeclaredDead: lambda event: {"state": "dead", "end_date": event.at, "error": event.reason},
     PodFinished: lambda event: {},  # the outcome events that follow it change the state
+    TaskKillRequested: lambda event: {"kill_requested_at": event.at, "reason": event.reason},
+    TaskKilled: lambda event: {"state": "killed", "end_date": event.at,
+                               **({"reason": event.reason} if event.reason else {})},
 }

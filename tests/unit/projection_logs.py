@@ -10,10 +10,13 @@ from infra.log import LogRecord
 from infra.log.partitioner import partition_for
 from infra.log.records import routing_key
 from infra.topics import topic_name
-from schemas import (DAGS, ClearTask, DagDefinition, DagFileProcessed, DagParsed, DagParseFailed, DagRemoved,
-                     DagRunCreated, DagRunFinished, MarkTask, PauseDag, SchedulerHeartbeat, SchedulerStopped,
-                     TaskAdopted, TaskDeclaredDead, TaskDefinition, TaskFailed, TaskHeartbeat, TaskLaunched,
-                     TaskQueued, TaskRetryScheduled, TaskStarted, TaskSucceeded, TaskUpstreamFailed)
+from schemas import (DAGS, BackfillFinished, BackfillPlanned, CancelBackfill, ClearTask, CommandRejected,
+                     DagDefinition, DagFileProcessed, DagParsed, DagParseFailed, DagRemoved, DagRunCreated,
+                     DagRunFinished, DagRunReopened, KillTask, MarkTask, PauseDag, RequestBackfill,
+                     SchedulerHeartbeat, SchedulerStopped, TaskAdopted, TaskCleared, TaskDeclaredDead,
+                     TaskDefinition, TaskFailed, TaskHeartbeat, TaskKilled, TaskKillRequested, TaskLaunched,
+                     TaskQueued, TaskRemoved, TaskRetryScheduled, TaskSkipped, TaskStarted, TaskSucceeded,
+                     TaskUpstreamFailed, TriggerDagRun)
 
 PARTITIONS = 3
 PREFIX = "t0."
@@ -74,6 +77,8 @@ _tries = st.integers(min_value=1, max_value=3)
 _ti = st.fixed_dictionaries({"dag_id": st.sampled_from(_DAGS), "run_id": st.sampled_from(_RUNS),
                              "task_id": st.sampled_from(_TASKS)})
 _file = st.sampled_from(("/dags/a.py", "/dags/b.py"))
+_request = st.sampled_from(("q1", "q2", "q3"))
+_dag = st.sampled_from(_DAGS)
 
 
 def _try_event(cls, **fields):
@@ -94,6 +99,27 @@ EVENT_STRATEGY = st.one_of(
     st.builds(lambda ti, at: TaskUpstreamFailed(**ti, at=at), _ti, _times),
     st.builds(lambda ti, at: ClearTask(**ti, at=at), _ti, _times),
     st.builds(lambda ti, at: MarkTask(**ti, state="success", at=at), _ti, _times),
+    st.builds(lambda ti, q, s, at: MarkTask(**ti, state=s, request_id=q, at=at), _ti, _request,
+              st.sampled_from(("success", "failed", "skipped", "great")), _times),
+    st.builds(lambda ti, q, at: ClearTask(**ti, request_id=q, downstream=True, at=at), _ti, _request, _times),
+    st.builds(lambda ti, q, at: KillTask(**ti, request_id=q, at=at), _ti, _request, _times),
+    st.builds(lambda d, q, at: TriggerDagRun(dag_id=d, request_id=q, at=at), _dag, _request, _times),
+    st.builds(lambda d, q, at: CommandRejected(dag_id=d, request_id=q, command="KillTask", reason="no",
+                                               scheduler_id="s1", at=at), _dag, _request, _times),
+    st.builds(lambda d, q, at: RequestBackfill(dag_id=d, request_id=q, start_date=at, end_date=at + 3600, at=at),
+              _dag, _request, _times),
+    st.builds(lambda d, q, at: BackfillPlanned(dag_id=d, backfill_id=q, logical_dates=[at, at + 60],
+                                               scheduler_id="s1", at=at), _dag, _request, _times),
+    st.builds(lambda d, q, at: CancelBackfill(dag_id=d, backfill_id=q, at=at), _dag, _request, _times),
+    st.builds(lambda d, q, s, at: BackfillFinished(dag_id=d, backfill_id=q, state=s, at=at), _dag, _request,
+              st.sampled_from(("success", "failed", "cancelled")), _times),
+    _try_event(TaskCleared, request_id="q1"),
+    _try_event(TaskKillRequested, reason="cleared", scheduler_id="s1"),
+    _try_event(TaskKilled, runner_id="w", reason="killed"),
+    st.builds(lambda ti, at: TaskSkipped(**ti, reason="upstream skipped", at=at), _ti, _times),
+    st.builds(lambda ti, at: TaskRemoved(**ti, reason="gone", at=at), _ti, _times),
+    st.builds(lambda d, r, at: DagRunReopened(dag_id=d, run_id=r, request_id="q1", at=at),
+              st.sampled_from(_DAGS), st.sampled_from(_RUNS), _times),
     st.builds(lambda d, r, at: DagRunCreated(dag_id=d, run_id=r, logical_date=at, run_type="manual",
                                              dag_fingerprint="f", scheduler_id="s1", at=at),
               st.sampled_from(_DAGS), st.sampled_from(_RUNS), _times),
