@@ -122,7 +122,9 @@ class Scheduler:
         now = time.time()
         self._gather_evidence(now)
         decisions = self._adoptions(now) + self._decisions(now, touched) + self._heartbeat(now)
-        if decisions or self.pending or not self.may_launch:
+        # A takeover is done when a commit carries its adoptions, even none: without that commit
+        # the loop spun (no wait while adoptions are due) until some other decision came along.
+        if decisions or self.pending or self.adoption_due or not self.may_launch:
             self._commit(decisions)
         if self.may_launch:
             self.pending.extend(self.launcher.launch_ready(self.memories.values()))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
-from infra.log import EventReader, KafkaEventLog
+from infra.log import EventReader, KafkaEventLog, LogRecord
 from infra.settings import Settings
 from infra.topics import ensure_topics
 from schemas import EVENTS, DagParsed, DagRunFinished, TriggerDagRun
@@ -103,12 +103,16 @@ def trigger(settings: Settings, dag_id: str) -> str:
 
 
 class LogTail:
-    """Every committed event of tock.events, read as it arrives (all partitions, from the start)."""
+    """Every committed event of tock.events, read as it arrives (all partitions, from the start).
+
+    ``records`` keeps the records too (offset, record timestamp), for tests that ask where or
+    when an event was appended."""
 
     def __init__(self, settings: Settings) -> None:
         self.reader = EventReader(settings, [], client_id="test-tail")
         self.reader.assign([(EVENTS, partition, 0) for partition in range(settings.partitions)])
         self.events: list = []
+        self.records: list[LogRecord] = []
 
     def wait_for(self, condition: Callable[[list], object], timeout: float, what: str):
         """Read until ``condition(events)`` is truthy; fails naming ``what`` after ``timeout`` s."""
@@ -120,11 +124,17 @@ class LogTail:
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out after {timeout:g} s waiting for {what}; log: "
                                      + ", ".join(_brief(event) for event in self.events[-40:]))
-            self.events += [record.event for record in self.reader.poll(0.2) if record.event is not None]
+            fresh = [record for record in self.reader.poll(0.2) if record.event is not None]
+            self.records += fresh
+            self.events += [record.event for record in fresh]
 
     def of_type(self, kind: type, **fields) -> list:
         return [event for event in self.events if isinstance(event, kind)
                 and all(getattr(event, name) == value for name, value in fields.items())]
+
+    def record_of(self, event) -> LogRecord:
+        """The record ``event`` was read from."""
+        return next(record for record in self.records if record.event is event)
 
     def run_finished(self, run_id: str, timeout: float) -> DagRunFinished:
         return self.wait_for(lambda _events: next(iter(self.of_type(DagRunFinished, run_id=run_id)), None),
