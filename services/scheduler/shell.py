@@ -21,7 +21,7 @@ from confluent_kafka import TopicPartition
 from infra.log import EventReader, PartitionsLost, TransactionAborted, TransactionalSession, settle
 from infra.settings import Settings
 from infra.topics import topic_name
-from schemas import (DAGS, EVENTS, HEARTBEATS, DagParsed, SchedulerHeartbeat, SchedulerStopped, TaskAdopted,
+from schemas import (DAGS, EVENTS, HEARTBEATS, DagParsed, PauseDag, SchedulerHeartbeat, SchedulerStopped, TaskAdopted,
                      TaskHeartbeat, TaskLaunched)
 from services.scheduler.core import Policy, decide, decide_adoption, next_wakeup, orphans, overdue_tries
 from services.scheduler.core.model import DagTombstone
@@ -149,7 +149,7 @@ class Scheduler:
             if event is None or isinstance(event, TaskHeartbeat):
                 continue
             runs = touched.setdefault(record.partition, set())
-            if isinstance(event, DagParsed | DagTombstone) or runs is None:
+            if isinstance(event, DagParsed | DagTombstone | PauseDag) or runs is None:  # may concern every run
                 touched[record.partition] = None
             elif hasattr(event, "run_id"):
                 runs.add((event.dag_id, event.run_id))
