@@ -21,8 +21,8 @@ from confluent_kafka import TopicPartition
 from infra.log import EventReader, PartitionsLost, TransactionAborted, TransactionalSession, settle
 from infra.settings import Settings
 from infra.topics import topic_name
-from schemas import (DAGS, EVENTS, HEARTBEATS, DagParsed, PauseDag, SchedulerHeartbeat, SchedulerStopped, TaskAdopted,
-                     TaskHeartbeat, TaskLaunched)
+from schemas import (DAGS, EVENTS, HEARTBEATS, DagParsed, PauseDag, SchedulerHeartbeat, SchedulerStopped,
+                     TaskAdopted, TaskHeartbeat, TaskLaunched)
 from services.scheduler.core import Policy, decide, decide_adoption, next_wakeup, orphans, overdue_tries
 from services.scheduler.core.model import DagTombstone
 from services.scheduler.evidence import SLOW_CALL, HeartbeatEvidence
