@@ -16,11 +16,24 @@ from infra.settings import Settings
 from projections import queries
 from projections.db import create_tables, open_engine
 from services.api import models
+from services.api.backfills import status
 from services.api.commands import CommandLog, commands
+from services.api.logs import logs
 from services.api.metrics import ApiMetrics
+from services.api.targets import Refused
+import services.api.task_commands  # noqa: F401 - adds the task commands to the commands router
 
 LIMIT = Query(100, ge=1, le=1000, description="at most this many items")
 OFFSET = Query(0, ge=0, le=2**31 - 1, description="skip this many items")
+
+
+DESCRIPTION = """Reads of the projections of Tock's log; commands are appended to the log, never to tables.
+
+Commands answer 202 once the log has acknowledged them; the owning scheduler then applies them
+(or rejects them: see `GET /api/v1/commands/{request_id}`). Send an `Idempotency-Key` header to
+make a retry safe: the same key is the same request id, applied once, with the same response.
+Unknown DAGs, runs and task instances get 404; impossible commands 409 with the reason; malformed
+input 422. With TOCK_API_TOKEN set, commands need `Authorization: Bearer <token>`."""
 
 
 def engine_of(request: Request) -> Engine:
@@ -37,7 +50,7 @@ def create_app(settings: Settings) -> FastAPI:
         app.state.engine.dispose()
 
     app = FastAPI(title="Tock API", version="1", lifespan=lifespan,
-                  description="Reads of the projections of Tock's log; commands are appended to the log.")
+                  description=DESCRIPTION)
     app.state.settings = settings
     app.state.engine = open_engine(settings)
     create_tables(app.state.engine)  # an API started before the projector answers with empty lists
@@ -46,6 +59,8 @@ def create_app(settings: Settings) -> FastAPI:
     _add_error_handlers(app)
     _add_metrics(app)
     app.include_router(reads)
+    app.include_router(status)
+    app.include_router(logs)
     app.include_router(commands)
     return app
 
@@ -56,6 +71,10 @@ def _add_error_handlers(app: FastAPI) -> None:
         problems = [f"{'.'.join(str(part) for part in item['loc'])}: {item['msg']}" for item in error.errors()]
         return JSONResponse(status_code=422, content={"detail": "invalid request: " + "; ".join(problems),
                                                       "errors": jsonable_errors(error)})
+
+    @app.exception_handler(Refused)
+    async def refused(_request: Request, error: Refused) -> JSONResponse:
+        return JSONResponse(status_code=error.status, content={"detail": error.reason})
 
     @app.exception_handler(DataError)
     @app.exception_handler(StatementError)

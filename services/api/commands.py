@@ -1,6 +1,9 @@
 """Command endpoints: each appends one command event to tock.events; none writes a table.
 
-When TOCK_API_TOKEN is set, a command needs ``Authorization: Bearer <token>``.
+When TOCK_API_TOKEN is set, a command needs ``Authorization: Bearer <token>``. Every command
+takes an ``Idempotency-Key`` header, its request id (generated when absent, and returned):
+repeating a request with the same key appends the command again with the same request id,
+which the scheduler applies once, and gets the same response body.
 """
 
 from __future__ import annotations
@@ -11,16 +14,16 @@ import threading
 import time
 import uuid
 
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import APIRouter, Depends, Header, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import Engine
 
 from infra.log import DeliveryFailed, KafkaEventLog
 from infra.settings import Settings
 from infra.topics import topic_name
-from projections import queries
-from schemas import ClearTask, MarkTask, PauseDag, TriggerDagRun
-from services.api import models
+from schemas import PauseDag, TriggerDagRun
+from services.api import models, targets
+from services.scheduler.core.model import manual_run_id
 
 REQUESTED_BY = "api"
 _bearer = HTTPBearer(auto_error=False)
@@ -58,73 +61,77 @@ def authorized(request: Request, credentials: HTTPAuthorizationCredentials | Non
                             headers={"WWW-Authenticate": "Bearer"})
 
 
-def _engine(request: Request) -> Engine:
+def request_id_of(idempotency_key: str | None = Header(
+        None, alias="Idempotency-Key", pattern=targets.REQUEST_ID_PATTERN,
+        description="the command's request id, chosen by the client so a retry is applied once (1 to 128 "
+                    "letters, digits, '.', '_', '~', '-'); generated when absent")) -> str:
+    return idempotency_key or uuid.uuid4().hex
+
+
+def engine_of(request: Request) -> Engine:
     return request.app.state.engine
 
 
 commands = APIRouter(dependencies=[Depends(authorized)], tags=["commands"],
                      responses={401: {"description": "missing or wrong bearer token"},
-                                404: {"description": "unknown DAG or task instance"},
-                                503: {"description": "the log did not acknowledge the command"}})
+                                404: {"description": "unknown DAG, run or task instance"},
+                                409: {"description": "a command that cannot be carried out, with the reason"},
+                                422: {"description": "malformed input"},
+                                503: {"description": "the log did not acknowledge the command (retry with the "
+                                                     "same Idempotency-Key)"}})
 
 
-def _append(request: Request, event, request_id: str | None = None) -> dict:
+def append(request: Request, event, request_id: str, *, run_id: str | None = None, task_id: str | None = None,
+           backfill_id: str | None = None, tracked: bool = True) -> dict:
+    """Append ``event`` and answer with what names it (nothing time-dependent: see :class:`models.Accepted`)."""
     try:
         topic = request.app.state.command_log.append(event)
     except DeliveryFailed as error:
         raise HTTPException(status_code=503, detail=f"the command was not acknowledged by Kafka: {error}") from None
     request.app.state.metrics.commands.labels(type(event).__name__).inc()
-    return {"command": type(event).__name__, "request_id": request_id, "topic": topic}
+    return {"command": type(event).__name__, "request_id": request_id, "dag_id": event.dag_id, "run_id": run_id,
+            "task_id": task_id, "backfill_id": backfill_id, "topic": topic,
+            "status_url": f"/api/v1/commands/{request_id}" if tracked else None}
 
 
-def _known_dag(engine: Engine, dag_id: str) -> None:
-    if queries.dag(engine, dag_id) is None:
-        raise HTTPException(status_code=404, detail=f"no DAG {dag_id} (has the DAG processor parsed it?)")
+def once(engine: Engine, request_id: str, command: str, dag_id: str, run_id: str | None = None,
+         task_id: str | None = None) -> None:
+    """Refuse (409) an Idempotency-Key the log already holds for another command."""
+    targets.reused_for_another(engine, request_id, command, dag_id, run_id, task_id)
 
 
-def _known_task_instance(engine: Engine, dag_id: str, run_id: str, task_id: str) -> None:
-    if queries.task_instance(engine, dag_id, run_id, task_id) is None:
-        raise HTTPException(status_code=404, detail=f"no task instance {task_id} in run {run_id} of DAG {dag_id}")
-
-
-@commands.post("/api/v1/dags/{dag_id}/runs", status_code=202, response_model=models.Accepted)
-def trigger(dag_id: str, body: models.TriggerRequest, request: Request, engine: Engine = Depends(_engine)):
-    """Ask for a manual run with ``conf``; the scheduler derives the run id from the request id."""
-    _known_dag(engine, dag_id)
-    request_id = uuid.uuid4().hex
+@commands.post("/api/v1/dags/{dag_id}/runs", status_code=202, response_model=models.Accepted,
+               summary="Trigger a manual run")
+def trigger(dag_id: str, body: models.TriggerRequest, request: Request, request_id: str = Depends(request_id_of),
+            engine: Engine = Depends(engine_of)):
+    """Append TriggerDagRun. The run id is ``manual__<request id>``, so a trigger repeated with the same
+    Idempotency-Key (before or after its run finished) names the same run and creates it once.
+    409 if the DAG's file no longer defines it."""
+    targets.known_dag(engine, dag_id, active=True)
+    run_id = manual_run_id(request_id)
+    once(engine, request_id, "TriggerDagRun", dag_id, run_id)
     event = TriggerDagRun(dag_id=dag_id, request_id=request_id, conf_json=json.dumps(body.conf, sort_keys=True),
                           logical_date=body.logical_date, requested_by=REQUESTED_BY, at=time.time())
-    return _append(request, event, request_id)
+    return append(request, event, request_id, run_id=run_id)
 
 
-@commands.post("/api/v1/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/clear", status_code=202,
-               response_model=models.Accepted)
-def clear(dag_id: str, run_id: str, task_id: str, request: Request, engine: Engine = Depends(_engine)):
-    """Run the task instance again with a new try."""
-    _known_task_instance(engine, dag_id, run_id, task_id)
-    return _append(request, ClearTask(dag_id=dag_id, run_id=run_id, task_id=task_id, requested_by=REQUESTED_BY,
-                                      at=time.time()))
+@commands.post("/api/v1/dags/{dag_id}/pause", status_code=202, response_model=models.Accepted,
+               summary="Pause a DAG")
+def pause(dag_id: str, request: Request, request_id: str = Depends(request_id_of),
+          engine: Engine = Depends(engine_of)):
+    """Append PauseDag(paused=true): no new task of any run of the DAG starts and no scheduled run is
+    created; tries already running finish. Idempotent by nature (PauseDag carries no request id, so it is
+    not listed under /api/v1/commands)."""
+    targets.known_dag(engine, dag_id)
+    return append(request, PauseDag(dag_id=dag_id, paused=True, requested_by=REQUESTED_BY, at=time.time()),
+                  request_id, tracked=False)
 
 
-@commands.post("/api/v1/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/mark", status_code=202,
-               response_model=models.Accepted)
-def mark(dag_id: str, run_id: str, task_id: str, body: models.MarkRequest, request: Request,
-         engine: Engine = Depends(_engine)):
-    """Set the task instance's outcome to success or failed by hand."""
-    _known_task_instance(engine, dag_id, run_id, task_id)
-    return _append(request, MarkTask(dag_id=dag_id, run_id=run_id, task_id=task_id, state=body.state,
-                                     requested_by=REQUESTED_BY, at=time.time()))
-
-
-@commands.post("/api/v1/dags/{dag_id}/pause", status_code=202, response_model=models.Accepted)
-def pause(dag_id: str, request: Request, engine: Engine = Depends(_engine)):
-    """Stop creating scheduled runs of the DAG."""
-    _known_dag(engine, dag_id)
-    return _append(request, PauseDag(dag_id=dag_id, paused=True, requested_by=REQUESTED_BY, at=time.time()))
-
-
-@commands.post("/api/v1/dags/{dag_id}/unpause", status_code=202, response_model=models.Accepted)
-def unpause(dag_id: str, request: Request, engine: Engine = Depends(_engine)):
-    """Resume creating scheduled runs of the DAG."""
-    _known_dag(engine, dag_id)
-    return _append(request, PauseDag(dag_id=dag_id, paused=False, requested_by=REQUESTED_BY, at=time.time()))
+@commands.post("/api/v1/dags/{dag_id}/unpause", status_code=202, response_model=models.Accepted,
+               summary="Unpause a DAG")
+def unpause(dag_id: str, request: Request, request_id: str = Depends(request_id_of),
+            engine: Engine = Depends(engine_of)):
+    """Append PauseDag(paused=false): the DAG's runs go on and scheduled runs are created again."""
+    targets.known_dag(engine, dag_id)
+    return append(request, PauseDag(dag_id=dag_id, paused=False, requested_by=REQUESTED_BY, at=time.time()),
+                  request_id, tracked=False)

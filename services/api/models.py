@@ -29,6 +29,10 @@ TaskEvent = _model_of(TASK_EVENT, "TaskEvent")
 ImportError_ = _model_of("import_error", "ImportError")
 ParseStatus = _model_of("parse_status", "ParseStatus")
 Scheduler = _model_of("scheduler", "Scheduler")
+Command = _model_of("command", "Command")
+Backfill = create_model("Backfill", __base__=_model_of("backfill", "BackfillRow"),
+                        created=(int, Field(0, description="runs of its planned dates created (or reopened) so far")),
+                        finished=(int, Field(0, description="of those, runs that have ended")))
 
 
 class Page(BaseModel, Generic[T]):
@@ -45,17 +49,39 @@ class TriggerRequest(BaseModel):
     logical_date: float | None = Field(default=None, description="seconds since the epoch; default: now")
 
 
+class ClearRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    downstream: bool = Field(default=False, description="also clear every task after this one")
+    upstream: bool = Field(default=False, description="also clear every task before this one")
+
+
 class MarkRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    state: Literal["success", "failed"]
+    state: str = Field(description='"success", "failed" or "skipped" (another state is refused with 409)')
+
+
+class BackfillRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    start_date: str | float = Field(description="ISO 8601 date or date-time (UTC unless it names an offset), "
+                                                "or seconds since the epoch; the first logical date included")
+    end_date: str | float = Field(description="the same; the last logical date included")
+    reprocess_failed: bool = Field(default=False, description="also re-run dates whose run failed")
+    conf: dict[str, Any] = Field(default_factory=dict, description="conf of the runs it creates")
 
 
 class Accepted(BaseModel):
-    """A command was appended to the log; the owning scheduler will decide it."""
+    """A command was appended to the log; the owning scheduler will decide it. The body depends only
+    on the request (never on time), so repeating a request with its Idempotency-Key gets the same body."""
 
     command: str
-    request_id: str | None = None
+    request_id: str = Field(description="the Idempotency-Key, or the one generated for this request")
+    dag_id: str
+    run_id: str | None = Field(default=None, description="the run it names (a trigger's: derived from request_id)")
+    task_id: str | None = Field(default=None, description='the task it names ("" = every task of the run)')
+    backfill_id: str | None = None
     topic: str
+    status_url: str | None = Field(default=None, description="where the command's status is read "
+                                                             "(None: pause and cancel are not tracked)")
 
 
 class Health(BaseModel):

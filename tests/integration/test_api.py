@@ -59,8 +59,10 @@ def test_unknown_things_are_404_and_bad_input_422(client):
     assert client.get(f"{RUN}/tasks/nope").status_code == 404
     bad_limit = client.get("/api/v1/runs", params={"limit": 0})
     assert bad_limit.status_code == 422 and "limit" in bad_limit.json()["detail"]
+    no_state = client.post(f"{RUN}/tasks/load/mark", json={}, headers=AUTH)
+    assert no_state.status_code == 422 and "state" in no_state.json()["detail"]
     bad_state = client.post(f"{RUN}/tasks/load/mark", json={"state": "great"}, headers=AUTH)
-    assert bad_state.status_code == 422 and "state" in bad_state.json()["detail"]
+    assert bad_state.status_code == 409 and "cannot mark" in bad_state.json()["detail"]
     bad_conf = client.post("/api/v1/dags/etl/runs", json={"conf": [1, 2]}, headers=AUTH)
     assert bad_conf.status_code == 422 and "conf" in bad_conf.json()["detail"]
     assert client.post("/api/v1/dags/nope/pause", headers=AUTH).status_code == 404

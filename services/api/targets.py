@@ -1,0 +1,139 @@
+"""What a command names, checked against the tables before it is appended (API and CLI alike).
+
+A command on an unknown DAG or run is refused as *unknown* (HTTP 404, CLI exit 1); one that
+cannot be carried out (a task the DAG does not define, a state one cannot mark, a backfill of a
+DAG without a schedule) as *impossible* (HTTP 409, CLI exit 1), with the reason. A DAG's tasks
+come from its definition in the ``dag`` table: a task that has not been queued yet has no
+``task_instance`` row and can still be cleared or marked.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Engine
+
+from projections import queries
+
+UNKNOWN, IMPOSSIBLE = 404, 409
+MARKABLE = ("success", "failed", "skipped")
+KILLABLE = ("queued", "running", "up_for_retry")
+# A request id becomes part of run ids (manual__<id>) and log file paths: plain characters only.
+REQUEST_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._~-]{0,127}$"
+_REQUEST_ID = re.compile(REQUEST_ID_PATTERN)
+Row = dict[str, Any]
+
+
+class Refused(Exception):
+    """A command that is not appended: ``status`` UNKNOWN (404) or IMPOSSIBLE (409), and why."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+@dataclass(frozen=True)
+class TaskTarget:
+    """A task instance a command names: its DAG and run rows, and its own row when it has one."""
+
+    dag: Row
+    run: Row
+    instance: Row | None
+
+
+def known_dag(engine: Engine, dag_id: str, *, active: bool = False) -> Row:
+    """The DAG's row; with ``active``, refused when no DAG file defines it any more."""
+    dag = queries.dag(engine, dag_id)
+    if dag is None or dag["parsed_at"] is None:
+        raise Refused(UNKNOWN, f"no DAG {dag_id} (has the DAG processor parsed it? see `tock dags list`)")
+    if active and not dag["is_active"]:
+        raise Refused(IMPOSSIBLE, f"DAG {dag_id} was deleted: no DAG file defines it any more")
+    return dag
+
+
+def known_run(engine: Engine, dag_id: str, run_id: str, *, active: bool = False) -> tuple[Row, Row]:
+    """(the DAG's row, the run's row)."""
+    dag = known_dag(engine, dag_id, active=active)
+    run = queries.run(engine, dag_id, run_id)
+    if run is None:
+        raise Refused(UNKNOWN, f"no run {run_id} of DAG {dag_id} (see `tock runs list {dag_id}`)")
+    return dag, run
+
+
+def known_task(engine: Engine, dag_id: str, run_id: str, task_id: str, *, active: bool = True) -> TaskTarget:
+    """The task instance a command names; its task must be in the DAG's current definition."""
+    dag, run = known_run(engine, dag_id, run_id, active=active)
+    if task_id not in task_ids(dag):
+        raise Refused(IMPOSSIBLE, f"DAG {dag_id} has no task {task_id} (its tasks: {', '.join(task_ids(dag))})")
+    return TaskTarget(dag, run, queries.task_instance(engine, dag_id, run_id, task_id))
+
+
+def task_ids(dag: Row) -> list[str]:
+    """The task ids of a DAG row's current definition."""
+    return [task["task_id"] for task in dag.get("tasks") or []]
+
+
+def markable(state: str) -> str:
+    if state not in MARKABLE:
+        raise Refused(IMPOSSIBLE, f"cannot mark a task {state!r}: the state must be one of {', '.join(MARKABLE)}")
+    return state
+
+
+def killable(target: TaskTarget, task_id: str) -> None:
+    """A kill needs a try that has not ended: queued, running, or waiting for its retry."""
+    state = target.instance["state"] if target.instance else None
+    if state not in KILLABLE:
+        raise Refused(IMPOSSIBLE, f"task {task_id} has no try to kill (its state is {state or 'not queued yet'})")
+
+
+def backfill_range(dag: Row, start: float, end: float) -> None:
+    """A backfill needs a DAG with schedule intervals and a range that does not end before it starts."""
+    if not dag["schedule"] or dag["schedule"] == "@once":
+        raise Refused(IMPOSSIBLE, f"DAG {dag['dag_id']} has no schedule intervals to backfill "
+                                  f"(schedule {dag['schedule']!r}); trigger runs instead")
+    if end < start:
+        raise Refused(IMPOSSIBLE, f"the backfill ends ({iso(end)}) before it starts ({iso(start)})")
+
+
+def check_request_id(request_id: str) -> str:
+    if not _REQUEST_ID.match(request_id):
+        raise ValueError(f"bad request id {request_id!r}: 1 to 128 characters of letters, digits and ._~- "
+                         "(starting with a letter or digit)")
+    return request_id
+
+
+def reused_for_another(engine: Engine, request_id: str, command: str, dag_id: str, run_id: str | None,
+                       task_id: str | None) -> None:
+    """Refuse a request id the log already holds for a different command (a key is one command)."""
+    for row in queries.commands(engine, request_id):
+        if (row["command"], row["dag_id"], row["run_id"], row["task_id"]) != (command, dag_id, run_id, task_id):
+            raise Refused(IMPOSSIBLE, f"request id {request_id} was already used for {row['command']} on "
+                                      f"{'/'.join(filter(None, (row['dag_id'], row['run_id'], row['task_id'])))}")
+
+
+def parse_instant(text: str | float | int) -> float:
+    """Seconds since the epoch from ISO 8601 (a date, or a date and time; UTC unless it names an offset)
+    or from a number of seconds. Raises ValueError naming the problem."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        if not _FIRST <= text <= _LAST:  # also refuses NaN
+            raise ValueError(f"{text!r} seconds since the epoch is not a date between the years 1 and 9999")
+        return float(text)
+    try:
+        parsed = dt.datetime.fromisoformat(str(text).strip())
+    except ValueError:
+        raise ValueError(f"not an ISO 8601 date or date-time: {text!r} (e.g. 2024-01-31 or "
+                         "2024-01-31T06:00:00+00:00)") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.timezone.utc)
+    return parsed.timestamp()
+
+
+_FIRST = dt.datetime(1, 1, 2, tzinfo=dt.timezone.utc).timestamp()
+_LAST = dt.datetime(9999, 12, 30, tzinfo=dt.timezone.utc).timestamp()
+
+
+def iso(seconds: float) -> str:
+    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).isoformat()

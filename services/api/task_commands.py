@@ -1,0 +1,72 @@
+"""Clear, mark and kill task instances (and clear whole runs) through the log."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import Depends, Request
+from sqlalchemy import Engine
+
+from schemas import ClearTask, KillTask, MarkTask
+from services.api import models, targets
+from services.api.commands import REQUESTED_BY, append, commands, engine_of, once, request_id_of
+
+TASK = "/api/v1/dags/{dag_id}/runs/{run_id}/tasks/{task_id}"
+
+
+@commands.post(f"{TASK}/clear", status_code=202, response_model=models.Accepted, summary="Clear a task instance")
+def clear(dag_id: str, run_id: str, task_id: str, request: Request, body: models.ClearRequest | None = None,
+          request_id: str = Depends(request_id_of), engine: Engine = Depends(engine_of)):
+    """Append ClearTask: run the task instance again with a new try (with ``downstream`` / ``upstream``,
+    every task after / before it too). A finished run reopens; a running try is stopped first (its
+    runner kills the user code and reports TaskKilled) before the new try is queued. A task that has
+    not been queued yet can be cleared too. 409 if the DAG does not define the task."""
+    body = body or models.ClearRequest()
+    targets.known_task(engine, dag_id, run_id, task_id)
+    once(engine, request_id, "ClearTask", dag_id, run_id, task_id)
+    event = ClearTask(dag_id=dag_id, run_id=run_id, task_id=task_id, request_id=request_id,
+                      downstream=body.downstream, upstream=body.upstream, requested_by=REQUESTED_BY, at=time.time())
+    return append(request, event, request_id, run_id=run_id, task_id=task_id)
+
+
+@commands.post("/api/v1/dags/{dag_id}/runs/{run_id}/clear", status_code=202, response_model=models.Accepted,
+               summary="Clear a whole run")
+def clear_run(dag_id: str, run_id: str, request: Request, request_id: str = Depends(request_id_of),
+              engine: Engine = Depends(engine_of)):
+    """Append ClearTask with task_id "": every task of the run runs again (running tries are stopped
+    first); a finished run reopens."""
+    targets.known_run(engine, dag_id, run_id, active=True)
+    once(engine, request_id, "ClearTask", dag_id, run_id, "")
+    event = ClearTask(dag_id=dag_id, run_id=run_id, task_id="", request_id=request_id, requested_by=REQUESTED_BY,
+                      at=time.time())
+    return append(request, event, request_id, run_id=run_id, task_id="")
+
+
+@commands.post(f"{TASK}/mark", status_code=202, response_model=models.Accepted, summary="Mark a task instance")
+def mark(dag_id: str, run_id: str, task_id: str, body: models.MarkRequest, request: Request,
+         request_id: str = Depends(request_id_of), engine: Engine = Depends(engine_of)):
+    """Append MarkTask: set the task instance's state to success, failed or skipped by hand, whatever its
+    state (a task not queued yet included). A running try is stopped first; the marked state wins over
+    that try's own late outcome. Downstream tasks follow: success releases them, failed makes them
+    upstream_failed, skipped skips them. The task_instance table shows the mark as soon as it is in the
+    log. 409 for another state, or a task the DAG does not define."""
+    state = targets.markable(body.state)
+    targets.known_task(engine, dag_id, run_id, task_id)
+    once(engine, request_id, "MarkTask", dag_id, run_id, task_id)
+    event = MarkTask(dag_id=dag_id, run_id=run_id, task_id=task_id, state=state, request_id=request_id,
+                     requested_by=REQUESTED_BY, at=time.time())
+    return append(request, event, request_id, run_id=run_id, task_id=task_id)
+
+
+@commands.post(f"{TASK}/kill", status_code=202, response_model=models.Accepted, summary="Kill a task's try")
+def kill(dag_id: str, run_id: str, task_id: str, request: Request, request_id: str = Depends(request_id_of),
+         engine: Engine = Depends(engine_of)):
+    """Append KillTask: the task's queued or running try is stopped (its runner kills the user code) and
+    ends as killed: failed, not retried, so its downstream tasks become upstream_failed. 409 when the
+    task has no such try (its state says why)."""
+    target = targets.known_task(engine, dag_id, run_id, task_id, active=False)
+    targets.killable(target, task_id)
+    once(engine, request_id, "KillTask", dag_id, run_id, task_id)
+    event = KillTask(dag_id=dag_id, run_id=run_id, task_id=task_id, request_id=request_id,
+                     requested_by=REQUESTED_BY, at=time.time())
+    return append(request, event, request_id, run_id=run_id, task_id=task_id)
