@@ -28,6 +28,8 @@ COMMAND_MODULES = [
     "tock.cli.dag_commands",
     "tock.cli.query_commands",
     "tock.cli.scheduler_commands",
+    "tock.cli.operator_commands",
+    "tock.cli.backfill_commands",
 ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import signal
-import uuid
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -13,6 +13,7 @@ import typer
 from confluent_kafka import KafkaException
 
 from tock.cli import settings_of
+from tock.cli.appending import ATTEMPTS, REQUEST_ID_OPTION
 from tock.cli.groups import dags_app
 
 log = logging.getLogger("tock.cli")
@@ -75,9 +76,11 @@ def dags_trigger(ctx: typer.Context,
                  conf: str = typer.Option("{}", help="Run configuration, a JSON object."),
                  wait: bool = typer.Option(False, "--wait", help="Wait for the run to finish; exit 1 if it fails."),
                  timeout: Optional[float] = typer.Option(None, help="With --wait: give up after this many seconds "
-                                                                    "(exit 2).")) -> None:
-    """Ask the scheduler for a manual run of DAG_ID; prints the run id."""
-    from services.scheduler.trigger import dag_is_published, follow_run, trigger_run
+                                                                    "(exit 2)."),
+                 request_id: str = REQUEST_ID_OPTION) -> None:
+    """Ask the scheduler for a manual run of DAG_ID; prints the run id (manual__<request id>: the
+    same --request-id names the same run, created once)."""
+    from services.scheduler.trigger import dag_is_published, follow_run
 
     try:
         if not isinstance(json.loads(conf), dict):
@@ -86,18 +89,15 @@ def dags_trigger(ctx: typer.Context,
         typer.echo(f"tock dags trigger: --conf must be a JSON object ({error})", err=True)
         raise typer.Exit(2) from None
     settings = settings_of(ctx)
-    request_id = uuid.uuid4().hex
     try:
         published = dag_is_published(settings, dag_id)
-        run_id, start = trigger_run(settings, dag_id, request_id, conf) if published else (None, None)
     except (KafkaException, RuntimeError) as error:
-        typer.echo(f"tock dags trigger: cannot append the trigger to Kafka at {settings.bootstrap}: {error} "
-                   "(is the broker up, and were the topics created with `tock topics create`?)", err=True)
-        raise typer.Exit(1) from None
+        _cannot_append(settings, error)
     if not published:
         typer.echo(f"tock dags trigger: no DAG {dag_id!r} has been published (see `tock dags list`; is "
                    "`tock dag-processor` running on the folder that defines it?)", err=True)
         raise typer.Exit(1)
+    run_id, start = _trigger(settings, dag_id, request_id, conf)
     typer.echo(run_id)
     if not wait:
         return
@@ -107,6 +107,29 @@ def dags_trigger(ctx: typer.Context,
         raise typer.Exit(2)
     typer.echo(f"run {run_id}: {state}")
     raise typer.Exit(0 if state == "success" else 1)
+
+
+def _trigger(settings, dag_id: str, request_id: str, conf: str) -> tuple[str, int]:
+    """Append the trigger, retrying a delivery failure with the same request id (the scheduler creates
+    the run once)."""
+    from services.scheduler.trigger import trigger_run
+
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return trigger_run(settings, dag_id, request_id, conf)
+        except (KafkaException, RuntimeError) as error:
+            if attempt == ATTEMPTS:
+                _cannot_append(settings, error, f"; run it again with --request-id {request_id} (it is applied once)")
+            typer.echo(f"tock dags trigger: the log did not acknowledge the trigger ({error}); retrying with the "
+                       f"same request id ({attempt + 1}/{ATTEMPTS})", err=True)
+            time.sleep(attempt)
+    raise AssertionError("unreachable")
+
+
+def _cannot_append(settings, error: Exception, hint: str = "") -> None:
+    typer.echo(f"tock dags trigger: cannot append the trigger to Kafka at {settings.bootstrap}: {error} "
+               f"(is the broker up, and were the topics created with `tock topics create`?){hint}", err=True)
+    raise typer.Exit(1) from None
 
 
 def standalone(ctx: typer.Context, dags_folder: Optional[Path] = typer.Option(

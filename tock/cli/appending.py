@@ -1,0 +1,114 @@
+"""What the operator commands share: request ids, dates, checks against the tables, appending with retries.
+
+A command is checked against the projection tables first (an unknown DAG, run or task exits 1
+with a message; bad input exits 2), then appended to ``tock.events``. A delivery failure is
+retried with the same request id, so the scheduler applies the command once however many
+copies reach the log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import typer
+from confluent_kafka import KafkaException
+from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from infra.log import DeliveryFailed, KafkaEventLog
+from infra.settings import Settings
+from projections.db import create_tables, open_engine
+from services.api.targets import Refused, check_request_id, parse_instant
+from tock.cli import settings_of
+
+REQUESTED_BY = "cli"
+ATTEMPTS = 3
+ACK_TIMEOUT = 5.0  # seconds the broker gets to acknowledge one attempt
+T = TypeVar("T")
+
+
+def _request_id(value: str | None) -> str:
+    if value is None:
+        return uuid.uuid4().hex
+    try:
+        return check_request_id(value)
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
+
+
+REQUEST_ID_OPTION = typer.Option(
+    None, "--request-id", callback=_request_id,
+    help="The command's request id (default: a new one). Run the command again with the same id after a "
+         "failure and the scheduler still applies it once.")
+YES_OPTION = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")
+
+
+def date_option(flag: str, help_text: str, *, required: bool = False) -> Any:
+    """An option taking an ISO 8601 date or date-time; a bad one exits 2 with the reason."""
+    return typer.Option(... if required else None, flag, parser=parse_instant, metavar="DATE",
+                        help=f"{help_text} ISO 8601: 2024-01-31, 2024-01-31T06:00 or 2024-01-31T06:00:00+02:00 "
+                             "(UTC unless an offset is given).")
+
+
+def derived_request_id(base: str, *names: str) -> str:
+    """The request id of one of several commands asked at once: stable, so repeating the whole
+    command with the same --request-id appends the same ids again."""
+    digest = hashlib.sha256("\0".join(names).encode()).hexdigest()[:16]
+    return f"{base[:100]}.{digest}"
+
+
+@contextmanager
+def tables(ctx: typer.Context, command: str) -> Iterator[Engine]:
+    """The projection tables, with refusals (unknown or impossible targets) as exit 1."""
+    engine = open_engine(settings_of(ctx))
+    try:
+        create_tables(engine)
+        yield engine
+    except Refused as refused:
+        fail(command, refused.reason)
+    except SQLAlchemyError as error:
+        fail(command, f"cannot read the projections database: {error.__class__.__name__}: {error}")
+    finally:
+        engine.dispose()
+
+
+def fail(command: str, message: str, code: int = 1) -> None:
+    typer.echo(f"tock {command}: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def append_commands(settings: Settings, events: Sequence[Any], command: str, *,
+                    sleep: Callable[[float], None] = time.sleep) -> None:
+    """Append ``events`` and wait for the broker's acknowledgement, retrying a failed delivery up to
+    ATTEMPTS times with the same events (so the same request ids); exit 1 if every attempt fails."""
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            _append_once(settings, events)
+            return
+        except (DeliveryFailed, KafkaException) as error:
+            if attempt == ATTEMPTS:
+                ids = sorted({getattr(event, "request_id", "") for event in events} - {""})
+                again = f"; run it again with --request-id {ids[0]} (it is applied once)" if len(ids) == 1 else ""
+                fail(command, f"the log did not acknowledge the command after {ATTEMPTS} attempts: {error} "
+                              f"(is the broker at {settings.bootstrap} up, and were the topics created with "
+                              f"`tock topics create`?){again}")
+            typer.echo(f"tock {command}: the log did not acknowledge the command ({error}); retrying with the "
+                       f"same request id ({attempt + 1}/{ATTEMPTS})", err=True)
+            sleep(attempt)
+
+
+def _append_once(settings: Settings, events: Sequence[Any]) -> None:
+    config = {"message.timeout.ms": int(ACK_TIMEOUT * 1000)}
+    with KafkaEventLog(settings, client_id="tock-cli", config=config) as event_log:
+        for event in events:
+            event_log.append(event)
+        event_log.flush(ACK_TIMEOUT + 5)
+
+
+def show_request(request_id: str) -> str:
+    return f"request id {request_id} (see `tock commands show {request_id}`)"
