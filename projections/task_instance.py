@@ -10,8 +10,11 @@ Operator commands: ``MarkTask`` sets the state at once (``marked_at`` / ``marked
 a marked row keeps it: later outcome events of that try (the runner's late success, its
 ``TaskKilled``) fill in who ran it but never the state. ``TaskCleared`` sets the state
 ``cleared`` (the row still describes the last try) and nothing of that try changes it
-afterwards. The next ``TaskQueued`` starts afresh. ``TaskKillRequested`` only notes
-``kill_requested_at``; the try's state changes when it ends (``TaskKilled``: ``killed``).
+afterwards. The next ``TaskQueued`` starts afresh. ``TaskKillRequested`` notes
+``kill_requested_at``; a started try ends as ``killed`` with the runner's ``TaskKilled``, one that
+no runner had claimed (no ``TaskStarted`` yet) at once, as the scheduler decides it. Nothing of a
+killed try changes its state afterwards (a runner that lost the race to the kill may still append
+its ``TaskStarted``).
 """
 
 from __future__ import annotations
@@ -106,8 +109,13 @@ def _is_current(row: Row, try_number: int) -> bool:
 
 
 def _of_current_try(row: Row, event) -> Row:
+    if isinstance(event, TaskKillRequested) and row["runner_id"] is None and row["state"] == "queued":
+        # No runner has claimed the try: by the claim rule none ever will, so it is over now.
+        return {**row, "state": "killed", "end_date": event.at, "kill_requested_at": event.at,
+                "reason": event.reason, "updated_at": event.at}
     changes = _CURRENT_TRY[type(event)](event)
-    if row["marked_at"] is not None:  # the marked state wins over the try's own outcome
+    if row["marked_at"] is not None or row["state"] == "killed":
+        # The marked state wins over the try's own outcome; a killed try's late events change nothing.
         changes = {name: value for name, value in changes.items() if name in _ABOUT_THE_RUNNER}
     return {**row, **changes, "updated_at": event.at} if changes else row
 

@@ -20,7 +20,7 @@ from projections import queries
 
 UNKNOWN, IMPOSSIBLE = 404, 409
 MARKABLE = ("success", "failed", "skipped")
-KILLABLE = ("queued", "running", "up_for_retry")
+KILLABLE = ("queued", "running")
 # A request id becomes part of run ids (manual__<id>) and log file paths: plain characters only.
 REQUEST_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._~-]{0,127}$"
 _REQUEST_ID = re.compile(REQUEST_ID_PATTERN)
@@ -83,7 +83,7 @@ def markable(state: str) -> str:
 
 
 def killable(target: TaskTarget, task_id: str) -> None:
-    """A kill needs a try that has not ended: queued, running, or waiting for its retry."""
+    """A kill needs a try that has not ended: queued or running."""
     state = target.instance["state"] if target.instance else None
     if state not in KILLABLE:
         raise Refused(IMPOSSIBLE, f"task {task_id} has no try to kill (its state is {state or 'not queued yet'})")

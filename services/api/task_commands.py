@@ -19,8 +19,8 @@ def clear(dag_id: str, run_id: str, task_id: str, request: Request, body: models
           request_id: str = Depends(request_id_of), engine: Engine = Depends(engine_of)):
     """Append ClearTask: run the task instance again with a new try (with ``downstream`` / ``upstream``,
     every task after / before it too). A finished run reopens; a running try is stopped first (its
-    runner kills the user code and reports TaskKilled) before the new try is queued. A task that has
-    not been queued yet can be cleared too. 409 if the DAG does not define the task."""
+    runner kills the user code and reports TaskKilled) before the new try is queued. Clearing a task
+    that has not run yet in this run changes nothing. 409 if the DAG does not define the task."""
     body = body or models.ClearRequest()
     targets.known_task(engine, dag_id, run_id, task_id)
     once(engine, request_id, "ClearTask", dag_id, run_id, task_id)

@@ -139,6 +139,19 @@ def test_a_kill_request_is_noted_and_the_try_ends_as_killed():
     assert (row["state"], row["end_date"], row["reason"]) == ("killed", 22.0, "killed by bob")
 
 
+def test_a_kill_request_before_any_runner_claimed_the_try_ends_it_at_once():
+    row = _row(queued(1), kill_requested(1, reason="killed by bob"))
+    assert (row["state"], row["end_date"], row["reason"]) == ("killed", 21.0, "killed by bob")
+    late = _row(queued(1), kill_requested(1), started(1, at=23), killed(1, at=24),
+                succeeded(1, at=25))  # a runner that lost the race to the kill
+    assert (late["state"], late["end_date"], late["runner_id"]) == ("killed", 21.0, "w1")
+
+
+def test_a_kill_request_before_the_start_of_a_marked_try_keeps_the_mark():
+    row = _row(queued(1), mark("success"), kill_requested(1))
+    assert (row["state"], row["kill_requested_at"]) == ("success", 21.0)
+
+
 def test_a_kill_of_an_older_try_changes_nothing():
     row = _row(*RUNNING, failed(1), queued(2, at=31), kill_requested(1, at=32), killed(1, at=33))
     assert (row["state"], row["kill_requested_at"]) == ("queued", None)
