@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
 from infra.log.reader import EventReader
 from infra.log.records import LogRecord
@@ -73,16 +73,25 @@ def topic_partitions(reader: EventReader, topic: str, timeout: float = 30.0) -> 
 
 
 def settle(settings: Settings, logical_topic: str, partitions: list[int], *, timeout: float,
-           client_id: str = "tock-settle") -> None:
+           client_id: str = "tock-settle", group_id: str | None = None) -> None:
     """Wait until no transaction that was open when this was called still holds back ``partitions``.
 
     A read_committed reader sees a partition only up to its last stable offset (LSO); a
     transaction left open by a previous owner (frozen, or killed inside it) keeps the LSO
     below the high watermark until it commits or the coordinator aborts it. Deciding before
     then would miss decisions that may still commit. Waits until each partition's LSO reaches
-    the high watermark captured on entry; raises TimeoutError past ``timeout``.
+    the high watermark captured on entry; raises TimeoutError past ``timeout`` (for each wait).
+
+    The watermarks only show records that reached the partition. A previous owner frozen
+    after sending its offsets may still hold its records in its producer's queue, and write
+    and commit them when it thaws. With ``group_id`` (the group whose offsets such a
+    transaction carries), first wait until the group's offsets for ``partitions`` are stable:
+    a read_committed offset fetch is answered UNSTABLE_OFFSET_COMMIT (and retried) while a
+    transaction holding offsets for them is open (KIP-447).
     """
     topic = topic_name(settings.topic_prefix, logical_topic)
+    if group_id is not None:
+        _wait_for_stable_offsets(settings, topic, partitions, group_id, timeout, client_id)
     uncommitted = EventReader(settings, [], client_id=client_id, config={"isolation.level": "read_uncommitted"})
     committed = EventReader(settings, [], client_id=client_id)
     try:
@@ -102,6 +111,19 @@ def settle(settings: Settings, logical_topic: str, partitions: list[int], *, tim
 
 
 _SETTLE_WAIT = 0.05
+
+
+def _wait_for_stable_offsets(settings: Settings, topic: str, partitions: list[int], group_id: str,
+                             timeout: float, client_id: str) -> None:
+    # An assigned (never subscribed) reader in the group: it fetches offsets, never joins.
+    reader = EventReader(settings, [], client_id=client_id, config={"group.id": group_id})
+    try:
+        reader.consumer.committed([TopicPartition(topic, partition) for partition in partitions], timeout=timeout)
+    except KafkaException as error:
+        raise TimeoutError(f"{topic} partitions {sorted(partitions)}: offsets of group {group_id} still held by "
+                           f"an open transaction after {timeout:g} s ({error.args[0]})") from None
+    finally:
+        reader.close()
 
 
 def _finish_reached(reader: EventReader, topic: str, ends: dict[int, int]) -> None:

@@ -62,6 +62,7 @@ class Scheduler:
         self.unreplayed: dict[int, tuple[float, float]] = {}  # partition -> (next attempt, backoff)
         self._stop = threading.Event()
         self._topics = logical_topics(settings)
+        self.group_id = f"{settings.topic_prefix}tock-scheduler"
         self._next_heartbeat = 0.0
         self.assigned_at: dict[int, float] = {}  # when each partition was taken over (for benchmarks)
 
@@ -78,7 +79,7 @@ class Scheduler:
             config={"transaction.timeout.ms": int(self.settings.scheduler_session_timeout * 1000),
                     "retry.backoff.ms": TRANSACTION_RETRY_BACKOFF_MS})
         self.side = EventReader(self.settings, [], client_id=f"tock-scheduler-side-{self.scheduler_id}")
-        self.events = EventReader(self.settings, [EVENTS], group_id=f"{self.settings.topic_prefix}tock-scheduler",
+        self.events = EventReader(self.settings, [EVENTS], group_id=self.group_id,
                                   on_assign=self._assigned, on_revoke=self._revoked,
                                   client_id=f"tock-scheduler-{self.scheduler_id}",
                                   config=self._group_config())
@@ -96,9 +97,18 @@ class Scheduler:
         self._stop.set()
 
     def _group_config(self) -> dict:
-        session_ms = int(self.settings.scheduler_session_timeout * 1000)
-        return {"partition.assignment.strategy": ASSIGNMENT, "session.timeout.ms": session_ms,
-                "heartbeat.interval.ms": max(100, session_ms // 5)}
+        return {"partition.assignment.strategy": ASSIGNMENT,
+                "session.timeout.ms": int(self.settings.scheduler_session_timeout * 1000),
+                "heartbeat.interval.ms": int(self._group_heartbeat_interval() * 1000)}
+
+    def _group_heartbeat_interval(self) -> float:
+        return max(0.1, self.settings.scheduler_session_timeout / 5)
+
+    def _ownership_window(self) -> float:
+        """How long a commit may take and still prove this member owns its partitions. The group
+        moves on a session timeout after the member's last heartbeat, which may have been sent up
+        to a heartbeat interval (two, allowing one late) before the commit began."""
+        return self.settings.scheduler_session_timeout - 2 * self._group_heartbeat_interval()
 
     def _close(self) -> None:
         for closing in (self.events.close, self.side.close, self.session.close):
@@ -216,9 +226,9 @@ class Scheduler:
             elapsed = time.time() - started
             if elapsed > SLOW_CALL:
                 self.evidence.unreachable(time.time())
-        # A commit that outlasted the session timeout (this process was frozen, or the broker
+        # A commit that outlasted the ownership window (this process was frozen, or the broker
         # away) proves nothing about today's ownership: the next commit must, before any launch.
-        self.pending, self.may_launch = [], elapsed < self.settings.scheduler_session_timeout
+        self.pending, self.may_launch = [], elapsed < self._ownership_window()
         self.adoption_due.clear()
         self._committed(batch)
 
@@ -257,7 +267,8 @@ class Scheduler:
         started = time.time()
         try:
             settle(self.settings, EVENTS, partitions, timeout=self._settle_timeout(),
-                   client_id=f"tock-scheduler-settle-{self.scheduler_id}")
+                   client_id=f"tock-scheduler-settle-{self.scheduler_id}", group_id=self.group_id)
+            settled = time.time()
             memories = rebuild(self.settings, partitions)
         except Exception as error:  # noqa: BLE001 - any failure of a takeover is retried, said loudly
             self._takeover_failed(partitions, error)
@@ -275,7 +286,8 @@ class Scheduler:
         self.adoption_due.update(partitions)
         self.full_walk.update(partitions)
         self.assigned_at.update(dict.fromkeys(partitions, started))
-        log.info("assigned partitions %s: replayed in %.3f s (%d open runs)", partitions, time.time() - started,
+        log.info("assigned partitions %s: replayed in %.3f s (%.3f s of it waiting out open transactions, "
+                 "%d open runs)", partitions, time.time() - started, settled - started,
                  sum(len(memory.state.runs) for memory in memories.values()))
 
     def _settle_timeout(self) -> float:
