@@ -88,13 +88,21 @@ class Scheduler:
         try:
             while not self._stop.is_set():
                 self.step()
-            # Launches already made are committed with the goodbye, so the next owner sees their handles.
-            self._commit_now(self.pending + [(None, SchedulerStopped(scheduler_id=self.scheduler_id, at=time.time()))])
+            self._say_goodbye()
         finally:
             self._close()
 
     def stop(self) -> None:
         self._stop.set()
+
+    def _say_goodbye(self) -> None:
+        # Launches already made are committed with the goodbye, so the next owner sees their handles.
+        goodbye = (None, SchedulerStopped(scheduler_id=self.scheduler_id, at=time.time()))
+        try:
+            self._commit_now(self.pending + [goodbye])
+        except TransactionAborted as error:  # e.g. the group rebalanced as we stopped: the next owner relaunches
+            log.warning("stopping: the last decisions were not committed (%s); the runners' claims in the "
+                        "log keep any try from running twice", error)
 
     def _group_config(self) -> dict:
         return {"partition.assignment.strategy": ASSIGNMENT,
