@@ -14,7 +14,7 @@ from schemas import DEAD_LETTER
 from tests.integration.projection_db import (ProjectorThread, db_url, engine, log_end,  # noqa: F401
                                              offsets_reached, produce, projection_settings, wait_for)
 from tests.scenarios.scheduler_support import environment
-from tests.unit.projection_logs import example_run
+from tests.unit.projection_logs import example_run, operated_run
 from tock.cli import app
 
 pytestmark = pytest.mark.integration
@@ -84,3 +84,30 @@ def test_cli_queries_show_the_projected_run(projection_settings, engine):
     missing = _cli(projection_settings, "tasks", "list", "etl", "nope")
     assert missing.exit_code == 1 and "no run nope" in missing.output
     assert [row["dag_id"] for row in queries.list_dags(projection_settings)] == ["etl"]
+
+
+def test_operator_commands_are_projected_and_verified(projection_settings, engine):
+    produce(projection_settings, example_run() + operated_run())
+    with ProjectorThread(projection_settings, records=5):  # many small batches
+        wait_for(lambda: offsets_reached(engine, log_end(projection_settings)), what="the projector to catch up")
+    load = queries.task_instance(engine, "etl", "manual__1", "load")
+    assert (load["state"], load["try_number"], load["marked_by"], load["kill_requested_at"]) == (
+        "success", 2, "api", 1_700_000_051.1)
+    states = {row["task_id"]: row["state"] for row in queries.task_instances(engine, "etl", "manual__3")}
+    assert states == {"transform": "killed", "gone": "removed", "load": "upstream_failed"}
+    assert queries.run(engine, "etl", "manual__1")["reopened_at"] == 1_700_000_050.1
+    assert [(c["command"], c["status"]) for c in queries.commands(engine, "k1")] == [("KillTask", "rejected")]
+    assert queries.commands(engine, "3")[0]["run_id"] == "manual__3"
+    backfill = queries.backfill(engine, "etl", "b1")
+    assert (backfill["state"], backfill["planned"], backfill["created"], backfill["finished"]) == (
+        "cancelled", 2, 1, 0)
+    history = queries.task_history(engine, "etl", "manual__1", "load")
+    assert [row["event_type"] for row in history][-6:] == [
+        "TaskQueued", "TaskStarted", "MarkTask", "TaskKillRequested", "TaskKilled", "KillTask"]
+    assert _cli(projection_settings, "projections", "rebuild", "--verify").exit_code == 0
+    with engine.begin() as connection:
+        connection.execute(update(LIVE["command"]).values(status="accepted"))
+    tampered = _cli(projection_settings, "projections", "rebuild", "--verify")
+    assert tampered.exit_code == 1 and "command" in tampered.output
+    assert _cli(projection_settings, "projections", "rebuild").exit_code == 0
+    assert queries.commands(engine, "k1")[0]["status"] == "rejected"

@@ -190,3 +190,45 @@ def example_run(dag_id: str = "etl", run_id: str = "manual__1", at: float = 1_70
     events += lifecycle(dag_id, run_id, "load", 1, at + 8)
     events.append(DagRunFinished(dag_id=dag_id, run_id=run_id, state="success", at=at + 10))
     return events
+
+
+def operated_run(dag_id: str = "etl", run_id: str = "manual__1", at: float = 1_700_000_050.0) -> list:
+    """Operators at work on ``example_run``'s run once it has finished, as the scheduler answers them:
+    load is cleared (the run reopens) and its new try is marked success while it runs (stopped
+    first); a kill of it is rejected; transform is killed in a third run; a backfill of two dates
+    is planned, creates one run and is cancelled; a task removed from the DAG ends as removed."""
+    ids = {"dag_id": dag_id, "run_id": run_id}
+    load = {**ids, "task_id": "load"}
+    reject = {"dag_id": dag_id, "scheduler_id": "s1"}
+    third = {"dag_id": dag_id, "run_id": "manual__3", "task_id": "transform", "try_number": 1}
+    return [
+        ClearTask(**load, request_id="c1", downstream=True, requested_by="cli", at=at),
+        DagRunReopened(**ids, request_id="c1", at=at + 0.1),
+        TaskCleared(**load, try_number=1, request_id="c1", at=at + 0.1),
+        TaskQueued(**load, try_number=2, executor="local", queue="default", scheduler_id="s1", at=at + 0.1),
+        TaskStarted(**load, try_number=2, runner_id="w2", hostname="host", pid=9, at=at + 0.5),
+        MarkTask(**load, state="success", request_id="m1", requested_by="api", at=at + 1),
+        TaskKillRequested(**load, try_number=2, reason="marked success", scheduler_id="s1", at=at + 1.1),
+        TaskKilled(**load, try_number=2, runner_id="w2", reason="killed as asked", at=at + 1.5),
+        DagRunFinished(**ids, state="success", at=at + 1.6),
+        KillTask(**load, request_id="k1", at=at + 2),
+        CommandRejected(**reject, request_id="k1", command="KillTask", reason="no running or queued try", at=at + 2),
+        TriggerDagRun(dag_id=dag_id, request_id="3", requested_by="api", at=at + 3),
+        DagRunCreated(dag_id=dag_id, run_id="manual__3", logical_date=at, run_type="manual", dag_fingerprint="fp",
+                      scheduler_id="s1", at=at + 3.1),
+        TaskQueued(**third, executor="local", queue="default", scheduler_id="s1", at=at + 3.2),
+        TaskStarted(**third, runner_id="w3", hostname="host", pid=10, at=at + 3.3),
+        KillTask(**{k: v for k, v in third.items() if k != "try_number"}, request_id="k2", at=at + 4),
+        TaskKillRequested(**third, reason="killed by cli", scheduler_id="s1", at=at + 4.1),
+        TaskKilled(**third, runner_id="w3", at=at + 4.2),
+        TaskRemoved(dag_id=dag_id, run_id="manual__3", task_id="gone", reason="no longer in the DAG", at=at + 4.3),
+        TaskUpstreamFailed(dag_id=dag_id, run_id="manual__3", task_id="load", at=at + 4.4),
+        DagRunFinished(dag_id=dag_id, run_id="manual__3", state="failed", at=at + 4.5),
+        RequestBackfill(dag_id=dag_id, request_id="b1", start_date=0.0, end_date=3600.0, at=at + 5),
+        BackfillPlanned(dag_id=dag_id, backfill_id="b1", logical_dates=[0.0, 3600.0], scheduler_id="s1",
+                        at=at + 5.1),
+        DagRunCreated(dag_id=dag_id, run_id="backfill__1970-01-01T00:00:00+00:00", logical_date=0.0,
+                      run_type="backfill", dag_fingerprint="fp", scheduler_id="s1", at=at + 5.2),
+        CancelBackfill(dag_id=dag_id, backfill_id="b1", at=at + 6),
+        BackfillFinished(dag_id=dag_id, backfill_id="b1", state="cancelled", at=at + 6.1),
+    ]
