@@ -50,8 +50,8 @@ def mark(dag_id: str, run_id: str, task_id: str, body: models.MarkRequest, reque
     that try's own late outcome. Downstream tasks follow: success releases them, failed makes them
     upstream_failed, skipped skips them. The task_instance table shows the mark as soon as it is in the
     log. 409 for another state, or a task the DAG does not define."""
-    state = targets.markable(body.state)
     targets.known_task(engine, dag_id, run_id, task_id)
+    state = targets.markable(body.state)
     once(engine, request_id, "MarkTask", dag_id, run_id, task_id)
     event = MarkTask(dag_id=dag_id, run_id=run_id, task_id=task_id, state=state, request_id=request_id,
                      requested_by=REQUESTED_BY, at=time.time())

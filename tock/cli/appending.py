@@ -13,7 +13,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any
 
 import typer
 from confluent_kafka import KafkaException
@@ -29,7 +29,6 @@ from tock.cli import settings_of
 REQUESTED_BY = "cli"
 ATTEMPTS = 3
 ACK_TIMEOUT = 5.0  # seconds the broker gets to acknowledge one attempt
-T = TypeVar("T")
 
 
 def _request_id(value: str | None) -> str:
