@@ -10,16 +10,18 @@ Operator commands: ``MarkTask`` sets the state at once (``marked_at`` / ``marked
 a marked row keeps it: later outcome events of that try (the runner's late success, its
 ``TaskKilled``) fill in who ran it but never the state. ``TaskCleared`` sets the state
 ``cleared`` (the row still describes the last try) and nothing of that try changes it
-afterwards. The next ``TaskQueued`` starts afresh. ``TaskKillRequested`` notes
-``kill_requested_at``; a started try ends as ``killed`` with the runner's ``TaskKilled``, one that
-no runner had claimed (no ``TaskStarted`` yet) at once, as the scheduler decides it. Nothing of a
-killed try changes its state afterwards (a runner that lost the race to the kill may still append
-its ``TaskStarted``).
+afterwards. The next ``TaskQueued`` starts afresh. ``KillTask`` of a queued or running try
+(``kill_request_id``, once per request id, as the scheduler dedupes it) makes that try end as
+``killed`` whatever outcome its runner reports (its user code may have finished before the kill
+reached it), as the scheduler decides it. ``TaskKillRequested`` notes ``kill_requested_at``; a try
+no runner had claimed (no ``TaskStarted`` yet) ends as ``killed`` at once. Nothing of a killed try
+changes its state afterwards (a runner that lost the race to the kill may still append its
+``TaskStarted``).
 """
 
 from __future__ import annotations
 
-from schemas import (MarkTask, PodFinished, TaskAdopted, TaskCleared, TaskDeclaredDead, TaskFailed, TaskHeartbeat,
+from schemas import (KillTask, MarkTask, PodFinished, TaskAdopted, TaskCleared, TaskDeclaredDead, TaskFailed, TaskHeartbeat,
                      TaskKilled, TaskKillRequested, TaskLaunched, TaskQueued, TaskRemoved, TaskRetryScheduled,
                      TaskSkipped, TaskStarted, TaskSucceeded, TaskUpstreamFailed)
 from projections.records import Key, Record, Row
@@ -29,7 +31,8 @@ MARKABLE = ("success", "failed", "skipped")
 _TRY_EVENTS = (TaskLaunched, TaskStarted, TaskAdopted, TaskSucceeded, TaskFailed, TaskRetryScheduled,
                TaskDeclaredDead, PodFinished, TaskKillRequested, TaskKilled)
 _ENDED = (TaskUpstreamFailed, TaskSkipped, TaskRemoved)
-_EVENTS = (TaskQueued, TaskHeartbeat, MarkTask, TaskCleared, *_ENDED, *_TRY_EVENTS)
+_OUTCOMES = (TaskSucceeded, TaskFailed, TaskDeclaredDead, TaskKilled)
+_EVENTS = (TaskQueued, TaskHeartbeat, MarkTask, TaskCleared, KillTask, *_ENDED, *_TRY_EVENTS)
 # What a try event may still change on a marked row: who ran the try, never its outcome.
 _ABOUT_THE_RUNNER = frozenset({"executor", "handle", "scheduler_id", "hostname", "pid", "runner_id", "start_date",
                                "kill_requested_at"})
@@ -41,7 +44,7 @@ def empty(dag_id: str, run_id: str, task_id: str) -> Row:
             "runner_id": None, "scheduler_id": None, "queued_at": None, "start_date": None,
             "end_date": None, "retry_not_before": None, "error": None, "reason": None, "updated_at": None,
             "heartbeat_try": None, "last_heartbeat": None, "marked_at": None, "marked_by": None,
-            "cleared_at": None, "kill_requested_at": None}
+            "cleared_at": None, "kill_requested_at": None, "kill_request_id": None, "kill_try": None}
 
 
 def key_of(record: Record) -> Key | None:
@@ -61,6 +64,8 @@ def evolve(row: Row | None, record: Record) -> Row:
             return _marked(row, event)
         case TaskCleared():
             return _cleared(row, event)
+        case KillTask():
+            return _kill_asked(row, event)
         case _ if isinstance(event, _ENDED):
             return {**row, "state": _ENDED_STATE[type(event)], "end_date": event.at,
                     "reason": getattr(event, "reason", None) or row["reason"], "updated_at": event.at}
@@ -103,6 +108,14 @@ def _cleared(row: Row, event: TaskCleared) -> Row:
             "cleared_at": event.at, "marked_at": None, "marked_by": None}
 
 
+def _kill_asked(row: Row, event: KillTask) -> Row:
+    if event.request_id and event.request_id == row["kill_request_id"]:
+        return row  # a repeated request: applied once
+    if row["state"] not in ("queued", "running"):
+        return row  # nothing to kill: the scheduler rejects it
+    return {**row, "kill_request_id": event.request_id, "kill_try": row["try_number"], "updated_at": event.at}
+
+
 def _is_current(row: Row, try_number: int) -> bool:
     # A cleared row waits for its next TaskQueued: nothing of the cleared try changes it.
     return try_number == row["try_number"] and row["cleared_at"] is None
@@ -114,6 +127,8 @@ def _of_current_try(row: Row, event) -> Row:
         return {**row, "state": "killed", "end_date": event.at, "kill_requested_at": event.at,
                 "reason": event.reason, "updated_at": event.at}
     changes = _CURRENT_TRY[type(event)](event)
+    if isinstance(event, _OUTCOMES) and row["kill_try"] == row["try_number"]:
+        changes["state"] = "killed"  # an operator's kill ends the try as killed, whatever it reports
     if row["marked_at"] is not None or row["state"] == "killed":
         # The marked state wins over the try's own outcome; a killed try's late events change nothing.
         changes = {name: value for name, value in changes.items() if name in _ABOUT_THE_RUNNER}

@@ -139,6 +139,36 @@ def test_a_kill_request_is_noted_and_the_try_ends_as_killed():
     assert (row["state"], row["end_date"], row["reason"]) == ("killed", 22.0, "killed by bob")
 
 
+def kill(request_id="k1", at=20.5):
+    return KillTask(**IDS, request_id=request_id, requested_by="bob", at=at)
+
+
+@pytest.mark.parametrize("outcome", [succeeded(1), failed(1), killed(1),
+                                     TaskDeclaredDead(**IDS, try_number=1, reason="silent", scheduler_id="s1",
+                                                      at=90)], ids=lambda event: type(event).__name__)
+def test_a_killed_try_ends_as_killed_whatever_its_runner_reports(outcome):
+    row = _row(*RUNNING, kill(), kill_requested(1, reason="killed by an operator"), outcome)
+    assert (row["state"], row["kill_request_id"], row["kill_try"]) == ("killed", "k1", 1)
+    assert row["end_date"] == outcome.at
+
+
+def test_a_kill_of_a_try_that_is_not_queued_or_running_changes_nothing():
+    row = _row(*RUNNING, failed(1), kill(), cleared(1), queued(2, at=41), succeeded(2, at=42))
+    assert (row["state"], row["kill_request_id"]) == ("success", None)
+
+
+def test_a_repeated_kill_request_does_not_kill_the_next_try():
+    row = _row(*RUNNING, kill(), killed(1), cleared(1), queued(2, at=41), started(2, at=41.5),
+               kill(at=42), succeeded(2, at=43))
+    assert (row["state"], row["try_number"]) == ("success", 2)
+    again = _row(*RUNNING, kill(), killed(1), cleared(1), queued(2, at=41), kill("k2", at=42), succeeded(2, at=43))
+    assert again["state"] == "killed"
+
+
+def test_a_mark_wins_over_a_pending_kill():
+    assert _row(*RUNNING, kill(), mark("success"), succeeded(1, at=30))["state"] == "success"
+
+
 def test_a_kill_request_before_any_runner_claimed_the_try_ends_it_at_once():
     row = _row(queued(1), kill_requested(1, reason="killed by bob"))
     assert (row["state"], row["end_date"], row["reason"]) == ("killed", 21.0, "killed by bob")
