@@ -40,6 +40,10 @@ class Settings(BaseSettings):
     parse_timeout: float = Field(default=30.0, gt=0, description="seconds one DAG file may take to parse")
     parse_parallelism: int = Field(default=2, ge=1, description="DAG files parsed at once")
     dag_scan_interval: float = Field(default=0.5, gt=0, description="seconds between scans of the DAGs folder")
+    dag_reparse_interval: float = Field(default=30.0, gt=0, description="seconds after which a DAG file is parsed "
+                                        "again even if its bytes are unchanged")
+    parse_retry_backoff: float = Field(default=5.0, gt=0, description="seconds before a failed parse is retried; "
+                                       "doubles per failure up to TOCK_DAG_REPARSE_INTERVAL")
     parallelism: int = Field(default=32, ge=1, description="tries the local executor runs at once")
     warm_runners: int = Field(default=8, ge=0, le=1000,
                               description="runners the local executor keeps started and connected, ready for a try")

@@ -1,12 +1,13 @@
 """Read model ``import_error``: the latest parse error of each file that has one now.
 
-A later clean parse of the same file (``DagFileProcessed``) clears it; both events are
-on ``tock.parsing`` keyed by file path, so they are ordered.
+A later clean parse of the same file (``DagFileProcessed``) clears it, and so does the
+file's removal (``DagFileRemoved``); all are on ``tock.parsing`` keyed by file path, so
+they are ordered.
 """
 
 from __future__ import annotations
 
-from schemas import DagFileProcessed, DagParseFailed
+from schemas import DagFileProcessed, DagFileRemoved, DagParseFailed
 from projections.parse_status import key_of
 from projections.records import Record, Row
 
@@ -16,7 +17,7 @@ __all__ = ["TABLE", "evolve", "key_of"]
 
 def evolve(_row: Row | None, record: Record) -> Row | None:
     match record.event:
-        case DagFileProcessed():
+        case DagFileProcessed() | DagFileRemoved():
             return None
         case DagParseFailed() as event:
             return {"file_path": event.file_path, "error": event.error, "traceback": event.traceback,

@@ -1,15 +1,16 @@
-"""Read model ``parse_status``: the last parse outcome of each DAG file.
+"""Read model ``parse_status``: the last parse outcome of each file in the DAGs folder.
 
-It comes from ``tock.parsing`` keyed by file path, so a file's events are ordered.
+It comes from ``tock.parsing`` keyed by file path, so a file's events are ordered. A
+file's row goes with the file (``DagFileRemoved``).
 """
 
 from __future__ import annotations
 
-from schemas import DagFileProcessed, DagParseFailed
+from schemas import DagFileProcessed, DagFileRemoved, DagParseFailed
 from projections.records import Key, Record, Row, as_json
 
 TABLE = "parse_status"
-_EVENTS = (DagFileProcessed, DagParseFailed)
+_EVENTS = (DagFileProcessed, DagParseFailed, DagFileRemoved)
 
 
 def key_of(record: Record) -> Key | None:
@@ -17,8 +18,10 @@ def key_of(record: Record) -> Key | None:
     return (event.file_path,) if isinstance(event, _EVENTS) else None
 
 
-def evolve(_row: Row | None, record: Record) -> Row:
+def evolve(_row: Row | None, record: Record) -> Row | None:
     match record.event:
+        case DagFileRemoved():
+            return None
         case DagFileProcessed() as event:
             return _status(event, "ok", dag_ids=as_json(event.dag_ids), duration=event.duration, error=None)
         case DagParseFailed() as event:

@@ -1,25 +1,26 @@
 """Parser children: fork one per file, read its result concurrently, reap it.
 
-A child reports over a pipe (8-byte length, then a pickled ParseResult). The parent
-reads the pipe whenever it is readable, so a child never blocks on a full pipe, and
-watches a pidfd for the child's exit. The child's stdin/stdout/stderr are /dev/null:
-a file that prints megabytes costs nothing.
+A child reports over a pipe in plain data (``report``: a length, then JSON with the
+definitions in Tock's Avro encoding); the parent never unpickles anything a child
+wrote, and stops reading past the report size limit. It reads the pipe whenever it is
+readable, so a child never blocks on a full pipe (and the parse deadline, enforced on
+every turn, applies while it reads), and watches a pidfd for the child's exit. The
+child's stdin/stdout/stderr are /dev/null: a file that prints megabytes costs nothing.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
-import pickle
 import signal
-import struct
 import sys
 from collections.abc import Callable
 
 from services.dag_processor.core import ParseResult
+from services.dag_processor.report import LENGTH, MAX_REPORT, encode_report, read_report
 
-_LENGTH = struct.Struct(">Q")
 _CHUNK = 1 << 20
+_READ_LIMIT = LENGTH.size + MAX_REPORT  # bytes read from one child at most
 _MAX_FD = 1 << 16
 _PR_SET_PDEATHSIG = 1
 _LIBC = ctypes.CDLL(None, use_errno=True)  # loaded once in the parent; children inherit it
@@ -33,6 +34,7 @@ class ChildHandle:
         self._pidfd: int | None = pidfd
         self._result_fd: int | None = result_fd
         self._received = bytearray()
+        self._overflowed = False  # it sent more than _READ_LIMIT: the pipe was closed, the parse failed
         self.exit_code: int | None = None
 
     def watched_fds(self) -> list[int]:
@@ -53,17 +55,12 @@ class ChildHandle:
         return self.exit_code is not None
 
     def result(self) -> ParseResult | None:
-        """The child's complete result, or None if it sent nothing or was cut short."""
-        if len(self._received) < _LENGTH.size:
-            return None
-        (length,) = _LENGTH.unpack_from(self._received)
-        if len(self._received) != _LENGTH.size + length:
-            return None
-        try:
-            result = pickle.loads(memoryview(self._received)[_LENGTH.size:])
-        except Exception:  # noqa: BLE001 - a garbled result is a crashed child
-            return None
-        return result if isinstance(result, ParseResult) else None
+        """The child's result (an error result if its report is malformed or too large),
+        or None if it sent nothing or was cut short."""
+        if self._overflowed:
+            return ParseResult("", error=f"the parser sent more than {MAX_REPORT:,} bytes of report, "
+                                         "over the limit; the rest was not read")
+        return read_report(bytes(self._received))
 
     def release(self) -> None:
         """Kill the child if it still runs, reap it and close every descriptor. Idempotent."""
@@ -84,11 +81,19 @@ class ChildHandle:
             chunk = os.read(self._result_fd, _CHUNK)
         except BlockingIOError:
             return
-        if chunk:
-            self._received += chunk
-        else:
-            os.close(self._result_fd)
-            self._result_fd = None
+        if not chunk:
+            self._close_result()
+            return
+        self._received += chunk
+        if len(self._received) > _READ_LIMIT:
+            # Read no further (a child writing more then gets EPIPE and exits); the parse failed.
+            self._overflowed = True
+            self._received = bytearray()
+            self._close_result()
+
+    def _close_result(self) -> None:
+        os.close(self._result_fd)
+        self._result_fd = None
 
     def _drain(self) -> None:
         # The child is gone: what it wrote is all in the pipe (or it never closes if a
@@ -105,11 +110,20 @@ class ChildHandle:
             self.exit_code = os.waitstatus_to_exitcode(status)
 
 
-def fork_parser(parse: Callable[[], ParseResult], prepare_child: Callable[[], None]) -> ChildHandle:
-    """Fork a child that runs ``parse`` and sends its result; returns the parent's handle."""
+def fork_parser(parse: Callable[[], ParseResult], prepare_child: Callable[[], None], *,
+                fork: Callable[[], int] = os.fork) -> ChildHandle:
+    """Fork a child that runs ``parse`` and sends its result; returns the parent's handle.
+
+    If ``fork`` fails (out of processes or memory) the error propagates and both ends of
+    the result pipe are closed: a fork failing on every turn leaks nothing."""
     read_fd, write_fd = os.pipe()
     parent_pid = os.getpid()
-    pid = os.fork()
+    try:
+        pid = fork()
+    except BaseException:
+        os.close(read_fd)
+        os.close(write_fd)
+        raise
     if pid == 0:  # pragma: no cover - runs in the child, which leaves through os._exit
         _child_main(parse, prepare_child, parent_pid, (read_fd, write_fd))
     os.close(write_fd)
@@ -132,8 +146,7 @@ def _child_main(parse, prepare_child, parent_pid: int, pipe: tuple[int, int]):  
         _die_with_parent(parent_pid)
         _isolate(write_fd)
         prepare_child()
-        payload = pickle.dumps(parse(), protocol=pickle.HIGHEST_PROTOCOL)
-        _write_all(write_fd, _LENGTH.pack(len(payload)) + payload)
+        _write_all(write_fd, encode_report(parse()))
         code = 0
     finally:
         os._exit(code)

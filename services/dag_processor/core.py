@@ -1,14 +1,25 @@
 """Pure core of the DAG processor: its state is the fold of its own events.
 
-The table of running parser children (the wait set), the content hash last parsed
-per file and the fingerprint of every known DAG all come from ``evolve``. The shell
-asks ``decide`` what to do, forks a child for each ``StartParse``, and turns what a
-child reports into events with ``decide_exit``; ending a child is an event, so a
-killed child leaves the wait set the moment its ProcessorKilled is applied.
+The table of running parser children (the wait set), what is known of each file (the
+content last parsed, when, how many failures in a row) and the fingerprint of every
+known DAG all come from ``evolve``. The shell asks ``decide`` what to do, forks a child
+for each ``StartParse``, and turns what a child reports into events with
+``decide_exit``; ending a child is an event, so a killed child leaves the wait set the
+moment its ProcessorKilled is applied.
+
+When a file is parsed (``due_at``):
+
+- at once when its content is new or changed;
+- ``reparse_interval`` after its last clean parse, even if its bytes are unchanged
+  (a DAG file may read other things: a config file, the date);
+- after a failed parse (error, timeout, crash), ``retry_backoff`` later, doubling per
+  failure in a row, up to ``reparse_interval``;
+- when a helper module changed: see :func:`_helper_changed`.
 """
 
 from __future__ import annotations
 
+import heapq
 import signal
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -47,21 +58,43 @@ class KnownDag:
 
 
 @dataclass(frozen=True, slots=True)
+class FileRecord:
+    """What the processor's events say about one file."""
+
+    file_hash: str | None = None  # the content its last outcome was about; None: no outcome yet
+    started_at: float = 0.0  # when its latest parse started
+    finished_at: float = 0.0  # when its last outcome was written
+    failures: int = 0  # failed parses in a row
+    defines_dags: bool | None = None  # whether its last clean parse defined a DAG; None: never parsed cleanly
+
+    @property
+    def is_helper(self) -> bool:
+        """Its last parse was clean and defined no DAG: a module that DAG files import."""
+        return self.defines_dags is False and self.failures == 0
+
+
+@dataclass(frozen=True, slots=True)
 class ProcessorState:
     """Treat as immutable: ``evolve`` returns a new state."""
 
     children: Mapping[str, Child] = field(default_factory=dict)  # by processor_id: the wait set
-    attempted: Mapping[str, str] = field(default_factory=dict)  # file path -> hash last parsed
+    files: Mapping[str, FileRecord] = field(default_factory=dict)  # by path: every file parsed or being parsed
     dags: Mapping[str, KnownDag] = field(default_factory=dict)  # dag_id -> where and what
+    helpers_changed_at: float = float("-inf")  # DAG files whose parse started before this are parsed again
 
     def files_in_parse(self) -> set[str]:
         return {child.file_path for child in self.children.values()}
 
 
 @dataclass(frozen=True, slots=True)
-class Limits:
+class ProcessorConfig:
+    """The settings the rules need (from TOCK_PARSE_*, TOCK_DAG_REPARSE_INTERVAL, TOCK_EXECUTORS)."""
+
     parallelism: int
     timeout: float
+    reparse_interval: float
+    retry_backoff: float
+    executors: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,13 +123,17 @@ def evolve(state: ProcessorState, event: object) -> ProcessorState:
     match event:
         case ProcessorStarted():
             child = Child(event.processor_id, event.file_path, event.pid, event.file_hash, event.at, event.deadline)
-            return replace(state, children={**state.children, event.processor_id: child})
+            record = replace(state.files.get(event.file_path, FileRecord()), started_at=event.at)
+            return replace(state, children={**state.children, event.processor_id: child},
+                           files={**state.files, event.file_path: record})
         case ProcessorFinished() | ProcessorKilled():
             return replace(state, children=_without(state.children, event.processor_id))
-        case DagFileProcessed() | DagParseFailed():
-            return replace(state, attempted={**state.attempted, event.file_path: event.file_hash})
+        case DagFileProcessed():
+            return _with_outcome(state, event.file_path, event.file_hash, event.at, bool(event.dag_ids))
+        case DagParseFailed():
+            return _with_outcome(state, event.file_path, event.file_hash, event.at, None)
         case DagFileRemoved():
-            return replace(state, attempted=_without(state.attempted, event.file_path))
+            return _without_file(state, event.file_path, event.at)
         case DagParsed():
             known = KnownDag(event.file_path, event.fingerprint)
             return replace(state, dags={**state.dags, event.dag_id: known})
@@ -112,15 +149,55 @@ def fold(events: Iterable[object], state: ProcessorState | None = None) -> Proce
     return state
 
 
+def _with_outcome(state: ProcessorState, path: str, file_hash: str, at: float,
+                  defines_dags: bool | None) -> ProcessorState:
+    """A parse's outcome: clean (``defines_dags`` True / False) or failed (None)."""
+    before = state.files.get(path, FileRecord())
+    failed = defines_dags is None
+    after = replace(before, file_hash=file_hash, finished_at=at, failures=before.failures + 1 if failed else 0,
+                    defines_dags=before.defines_dags if failed else defines_dags)
+    changed_at = state.helpers_changed_at
+    if _helper_changed(before, after):
+        changed_at = max(changed_at, after.started_at)
+    return replace(state, files={**state.files, path: after}, helpers_changed_at=changed_at)
+
+
+def _helper_changed(before: FileRecord, after: FileRecord) -> bool:
+    """New content in a helper module (a file whose latest clean parse defined no DAG):
+    the DAG files of the folder are parsed again.
+
+    A DAG file may import any module of the DAGs folder (the folder and the file's own
+    directory are on its import path), so the simplest correct rule is the whole folder:
+    every file but the known helpers is parsed again if its last parse started before
+    the helper's new content was parsed. Nothing is triggered by a file seen for the
+    first time (or every start-up would parse the folder twice), nor by a file that
+    never parsed cleanly (editing a broken DAG file would parse the folder on every
+    save); a DAG file failing for want of such a module is retried with the failure
+    backoff, and every file is parsed again within the re-parse interval anyway.
+    """
+    return before.file_hash is not None and before.file_hash != after.file_hash and after.defines_dags is False
+
+
+def _without_file(state: ProcessorState, path: str, at: float) -> ProcessorState:
+    # Removing a helper module changes what DAG files importing it see, as editing it does.
+    removed = state.files.get(path)
+    changed_at = state.helpers_changed_at
+    if removed is not None and removed.defines_dags is False:
+        changed_at = max(changed_at, at)
+    return replace(state, files=_without(state.files, path), helpers_changed_at=changed_at)
+
+
 def recovered_state(latest: Iterable[tuple[str, DagParsed | None]]) -> ProcessorState:
-    """The known DAGs from the compacted ``tock.dags`` records (a tombstone is None)."""
+    """The known DAGs from the compacted ``tock.dags`` records (a tombstone is None), and
+    their files as DAG files with no outcome yet (parsed at once; removed if gone)."""
     dags: dict[str, KnownDag] = {}
     for dag_id, parsed in latest:
         if parsed is None:
             dags.pop(dag_id, None)
         else:
             dags[dag_id] = KnownDag(parsed.file_path, parsed.fingerprint)
-    return ProcessorState(dags=dags)
+    files = {known.file_path: FileRecord(defines_dags=True) for known in dags.values()}
+    return ProcessorState(files=files, dags=dags)
 
 
 def _without(mapping: Mapping, key) -> dict:
@@ -130,14 +207,14 @@ def _without(mapping: Mapping, key) -> dict:
 # ---------------------------------------------------------------- decide
 
 
-def decide(state: ProcessorState, now: float, files: Mapping[str, str], limits: Limits) -> list:
+def decide(state: ProcessorState, now: float, files: Mapping[str, str], config: ProcessorConfig) -> list:
     """Given the latest scan (path -> content hash): kill overdue children, drop vanished
-    files and DAGs, and start parses of new or changed files while slots are free."""
+    files and DAGs, and start the parses that are due while slots are free."""
     expired = overdue(state, now)
     decisions: list = [event for child in expired for event in timed_out(child, now)]
     decisions += decide_removals(state, now, files)
-    free = limits.parallelism - (len(state.children) - len(expired))
-    return decisions + decide_starts(state, files, free)
+    free = config.parallelism - (len(state.children) - len(expired))
+    return decisions + decide_starts(state, now, files, free, config)
 
 
 def overdue(state: ProcessorState, now: float) -> list[Child]:
@@ -163,30 +240,44 @@ def decide_removals(state: ProcessorState, now: float, files: Mapping[str, str])
                  for dag_id, known in sorted(state.dags.items())
                  if known.file_path not in files and known.file_path not in busy]
     gone_files = [DagFileRemoved(file_path=path, at=now)
-                  for path in sorted(state.attempted) if path not in files and path not in busy]
+                  for path in sorted(state.files) if path not in files and path not in busy]
     return gone_dags + gone_files
 
 
-def decide_starts(state: ProcessorState, files: Mapping[str, str], free: int) -> list[StartParse]:
+def decide_starts(state: ProcessorState, now: float, files: Mapping[str, str], free: int,
+                  config: ProcessorConfig) -> list[StartParse]:
+    """The ``free`` files most due: new or changed content first (by path), then by due time."""
     if free <= 0:
         return []
     busy = state.files_in_parse()
-    changed = (path for path in sorted(files) if state.attempted.get(path) != files[path] and path not in busy)
-    starts = []
-    for path in changed:
-        if len(starts) == free:
-            break
-        starts.append(StartParse(path, files[path]))
-    return starts
+    due = [(when, path) for path, file_hash in files.items()
+           if path not in busy and (when := due_at(state, state.files.get(path), file_hash, config)) <= now]
+    return [StartParse(path, files[path]) for _, path in heapq.nsmallest(free, due)]
 
 
-def processor_started(start: StartParse, processor_id: str, pid: int, now: float, limits: Limits) -> ProcessorStarted:
+def due_at(state: ProcessorState, record: FileRecord | None, file_hash: str, config: ProcessorConfig) -> float:
+    """When a file should next be parsed (-inf: at once; its content is new)."""
+    if record is None or record.file_hash != file_hash:
+        return float("-inf")
+    when = record.finished_at + (retry_delay(record.failures, config) if record.failures else config.reparse_interval)
+    if record.started_at < state.helpers_changed_at and not record.is_helper:
+        return min(when, state.helpers_changed_at)
+    return when
+
+
+def retry_delay(failures: int, config: ProcessorConfig) -> float:
+    """Seconds from the ``failures``-th failure in a row to the next attempt."""
+    return min(config.retry_backoff * 2.0 ** min(failures - 1, 32), config.reparse_interval)
+
+
+def processor_started(start: StartParse, processor_id: str, pid: int, now: float,
+                      config: ProcessorConfig) -> ProcessorStarted:
     return ProcessorStarted(file_path=start.file_path, processor_id=processor_id, pid=pid,
-                            deadline=now + limits.timeout, at=now, file_hash=start.file_hash)
+                            deadline=now + config.timeout, at=now, file_hash=start.file_hash)
 
 
 def decide_exit(state: ProcessorState, processor_id: str, exit_code: int, result: ParseResult | None,
-                now: float) -> list:
+                now: float, config: ProcessorConfig) -> list:
     """A child exited and was reaped. Nothing to say if it had already ended (e.g. was killed)."""
     child = state.children.get(processor_id)
     if child is None:
@@ -199,7 +290,7 @@ def decide_exit(state: ProcessorState, processor_id: str, exit_code: int, result
                                 reason=DIED, exit_code=exit_code, at=now)
     if result is None:
         result = ParseResult(child.file_hash, error=describe_death(exit_code))
-    return [ended, *decide_outcome(state, child, result, now)]
+    return [ended, *decide_outcome(state, child, result, now, config.executors)]
 
 
 def decide_shutdown(state: ProcessorState, now: float) -> list[ProcessorKilled]:
@@ -218,10 +309,11 @@ def describe_death(exit_code: int) -> str:
     return f"the parser process exited with code {exit_code} before reporting a result"
 
 
-def decide_outcome(state: ProcessorState, child: Child, result: ParseResult, now: float) -> list:
+def decide_outcome(state: ProcessorState, child: Child, result: ParseResult, now: float,
+                   executors: tuple[str, ...]) -> list:
     """The parse outcome: DagParseFailed, or DagFileProcessed plus what changed in its DAGs."""
     file_hash = result.file_hash or child.file_hash
-    error = result.error or _conflict(state, child.file_path, result)
+    error = result.error or _conflict(state, child.file_path, result) or _unknown_executor(result, executors)
     if error is not None:
         return [DagParseFailed(file_path=child.file_path, processor_id=child.processor_id, file_hash=file_hash,
                                error=error, traceback=result.traceback if result.error else "", at=now)]
@@ -242,6 +334,17 @@ def _conflict(state: ProcessorState, file_path: str, result: ParseResult) -> str
     # A dag_id belongs to one file; another file that still exists keeps it.
     for definition, _ in result.dags:
         known = state.dags.get(definition.dag_id)
-        if known is not None and known.file_path != file_path and known.file_path in state.attempted:
+        if known is not None and known.file_path != file_path and known.file_path in state.files:
             return f"DAG {definition.dag_id!r} is already defined in {known.file_path}"
+    return None
+
+
+def _unknown_executor(result: ParseResult, executors: tuple[str, ...]) -> str | None:
+    # The authoring API knows every executor Tock has; this installation may run fewer.
+    for definition, _ in result.dags:
+        for task in definition.tasks:
+            if task.executor not in executors:
+                return (f"task {task.task_id!r} of DAG {definition.dag_id!r} names executor {task.executor!r}, "
+                        f"which this installation does not run (available: {', '.join(executors)}; "
+                        "TOCK_EXECUTORS)")
     return None

@@ -38,13 +38,15 @@ class DagProcessor:
     """Parses the DAGs folder continuously; ``run()`` until ``stop()``, then shuts down."""
 
     def __init__(self, settings: Settings, event_log, *, state: core.ProcessorState | None = None,
-                 clock: Callable[[], float] = time.time, before_collect: BeforeCollect | None = None) -> None:
+                 clock: Callable[[], float] = time.time, before_collect: BeforeCollect | None = None,
+                 fork: Callable[[], int] = os.fork) -> None:
         self.settings = settings
         self.state = state or core.ProcessorState()
-        self.limits = core.Limits(settings.parse_parallelism, settings.parse_timeout)
+        self.config = processor_config(settings)
         self._log = event_log
         self._clock = clock
         self._before_collect = before_collect
+        self._fork = fork  # a seam for tests of a failing fork
         self._scanner = DagFolderScanner(settings.resolved_dags_folder)
         self._files: dict[str, str] = {}
         self._next_scan = 0.0
@@ -58,8 +60,8 @@ class DagProcessor:
 
     def run(self) -> None:
         """Serve until ``stop()``; then kill and reap the children and flush the log."""
-        log.info("DAG processor watching %s (parallelism %d, timeout %gs)", self._scanner.folder,
-                 self.limits.parallelism, self.limits.timeout)
+        log.info("DAG processor watching %s (parallelism %d, timeout %gs, re-parse every %gs)",
+                 self._scanner.folder, self.config.parallelism, self.config.timeout, self.config.reparse_interval)
         try:
             while not self._stopping:
                 self.step()
@@ -92,7 +94,7 @@ class DagProcessor:
         if now >= self._next_scan:
             self._files = self._scanner.scan()
             self._next_scan = now + self.settings.dag_scan_interval
-        for decision in core.decide(self.state, now, self._files, self.limits):
+        for decision in core.decide(self.state, now, self._files, self.config):
             if isinstance(decision, core.StartParse):
                 self._start(decision)
             else:
@@ -114,13 +116,13 @@ class DagProcessor:
     def _start(self, start: core.StartParse) -> None:
         prepare = partial(_prepare_child, str(self._scanner.folder))
         try:
-            handle = fork_parser(partial(parse_dag_file, start.file_path), prepare)
+            handle = fork_parser(partial(parse_dag_file, start.file_path), prepare, fork=self._fork)
         except OSError as error:  # out of processes or memory: try again on a later turn
             log.error("cannot fork a parser for %s: %s", start.file_path, error)
             return
         processor_id = next(self._ids)
         self._handles[processor_id] = handle
-        self._emit(core.processor_started(start, processor_id, handle.pid, self._clock(), self.limits))
+        self._emit(core.processor_started(start, processor_id, handle.pid, self._clock(), self.config))
 
     # ------------------------------------------------------------ children
 
@@ -144,7 +146,8 @@ class DagProcessor:
         handle = self._handles[processor_id]
         handle.on_ready(fd)
         if handle.exited:
-            events = core.decide_exit(self.state, processor_id, handle.exit_code, handle.result(), self._clock())
+            events = core.decide_exit(self.state, processor_id, handle.exit_code, handle.result(), self._clock(),
+                                      self.config)
             for event in events:
                 self._emit(event)
 
@@ -178,9 +181,20 @@ class DagProcessor:
             producer.poll(0)
 
 
+def processor_config(settings: Settings) -> core.ProcessorConfig:
+    return core.ProcessorConfig(parallelism=settings.parse_parallelism, timeout=settings.parse_timeout,
+                                reparse_interval=settings.dag_reparse_interval,
+                                retry_backoff=settings.parse_retry_backoff, executors=settings.available_executors)
+
+
 def _prepare_child(dags_folder: str) -> None:
-    """In the child, before parsing: DAG files may import helper modules beside them."""
+    """In the child, before parsing: DAG files may import helper modules beside them.
+
+    No bytecode is written for them: a ``.pyc`` is trusted while the source's size and
+    mtime (in whole seconds) match, so one written by a parse could hide an edit made
+    within the same second that kept the size."""
     sys.path.insert(0, dags_folder)
+    sys.dont_write_bytecode = True
 
 
 def _log_event(event) -> None:

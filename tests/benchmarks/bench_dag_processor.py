@@ -1,4 +1,5 @@
-"""DAG processor: parse throughput, change-to-DagParsed latency, memory over many parses.
+"""DAG processor: parse throughput, change-to-DagParsed latency, memory over many parses,
+and the steady cost of parsing unchanged files again (TOCK_DAG_REPARSE_INTERVAL).
 
 Runs `tock dag-processor` as a real process on the local broker with default
 parallelism and scan interval, and watches what it writes to Kafka.
@@ -6,9 +7,11 @@ parallelism and scan interval, and watches what it writes to Kafka.
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,6 +30,8 @@ RSS_FILES = 100
 # 10,000 parses take ~3 minutes on 2 shared cores; a smaller count keeps the run short (printed).
 RSS_PARSES = 10_000
 RSS_WARM_UP = 1_000
+STEADY_FILES = 1_000
+STEADY_SECONDS = 60.0  # two default re-parse intervals
 
 
 def dag_source(dag_id: str, version: int = 0) -> str:
@@ -51,6 +56,14 @@ class Watcher:
                 if record.event is not None and done(record.event):
                     return
         raise TimeoutError("the DAG processor did not produce the expected events in time")
+
+    def count_for(self, seconds: float, counted) -> int:
+        """Poll for ``seconds``; the number of events for which ``counted(event)`` is true."""
+        deadline, count = time.monotonic() + seconds, 0
+        while time.monotonic() < deadline:
+            count += sum(1 for record in self.reader.poll(0.05, 5000)
+                         if record.event is not None and counted(record.event))
+        return count
 
     def close(self) -> None:
         self.reader.close()
@@ -134,6 +147,7 @@ def bench_memory(tmp: Path) -> None:
     folder, settings, processor, dags = start_processor(tmp, "memory")
     parsing = Watcher(settings, PARSING)
     count = [0]
+    seen: set[tuple[str, str]] = set()  # (file, content) parsed: periodic re-parses of it are not counted
     try:
         rounds = RSS_PARSES // RSS_FILES
         started = time.time()
@@ -142,7 +156,7 @@ def bench_memory(tmp: Path) -> None:
             for n in range(RSS_FILES):
                 (folder / f"mem_{n:03d}.py").write_text(dag_source(f"mem_{n:03d}", round_number))
             goal = (round_number + 1) * RSS_FILES
-            parsing.until(lambda event: _count_processed(event, count, "mem_") >= goal, 120)
+            parsing.until(lambda event: _count_processed(event, count, "mem_", seen) >= goal, 120)
             if warm_rss is None and count[0] >= RSS_WARM_UP:
                 warm_rss = rss_kb(processor.pid)
         end_rss = rss_kb(processor.pid)
@@ -158,19 +172,60 @@ def bench_memory(tmp: Path) -> None:
         processor.stop(signal.SIGTERM)
 
 
-def _count_processed(event, count: list[int], prefix: str) -> int:
-    if isinstance(event, DagFileProcessed) and Path(event.file_path).name.startswith(prefix):
+def cpu_seconds(pid: int) -> float:
+    """CPU time of a process and of its reaped children (its parser children), user + system."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
+
+
+def bench_steady_reparse(tmp: Path) -> None:
+    """A folder of STEADY_FILES unchanged files, once published: what the processor costs per
+    second with the default re-parse interval, against the same folder never re-parsed."""
+    costs = {}
+    for name, overrides in (("reparse-default", {}), ("reparse-off", {"dag_reparse_interval": "86400"})):
+        folder, settings, processor, dags = start_processor(tmp, name, **overrides)
+        parsing = Watcher(settings, PARSING)
+        try:
+            pending = {f"steady_{n:04d}" for n in range(STEADY_FILES)}
+            for dag_id in sorted(pending):
+                (folder / f"{dag_id}.py").write_text(dag_source(dag_id))
+            dags.until(lambda event: isinstance(event, DagParsed) and not _seen(pending, event.dag_id, [], 0.0), 300)
+            parsing.count_for(1.0, lambda event: False)  # skip what the first parses wrote
+            cpu_before = cpu_seconds(processor.pid)
+            parses = parsing.count_for(STEADY_SECONDS, lambda event: isinstance(event, DagFileProcessed))
+            costs[name] = (cpu_seconds(processor.pid) - cpu_before) / STEADY_SECONDS, parses / STEADY_SECONDS
+        finally:
+            parsing.close()
+            dags.close()
+            processor.stop(signal.SIGTERM)
+    (cpu_on, rate_on), (cpu_off, rate_off) = costs["reparse-default"], costs["reparse-off"]
+    figure(f"{STEADY_FILES:,} unchanged files, re-parse every 30 s: parses", rate_on, "files/s")
+    figure("  processor + its children CPU", 100 * cpu_on, "% of a core")
+    figure("  same folder, never re-parsed (scans only): CPU", 100 * cpu_off, "% of a core")
+    print(f"      ({rate_off:.2f} parses/s without re-parse; {STEADY_SECONDS:.0f} s windows)", flush=True)
+
+
+def _count_processed(event, count: list[int], prefix: str, seen: set[tuple[str, str]]) -> int:
+    if (isinstance(event, DagFileProcessed) and Path(event.file_path).name.startswith(prefix)
+            and (event.file_path, event.file_hash) not in seen):
+        seen.add((event.file_path, event.file_hash))
         count[0] += 1
     return count[0]
 
 
-def main() -> None:
-    print("DAG processor (`tock dag-processor`, default parallelism 2, scan interval 0.5 s)", flush=True)
+BENCHES = {"throughput": bench_throughput_and_latency, "parallelism": bench_parallelism_4, "memory": bench_memory,
+           "steady": bench_steady_reparse}
+
+
+def main(selected: list[str]) -> None:
+    """Every bench, or those named on the command line (throughput, parallelism, memory, steady)."""
+    print("DAG processor (`tock dag-processor`, default parallelism 2, scan interval 0.5 s, "
+          "re-parse interval 30 s)", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench-dag-processor-") as tmp:
-        bench_throughput_and_latency(Path(tmp))
-        bench_parallelism_4(Path(tmp))
-        bench_memory(Path(tmp))
+        for name, bench in BENCHES.items():
+            if not selected or name in selected:
+                bench(Path(tmp))
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

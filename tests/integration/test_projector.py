@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from infra.topics import topic_name
 from projections import queries
 from projections.tables import LIVE
-from schemas import DEAD_LETTER
+from schemas import DEAD_LETTER, DagFileRemoved, DagRemoved
 from tests.integration.projection_db import (ProjectorThread, db_url, engine, log_end,  # noqa: F401
                                              offsets_reached, produce, projection_settings, wait_for)
 from tests.scenarios.scheduler_support import environment
@@ -111,3 +111,19 @@ def test_operator_commands_are_projected_and_verified(projection_settings, engin
     assert tampered.exit_code == 1 and "command" in tampered.output
     assert _cli(projection_settings, "projections", "rebuild").exit_code == 0
     assert queries.commands(engine, "k1")[0]["status"] == "rejected"
+
+
+def test_a_removed_files_import_error_and_parse_status_vanish_live_and_in_a_rebuild(projection_settings, engine):
+    at = 1_700_000_050.0
+    removed = [DagRemoved(dag_id="etl", file_path="/dags/etl.py", at=at),
+               DagFileRemoved(file_path="/dags/etl.py", at=at), DagFileRemoved(file_path="/dags/broken.py", at=at)]
+    produce(projection_settings, example_run())
+    with ProjectorThread(projection_settings, records=3):  # the rows are committed before their removal is read
+        wait_for(lambda: offsets_reached(engine, log_end(projection_settings)), what="the projector to catch up")
+        assert [row["file_path"] for row in queries.import_errors(engine)] == ["/dags/broken.py"]
+        produce(projection_settings, removed)
+        wait_for(lambda: offsets_reached(engine, log_end(projection_settings)), what="the removals")
+    assert queries.import_errors(engine) == [] and queries.parse_statuses(engine) == []
+    assert queries.dag(engine, "etl")["is_active"] is False
+    verified = _cli(projection_settings, "projections", "rebuild", "--verify")
+    assert verified.exit_code == 0, verified.output

@@ -15,9 +15,12 @@ from typing import Any
 from infra.log import replay
 from infra.settings import Settings
 from schemas import PARSING, DagFileProcessed, DagParseFailed, ProcessorFinished, ProcessorKilled, ProcessorStarted
+from services.dag_processor.recovery import latest_definitions
 from tests.scenarios.scheduler_support import environment  # noqa: F401 - re-exported for the scenarios
 
 TOCK = Path(sys.executable).with_name("tock")
+# Settings under which a file is parsed once per content within a test's time.
+NO_REPARSE = {"dag_reparse_interval": 3600, "parse_retry_backoff": 3600}
 
 
 def good_dag_source(dag_id: str, tasks: int = 2) -> str:
@@ -126,3 +129,26 @@ def zombies_of(pid: int) -> list[int]:
 
 def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
+
+
+def dags_published(settings: Settings, *dag_ids: str) -> Callable[[], Any]:
+    """A check for ``wait_for``: every one of ``dag_ids`` has a definition in ``tock.dags``."""
+    def check():
+        latest = latest_definitions(settings)
+        return latest if all(dag_id in latest for dag_id in dag_ids) else None
+    return check
+
+
+def still_serves_good_files(settings: Settings, folder: Path) -> None:
+    """A change to the good file good_a.py is published (after whatever a bad file did)."""
+    before = latest_definitions(settings)["good_a"].fingerprint
+    source = good_dag_source("good_a", tasks=len(latest_definitions(settings)["good_a"].definition.tasks) + 1)
+    write_file(folder, "good_a.py", source)
+    wait_for(lambda: latest_definitions(settings)["good_a"].fingerprint != before, 20, "good_a re-published")
+
+
+def stop_cleanly(processor: ProcessorProcess) -> None:
+    """No zombie child, a clean exit on SIGTERM, no child left."""
+    wait_for(lambda: not zombies_of(processor.pid), 5, "no zombie children")
+    assert processor.stop() == 0, processor.output()[-3000:]
+    assert not children_of(processor.pid)

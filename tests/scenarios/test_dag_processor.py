@@ -14,19 +14,21 @@ import pytest
 from schemas import DagFileRemoved, DagParsed, DagRemoved, ProcessorKilled, ProcessorStarted
 from services.dag_processor.recovery import latest_definitions
 from tests.scenarios.dag_processor_support import (
+    NO_REPARSE,
     TOCK,
     ProcessorProcess,
     check_one_parse,
-    children_of,
+    dags_published,
     environment,
     good_dag_source,
     of_file,
     outcomes,
     parsing_events,
     process_state,
+    still_serves_good_files,
+    stop_cleanly,
     wait_for,
     write_file,
-    zombies_of,
 )
 
 pytestmark = pytest.mark.scenario
@@ -60,29 +62,12 @@ def dags_folder(tmp_path):
 
 @pytest.fixture
 def processor_settings(kafka_settings, make_settings, dags_folder):
+    """Settings for these scenarios: each file is parsed once per content (no periodic
+    re-parse, no retry within a test), unless a test says otherwise."""
     def make(**overrides):
-        return make_settings(dags_folder=dags_folder, dag_scan_interval=0.1, **overrides)
+        values = {"dag_scan_interval": 0.1, **NO_REPARSE, **overrides}
+        return make_settings(dags_folder=dags_folder, **values)
     return make
-
-
-def dags_published(settings, *dag_ids):
-    def check():
-        latest = latest_definitions(settings)
-        return latest if all(dag_id in latest for dag_id in dag_ids) else None
-    return check
-
-
-def still_serves_good_files(settings, folder) -> None:
-    """A change to a good file is published after the bad file's outcome."""
-    before = latest_definitions(settings)["good_a"].fingerprint
-    write_file(folder, "good_a.py", good_dag_source("good_a", tasks=3))
-    wait_for(lambda: latest_definitions(settings)["good_a"].fingerprint != before, 20, "good_a re-published")
-
-
-def stop_cleanly(processor: ProcessorProcess) -> None:
-    wait_for(lambda: not zombies_of(processor.pid), 5, "no zombie children")
-    assert processor.stop() == 0, processor.output()[-3000:]
-    assert not children_of(processor.pid)
 
 
 @pytest.mark.parametrize("name", sorted(BAD_FILES))

@@ -21,6 +21,7 @@ from schemas import (
 from services.dag_processor.parsing import content_hash
 from services.dag_processor.shell import DagProcessor
 from tests.scenarios.dag_processor_support import (
+    NO_REPARSE,
     good_dag_source,
     of_file,
     open_fds,
@@ -46,9 +47,14 @@ def parse_round(processor: DagProcessor, paths: list, round_number: int) -> None
     wanted = {str(path): content_hash(write_file(path.parent, path.name, hanging_source(round_number)).read_bytes())
               for path in paths}
     deadline = time.monotonic() + 60
-    while any(processor.state.attempted.get(path) != file_hash for path, file_hash in wanted.items()):
+    while any(parsed_content(processor, path) != file_hash for path, file_hash in wanted.items()):
         assert time.monotonic() < deadline, "a round of timeouts did not complete"
         processor.step()
+
+
+def parsed_content(processor: DagProcessor, path: str) -> str | None:
+    record = processor.state.files.get(path)
+    return None if record is None else record.file_hash
 
 
 def test_500_timeout_cycles_leak_no_descriptor_and_no_zombie(kafka_settings, make_settings, tmp_path):
@@ -57,7 +63,7 @@ def test_500_timeout_cycles_leak_no_descriptor_and_no_zombie(kafka_settings, mak
     write_file(folder, "good.py", good_dag_source("good"))
     hanging = [folder / f"hangs_{n}.py" for n in range(HANGING_FILES)]
     settings = make_settings(dags_folder=folder, parse_timeout=0.05, dag_scan_interval=0.01,
-                             parse_parallelism=HANGING_FILES + 1)
+                             parse_parallelism=HANGING_FILES + 1, **NO_REPARSE)
     with KafkaEventLog(settings) as event_log:
         processor = DagProcessor(settings, event_log)
         for round_number in range(WARM_UP_ROUNDS):
@@ -108,7 +114,7 @@ def test_a_child_killed_between_readiness_and_read_never_raises_handle_closed(ka
     folder = tmp_path / "dags"
     folder.mkdir()
     path = write_file(folder, "quick.py", good_dag_source("quick"))
-    settings = make_settings(dags_folder=folder, parse_timeout=30, dag_scan_interval=0.05)
+    settings = make_settings(dags_folder=folder, parse_timeout=30, dag_scan_interval=0.05, **NO_REPARSE)
     offset = [0.0]
     seam = KillBetweenReadinessAndRead(offset)
     with KafkaEventLog(settings) as event_log:

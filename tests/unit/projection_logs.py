@@ -11,8 +11,8 @@ from infra.log.partitioner import partition_for
 from infra.log.records import routing_key
 from infra.topics import topic_name
 from schemas import (DAGS, BackfillFinished, BackfillPlanned, CancelBackfill, ClearTask, CommandRejected,
-                     DagDefinition, DagFileProcessed, DagParsed, DagParseFailed, DagRemoved, DagRunCreated,
-                     DagRunFinished, DagRunReopened, KillTask, MarkTask, PauseDag, RequestBackfill,
+                     DagDefinition, DagFileProcessed, DagFileRemoved, DagParsed, DagParseFailed, DagRemoved,
+                     DagRunCreated, DagRunFinished, DagRunReopened, KillTask, MarkTask, PauseDag, RequestBackfill,
                      SchedulerHeartbeat, SchedulerStopped, TaskAdopted, TaskCleared, TaskDeclaredDead,
                      TaskDefinition, TaskFailed, TaskHeartbeat, TaskKilled, TaskKillRequested, TaskLaunched,
                      TaskQueued, TaskRemoved, TaskRetryScheduled, TaskSkipped, TaskStarted, TaskSucceeded,
@@ -132,6 +132,7 @@ EVENT_STRATEGY = st.one_of(
                                              duration=0.1, at=at), _file, _times),
     st.builds(lambda f, at: DagParseFailed(file_path=f, processor_id="p", file_hash="h", error="SyntaxError",
                                            at=at), _file, _times),
+    st.builds(lambda f, at: DagFileRemoved(file_path=f, at=at), _file, _times),
     st.builds(lambda s, at: SchedulerHeartbeat(scheduler_id=s, hostname="h", pid=1, partitions=[0, 2], at=at),
               st.sampled_from(("s1", "s2")), _times),
     st.builds(lambda s, at: SchedulerStopped(scheduler_id=s, at=at), st.sampled_from(("s1", "s2")), _times),

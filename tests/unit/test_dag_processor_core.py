@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,10 +18,11 @@ from schemas import (
     ProcessorFinished,
     ProcessorKilled,
     ProcessorStarted,
+    TaskDefinition,
 )
 from services.dag_processor.core import (
-    Limits,
     ParseResult,
+    ProcessorConfig,
     ProcessorState,
     StartParse,
     decide,
@@ -30,12 +34,13 @@ from services.dag_processor.core import (
     recovered_state,
 )
 
-LIMITS = Limits(parallelism=2, timeout=10.0)
+CONFIG = ProcessorConfig(parallelism=2, timeout=10.0, reparse_interval=30.0, retry_backoff=5.0,
+                         executors=("local",))
 A, B, C = "/dags/a.py", "/dags/b.py", "/dags/c.py"
 
 
 def started(path: str, processor_id: str = "p1", at: float = 0.0, file_hash: str = "h1") -> ProcessorStarted:
-    return processor_started(StartParse(path, file_hash), processor_id, 100, at, LIMITS)
+    return processor_started(StartParse(path, file_hash), processor_id, 100, at, CONFIG)
 
 
 def parsed(dag_id: str, path: str = A, fingerprint: str = "f1") -> DagParsed:
@@ -52,24 +57,165 @@ def kinds(events) -> list[str]:
     return [type(event).__name__ for event in events]
 
 
+def processed(path: str, file_hash: str = "h1", dag_ids=("etl",), at: float = 0.0) -> DagFileProcessed:
+    return DagFileProcessed(file_path=path, processor_id="p0", file_hash=file_hash, dag_ids=list(dag_ids),
+                            duration=0.1, at=at)
+
+
+def failed(path: str, file_hash: str = "h1", at: float = 0.0) -> DagParseFailed:
+    return DagParseFailed(file_path=path, processor_id="p0", file_hash=file_hash, error="boom", at=at)
+
+
+def parse(path: str, start: float, outcome) -> list:
+    """One whole parse of ``path`` starting at ``start``: started, ended, its outcome."""
+    processor_id = f"p-{path}-{start}"
+    return [started(path, processor_id, at=start, file_hash=outcome.file_hash),
+            ProcessorFinished(file_path=path, processor_id=processor_id, pid=100, exit_code=0, duration=0.1,
+                              at=outcome.at),
+            outcome]
+
+
+def starts(state: ProcessorState, now: float, files: dict[str, str]) -> list[str]:
+    return [decision.file_path for decision in decide(state, now, files, CONFIG) if isinstance(decision, StartParse)]
+
+
 # ------------------------------------------------------------ starting parses
 
 
 def test_new_and_changed_files_start_parses_up_to_the_parallelism():
     state = fold([DagFileProcessed(file_path=A, processor_id="p0", file_hash="old", dag_ids=[], duration=0, at=0)])
-    decisions = decide(state, 1.0, {A: "new", B: "h", C: "h"}, LIMITS)
+    decisions = decide(state, 1.0, {A: "new", B: "h", C: "h"}, CONFIG)
     assert decisions == [StartParse(A, "new"), StartParse(B, "h")]
 
 
-def test_an_unchanged_file_is_not_parsed_again_even_after_a_failure():
-    state = fold([DagParseFailed(file_path=A, processor_id="p0", file_hash="h", error="boom", at=0)])
-    assert decide(state, 1.0, {A: "h"}, LIMITS) == []
-    assert decide(state, 1.0, {A: "h2"}, LIMITS) == [StartParse(A, "h2")]
+def test_a_changed_file_is_parsed_at_once_even_in_its_failure_backoff():
+    state = fold([failed(A, "h", at=0)])
+    assert decide(state, 1.0, {A: "h"}, CONFIG) == []
+    assert decide(state, 1.0, {A: "h2"}, CONFIG) == [StartParse(A, "h2")]
 
 
 def test_a_file_being_parsed_is_not_started_twice_and_uses_a_slot():
     state = fold([started(A)])
-    assert decide(state, 1.0, {A: "h2", B: "h", C: "h"}, LIMITS) == [StartParse(B, "h")]
+    assert decide(state, 1.0, {A: "h2", B: "h", C: "h"}, CONFIG) == [StartParse(B, "h")]
+
+
+# ------------------------------------------------------------ parsing again with unchanged bytes
+
+
+def test_an_unchanged_file_is_parsed_again_after_the_reparse_interval():
+    state = fold(parse(A, 0.0, processed(A, at=0.5)))
+    assert starts(state, 30.49, {A: "h1"}) == []
+    assert decide(state, 30.5, {A: "h1"}, CONFIG) == [StartParse(A, "h1")]
+
+
+@pytest.mark.parametrize(("failures", "delay"), [(1, 5.0), (2, 10.0), (3, 20.0), (4, 30.0), (9, 30.0), (80, 30.0)])
+def test_after_failures_in_a_row_an_unchanged_file_is_retried_with_backoff_up_to_the_interval(failures, delay):
+    state = fold([event for n in range(failures) for event in parse(A, 100.0 * n, failed(A, at=100.0 * n + 1))])
+    last = 100.0 * (failures - 1) + 1
+    assert starts(state, last + delay - 0.01, {A: "h1"}) == []
+    assert starts(state, last + delay, {A: "h1"}) == [A]
+
+
+def test_a_clean_parse_ends_the_backoff():
+    state = fold(parse(A, 0.0, failed(A, at=1.0)) + parse(A, 10.0, failed(A, at=11.0))
+                 + parse(A, 30.0, processed(A, at=31.0)))
+    assert starts(state, 31.0 + 29.9, {A: "h1"}) == []
+    assert starts(state, 31.0 + 30.0, {A: "h1"}) == [A]
+
+
+def test_a_transient_timeout_is_retried_after_the_backoff_with_the_same_bytes():
+    killed, timeout = decide(fold([started(A, at=0.0)]), 10.0, {A: "h1"}, CONFIG)
+    state = fold([killed, timeout], fold([started(A, at=0.0)]))
+    assert (killed.reason, timeout.file_hash) == ("timeout", "h1")
+    assert starts(state, 14.9, {A: "h1"}) == []
+    assert starts(state, 15.0, {A: "h1"}) == [A]
+
+
+def test_a_crashed_parse_is_retried_after_the_backoff():
+    state = fold([started(A, at=0.0)])
+    state = fold(decide_exit(state, "p1", -9, None, 2.0, CONFIG), state)
+    assert starts(state, 6.9, {A: "h1"}) == []
+    assert starts(state, 7.0, {A: "h1"}) == [A]
+
+
+def test_changed_files_come_first_then_the_longest_due():
+    state = fold(parse(A, 0.0, processed(A, at=0.0)) + parse(C, -10.0, processed(C, dag_ids=["c"], at=-10.0)))
+    assert starts(state, 100.0, {A: "h1", B: "new", C: "h1"}) == [B, C]
+    assert starts(state, 100.0, {A: "h1", C: "h1"}) == [C, A]
+
+
+# ------------------------------------------------------------ helper modules
+
+HELPER, OTHER_HELPER = "/dags/common.py", "/dags/lib/util.py"
+
+
+def folder_after_first_parses() -> ProcessorState:
+    """A and B define DAGs, two helpers define none; all parsed at 0-4."""
+    return fold(parse(A, 0.0, processed(A, at=0.1)) + parse(B, 1.0, processed(B, dag_ids=["b"], at=1.1))
+                + parse(HELPER, 2.0, processed(HELPER, dag_ids=[], at=2.1))
+                + parse(OTHER_HELPER, 3.0, processed(OTHER_HELPER, dag_ids=[], at=3.1)))
+
+
+SCAN = {A: "h1", B: "h1", HELPER: "h1", OTHER_HELPER: "h1"}
+
+
+def test_new_helper_content_reparses_the_dag_files_of_the_folder_but_not_other_helpers():
+    state = folder_after_first_parses()
+    assert starts(state, 5.0, {**SCAN, HELPER: "h2"}) == [HELPER]  # the helper's own parse comes first
+    state = fold(parse(HELPER, 5.0, processed(HELPER, "h2", dag_ids=[], at=5.1)), state)
+    assert starts(state, 5.2, {**SCAN, HELPER: "h2"}) == [A, B]
+    state = fold(parse(A, 5.2, processed(A, at=5.3)) + parse(B, 5.2, processed(B, dag_ids=["b"], at=5.3)), state)
+    assert starts(state, 6.0, {**SCAN, HELPER: "h2"}) == []
+
+
+def test_a_dag_file_that_started_after_the_helper_change_is_not_parsed_again():
+    state = folder_after_first_parses()
+    state = fold(parse(A, 4.5, processed(A, at=4.6)), state)  # began before the helper's parse below
+    state = fold(parse(B, 5.5, processed(B, dag_ids=["b"], at=5.6)), state)  # began after it
+    state = fold(parse(HELPER, 5.0, processed(HELPER, "h2", dag_ids=[], at=5.8)), state)
+    assert starts(state, 6.0, {**SCAN, HELPER: "h2"}) == [A]
+
+
+def test_a_changed_dag_file_reparses_only_itself():
+    state = folder_after_first_parses()
+    state = fold(parse(A, 5.0, processed(A, "h2", at=5.1)), state)
+    assert starts(state, 6.0, {**SCAN, A: "h2"}) == []
+
+
+def test_a_helper_that_breaks_and_is_fixed_reparses_the_dag_files_each_time():
+    state = fold(parse(A, 0.0, processed(A, at=0.1)) + parse(HELPER, 1.0, processed(HELPER, dag_ids=[], at=1.1)))
+    state = fold(parse(HELPER, 2.0, failed(HELPER, "broken", at=2.1)), state)
+    assert starts(state, 2.2, {A: "h1", HELPER: "broken"}) == [A]  # to show the import error it causes
+    state = fold(parse(A, 2.2, failed(A, at=2.3)), state)
+    state = fold(parse(HELPER, 3.0, processed(HELPER, "fixed", dag_ids=[], at=3.1)), state)
+    assert starts(state, 3.2, {A: "h1", HELPER: "fixed"}) == [A]  # before A's 5 s backoff
+
+
+def test_a_module_that_failed_on_its_own_and_is_fixed_reparses_the_dag_files_it_broke():
+    state = fold(parse(A, 0.0, failed(A, at=0.1)) + parse(HELPER, 1.0, failed(HELPER, at=1.1)))
+    state = fold(parse(HELPER, 2.0, processed(HELPER, "h2", dag_ids=[], at=2.1)), state)
+    assert starts(state, 2.2, {A: "h1", HELPER: "h2"}) == [A]  # before its 5 s backoff
+
+
+def test_editing_a_file_that_never_parsed_cleanly_reparses_nothing_else():
+    state = fold(parse(A, 0.0, processed(A, at=0.1)) + parse(C, 1.0, failed(C, at=1.1)))
+    state = fold(parse(C, 2.0, failed(C, "h2", at=2.1)), state)
+    assert starts(state, 2.2, {A: "h1", C: "h2"}) == []
+
+
+def test_the_first_parse_of_a_new_helper_reparses_nothing():
+    state = fold(parse(A, 0.0, processed(A, at=0.1)) + parse(HELPER, 1.0, processed(HELPER, dag_ids=[], at=1.1)))
+    assert starts(state, 2.0, {A: "h1", HELPER: "h1"}) == []
+
+
+def test_removing_a_helper_reparses_the_dag_files_removing_a_dag_file_does_not():
+    state = folder_after_first_parses()
+    without_helper = {path: digest for path, digest in SCAN.items() if path != HELPER}
+    [removed] = decide(state, 5.0, without_helper, CONFIG)[:1]
+    assert removed == DagFileRemoved(file_path=HELPER, at=5.0)
+    assert starts(evolve(state, removed), 5.1, without_helper) == [A, B]
+    dag_file_gone = fold([DagRemoved(dag_id="etl", file_path=A, at=5.0), DagFileRemoved(file_path=A, at=5.0)], state)
+    assert starts(dag_file_gone, 5.1, {path: digest for path, digest in SCAN.items() if path != A}) == []
 
 
 # ------------------------------------------------------------ children ending
@@ -77,7 +223,7 @@ def test_a_file_being_parsed_is_not_started_twice_and_uses_a_slot():
 
 def test_a_child_past_its_deadline_is_killed_with_one_failure_and_its_slot_reused():
     state = fold([started(A, at=0.0), started(B, "p2", at=5.0)])
-    decisions = decide(state, 10.0, {A: "h1", B: "h1", C: "h"}, LIMITS)
+    decisions = decide(state, 10.0, {A: "h1", B: "h1", C: "h"}, CONFIG)
     assert kinds(decisions) == ["ProcessorKilled", "DagParseFailed", "StartParse"]
     assert decisions[2] == StartParse(C, "h")  # A timed out on this content: not retried
     killed, failed = decisions[:2]
@@ -88,24 +234,24 @@ def test_a_child_past_its_deadline_is_killed_with_one_failure_and_its_slot_reuse
 
 def test_a_killed_child_that_exits_late_produces_nothing():
     state = fold([started(A), ProcessorKilled(file_path=A, processor_id="p1", pid=100, reason="timeout", at=1)])
-    assert decide_exit(state, "p1", 0, result(("etl", "f1")), 2.0) == []
+    assert decide_exit(state, "p1", 0, result(("etl", "f1")), 2.0, CONFIG) == []
 
 
 def test_a_crashed_child_is_reported_died_with_the_signal_as_error():
-    events = decide_exit(fold([started(A)]), "p1", -11, None, 1.0)
+    events = decide_exit(fold([started(A)]), "p1", -11, None, 1.0, CONFIG)
     assert kinds(events) == ["ProcessorKilled", "DagParseFailed"]
     assert events[0].reason == "died" and events[0].exit_code == -11
     assert "SIGSEGV" in events[1].error and events[1].file_hash == "h1"
 
 
 def test_a_child_that_exits_without_a_result_is_reported_died_with_its_code():
-    events = decide_exit(fold([started(A)]), "p1", 3, None, 1.0)
+    events = decide_exit(fold([started(A)]), "p1", 3, None, 1.0, CONFIG)
     assert events[0].reason == "died" and "exited with code 3" in events[1].error
 
 
 def test_an_error_in_the_file_is_one_failure_after_a_normal_finish():
     error = ParseResult("h1", error="SyntaxError: bad", traceback="Traceback ...")
-    events = decide_exit(fold([started(A)]), "p1", 0, error, 1.0)
+    events = decide_exit(fold([started(A)]), "p1", 0, error, 1.0, CONFIG)
     assert kinds(events) == ["ProcessorFinished", "DagParseFailed"]
     assert (events[1].error, events[1].traceback) == ("SyntaxError: bad", "Traceback ...")
 
@@ -122,7 +268,7 @@ def test_shutdown_kills_every_running_child():
 
 def test_dag_parsed_only_when_the_fingerprint_changed():
     state = fold([parsed("same", fingerprint="f1"), parsed("other", fingerprint="f1"), started(A)])
-    events = decide_exit(state, "p1", 0, result(("same", "f1"), ("other", "f2"), ("new", "f3")), 1.0)
+    events = decide_exit(state, "p1", 0, result(("same", "f1"), ("other", "f2"), ("new", "f3")), 1.0, CONFIG)
     assert kinds(events) == ["ProcessorFinished", "DagFileProcessed", "DagParsed", "DagParsed"]
     assert [event.dag_id for event in events[2:]] == ["other", "new"]
     assert events[1].dag_ids == ["new", "other", "same"]
@@ -130,7 +276,7 @@ def test_dag_parsed_only_when_the_fingerprint_changed():
 
 def test_a_dag_no_longer_in_its_file_is_removed():
     state = fold([parsed("kept"), parsed("dropped"), parsed("elsewhere", path=B), started(A)])
-    events = decide_exit(state, "p1", 0, result(("kept", "f1")), 1.0)
+    events = decide_exit(state, "p1", 0, result(("kept", "f1")), 1.0, CONFIG)
     assert kinds(events) == ["ProcessorFinished", "DagFileProcessed", "DagRemoved"]
     assert events[2].dag_id == "dropped"
 
@@ -138,28 +284,41 @@ def test_a_dag_no_longer_in_its_file_is_removed():
 def test_a_deleted_file_removes_its_dags_but_waits_while_it_is_being_parsed():
     processed = DagFileProcessed(file_path=A, processor_id="p0", file_hash="h", dag_ids=["etl"], duration=0, at=0)
     state = fold([parsed("etl"), processed])
-    assert kinds(decide(state, 1.0, {}, LIMITS)) == ["DagRemoved", "DagFileRemoved"]
-    assert decide(evolve(state, started(A)), 1.0, {}, LIMITS) == []
+    assert kinds(decide(state, 1.0, {}, CONFIG)) == ["DagRemoved", "DagFileRemoved"]
+    assert decide(evolve(state, started(A)), 1.0, {}, CONFIG) == []
 
 
 def test_a_dag_id_owned_by_another_existing_file_is_a_failure():
     owner = DagFileProcessed(file_path=B, processor_id="p0", file_hash="h", dag_ids=["etl"], duration=0, at=0)
     state = fold([parsed("etl", path=B), owner, started(A)])
-    events = decide_exit(state, "p1", 0, result(("etl", "f9")), 1.0)
+    events = decide_exit(state, "p1", 0, result(("etl", "f9")), 1.0, CONFIG)
     assert kinds(events) == ["ProcessorFinished", "DagParseFailed"]
     assert f"already defined in {B}" in events[1].error
 
 
 def test_recovered_dags_are_not_republished_and_vanished_files_are_removed():
     state = recovered_state([("etl", parsed("etl")), ("gone", parsed("gone", path=C)), ("dead", None)])
-    assert kinds(decide(state, 1.0, {A: "h1"}, LIMITS)) == ["DagRemoved", "StartParse"]
-    events = decide_exit(evolve(state, started(A)), "p1", 0, result(("etl", "f1")), 1.0)
+    assert kinds(decide(state, 1.0, {A: "h1"}, CONFIG)) == ["DagRemoved", "DagFileRemoved", "StartParse"]
+    events = decide_exit(evolve(state, started(A)), "p1", 0, result(("etl", "f1")), 1.0, CONFIG)
     assert kinds(events) == ["ProcessorFinished", "DagFileProcessed"]
 
 
-def test_evolve_refuses_an_event_it_has_no_handler_for():
-    import pytest
+def test_a_task_on_an_executor_this_installation_does_not_run_is_a_parse_error():
+    definition = DagDefinition(dag_id="etl", file_path=A, tasks=[TaskDefinition(task_id="load", kind="bash"),
+                                                              TaskDefinition(task_id="spark", kind="bash",
+                                                                             executor="celery")])
+    events = decide_exit(fold([parsed("etl"), started(A)]), "p1", 0, ParseResult("h1", dags=((definition, "f2"),)),
+                         1.0, CONFIG)
+    assert kinds(events) == ["ProcessorFinished", "DagParseFailed"]
+    assert "task 'spark' of DAG 'etl' names executor 'celery'" in events[1].error
+    assert "available: local" in events[1].error
+    with_celery = dataclasses.replace(CONFIG, executors=("local", "celery"))
+    events = decide_exit(fold([parsed("etl"), started(A)]), "p1", 0, ParseResult("h1", dags=((definition, "f2"),)),
+                         1.0, with_celery)
+    assert kinds(events) == ["ProcessorFinished", "DagFileProcessed", "DagParsed"]
 
+
+def test_evolve_refuses_an_event_it_has_no_handler_for():
     with pytest.raises(TypeError, match="no handler for str"):
         evolve(ProcessorState(), "not an event")
 
@@ -199,19 +358,19 @@ class World:
             case ("exit", index, code) if self.running:
                 processor_id = self.running.pop(index % len(self.running))
                 outcome = result(("etl", "f1")) if code == 0 else None
-                for event in decide_exit(self.state, processor_id, code, outcome, self.now):
+                for event in decide_exit(self.state, processor_id, code, outcome, self.now, CONFIG):
                     self.emit(event)
             case ("late_exit", number) if f"p{number}" not in self.running:  # killed or never started
-                for event in decide_exit(self.state, f"p{number}", 0, result(("etl", "f2")), self.now):
+                for event in decide_exit(self.state, f"p{number}", 0, result(("etl", "f2")), self.now, CONFIG):
                     self.emit(event)
 
     def decide(self) -> None:
-        for decision in decide(self.state, self.now, self.files, LIMITS):
+        for decision in decide(self.state, self.now, self.files, CONFIG):
             if isinstance(decision, StartParse):
                 processor_id = f"p{self.started}"
                 self.started += 1
                 self.running.append(processor_id)
-                self.emit(processor_started(decision, processor_id, 1000 + self.started, self.now, LIMITS))
+                self.emit(processor_started(decision, processor_id, 1000 + self.started, self.now, CONFIG))
             else:
                 self.emit(decision)
 
@@ -239,7 +398,7 @@ def test_the_table_is_the_fold_of_the_emitted_events_and_holds_only_live_childre
         world.act(action)
         assert world.state == fold(world.events)
         assert set(world.state.children) == set(world.running)
-        assert len(world.state.children) <= LIMITS.parallelism
+        assert len(world.state.children) <= CONFIG.parallelism
         ended = ends_by_processor(world.events)
         assert not set(ended) & set(world.state.children), "an ended child is still in the wait set"
         assert all(count == 1 for count in ended.values())

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from projections.view import fold
-from schemas import (DagFileProcessed, DagParseFailed, DagRemoved, DagRunCreated, DagRunFinished, DeadlineMissed,
-                     PauseDag, SchedulerHeartbeat, SchedulerStopped)
+from schemas import (DagFileProcessed, DagFileRemoved, DagParseFailed, DagRemoved, DagRunCreated, DagRunFinished,
+                     DeadlineMissed, PauseDag, SchedulerHeartbeat, SchedulerStopped)
 from tests.unit.projection_logs import LogBuilder, dag_parsed
 
 
@@ -57,6 +57,19 @@ def test_import_error_is_cleared_by_a_later_clean_parse_of_the_file():
     assert rows["import_error"][("/d/a.py",)] is None
     assert (rows["parse_status"][("/d/a.py",)]["state"], rows["parse_status"][("/d/a.py",)]["dag_ids_json"]) \
         == ("ok", '["a"]')
+
+
+def test_import_error_and_parse_status_vanish_with_their_file_and_come_back_with_it():
+    failed = DagParseFailed(file_path="/d/a.py", processor_id="p", file_hash="h", error="SyntaxError", at=1)
+    ok_b = DagFileProcessed(file_path="/d/b.py", processor_id="p", file_hash="h", dag_ids=["b"], duration=0.1, at=1)
+    gone = [DagFileRemoved(file_path="/d/a.py", at=2), DagFileRemoved(file_path="/d/b.py", at=2)]
+    rows = _rows(failed, ok_b, *gone)
+    assert rows["import_error"][("/d/a.py",)] is None
+    assert rows["parse_status"][("/d/a.py",)] is None and rows["parse_status"][("/d/b.py",)] is None
+    back = _rows(failed, *gone, DagParseFailed(file_path="/d/a.py", processor_id="p", file_hash="h", error="again",
+                                               at=3))
+    assert back["import_error"][("/d/a.py",)]["error"] == "again"
+    assert back["parse_status"][("/d/a.py",)]["state"] == "failed"
 
 
 def test_scheduler_liveness():
