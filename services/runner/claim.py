@@ -1,19 +1,23 @@
-"""Who runs a try: the first TaskStarted of the try in log order wins.
+"""Who runs a try: the first of its TaskStarted and TaskKillRequested in log order decides.
 
 Every runner launched for a try appends its TaskStarted, then reads the try's partition
-of tock.events; the partition orders every TaskStarted of the try the same way for every
-reader, on every host, so exactly one runner sees itself first and runs the user code.
+of tock.events; the partition orders every record of the try the same way for every
+reader, on every host, so exactly one runner sees its TaskStarted first and runs the user
+code. A TaskKillRequested before any TaskStarted (the owner stopped a try no runner had
+claimed yet) means no runner runs it: the scheduler folds the same rule and holds the try
+over already. A TaskKillRequested after a TaskStarted is for the winner to obey.
 Pure: the reading is the shell's (services/runner/claim_reader.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from schemas import TaskStarted
+from schemas import TaskKillRequested, TaskStarted
 
 TryKey = tuple[str, str, str, int]  # (dag_id, run_id, task_id, try_number)
+TryRecord = TaskStarted | TaskKillRequested  # what decides a claim, and what stops a won try
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,34 +26,48 @@ class Claims:
 
     won: frozenset[TryKey] = frozenset()
     lost: Mapping[TryKey, str] = field(default_factory=dict)  # try -> the winner's runner id
-    pending: frozenset[TryKey] = frozenset()  # neither our TaskStarted nor another's read yet
+    killed: Mapping[TryKey, str] = field(default_factory=dict)  # lost to a kill request: try -> its reason
+    pending: frozenset[TryKey] = frozenset()  # nothing of the try read yet (not even our TaskStarted)
 
     @property
     def decided(self) -> bool:
         return not self.pending
 
 
-def try_key(event: TaskStarted) -> TryKey:
+def try_key(event: TryRecord) -> TryKey:
     return (event.dag_id, event.run_id, event.task_id, event.try_number)
 
 
-def first_starters(started_in_log_order: Iterable[TaskStarted], keys: Iterable[TryKey]) -> dict[TryKey, str]:
-    """The runner id of the first TaskStarted of each of these tries that the log holds."""
+def first_records(records_in_log_order: Iterable[TryRecord], keys: Iterable[TryKey]) -> dict[TryKey, TryRecord]:
+    """The first TaskStarted or TaskKillRequested of each of these tries that the log holds."""
     wanted, first = set(keys), {}
-    for event in started_in_log_order:
-        key = try_key(event)
+    for record in records_in_log_order:
+        key = try_key(record)
         if key in wanted and key not in first:
-            first[key] = event.runner_id
+            first[key] = record
     return first
 
 
-def winners(started_in_log_order: Iterable[TaskStarted], own: Mapping[TryKey, str]) -> Claims:
-    """Decide each of our tries (try -> our runner id) from the TaskStarted read so far, in log order.
+def winners(records_in_log_order: Iterable[TryRecord], own: Mapping[TryKey, str]) -> Claims:
+    """Decide each of our tries (try -> our runner id) from the records read so far, in log order.
 
-    A try is won when its first TaskStarted is ours, lost when it is another runner's (even
-    before ours is read: nothing can come before the first), pending when none is read yet.
+    A try is won when its first record is our TaskStarted; lost when it is another runner's
+    (even before ours is read: nothing can come before the first) or a kill request; pending
+    when nothing of it is read yet.
     """
-    first = first_starters(started_in_log_order, own)
-    won = frozenset(key for key, runner_id in first.items() if runner_id == own[key])
-    lost = {key: runner_id for key, runner_id in first.items() if runner_id != own[key]}
-    return Claims(won, lost, frozenset(own.keys() - first.keys()))
+    first = first_records(records_in_log_order, own)
+    started = {key: record.runner_id for key, record in first.items() if isinstance(record, TaskStarted)}
+    return Claims(won=frozenset(key for key, runner_id in started.items() if runner_id == own[key]),
+                  lost={key: runner_id for key, runner_id in started.items() if runner_id != own[key]},
+                  killed={key: record.reason for key, record in first.items()
+                          if isinstance(record, TaskKillRequested)},
+                  pending=frozenset(own.keys() - first.keys()))
+
+
+def kill_requests(records_in_log_order: Iterable[TryRecord], tries: Collection[TryKey]) -> dict[TryKey, str]:
+    """The reason of the first TaskKillRequested of each of these tries among the records."""
+    found: dict[TryKey, str] = {}
+    for record in records_in_log_order:
+        if isinstance(record, TaskKillRequested) and (key := try_key(record)) in tries:
+            found.setdefault(key, record.reason)
+    return found

@@ -1,45 +1,56 @@
-"""ClaimReader: reads the TaskStarted of a runner's tries from tock.events until each claim is decided.
+"""ClaimReader: reads a runner's tries from tock.events until each claim is decided, then watches
+the tries it won for kill requests.
 
 It starts where the tries were queued: ``offsets_for_times(queued_at - 1 s)``. The
 TaskQueued record's own timestamp is at or after ``queued_at`` (both from the scheduler's
-clock), so the offset found is at or before the TaskQueued, and every TaskStarted of the
-try comes after that, whatever the runners' clocks say. One consumer per runner, opened
-while the runner waits for its tries; one read per batch, which starts while the runner's
-TaskStarted are still on their way (reading them back is their acknowledgement).
+clock), so the offset found is at or before the TaskQueued, and every TaskStarted or
+TaskKillRequested of the try comes after that, whatever the runners' clocks say. One
+consumer per runner, opened while the runner waits for its tries; one read per batch,
+which starts while the runner's TaskStarted are still on their way (reading them back is
+their acknowledgement). After the claim the consumer stays on the won tries' partitions,
+from where the claim ended, and the supervision asks it, without waiting, for the kill
+requests read so far (:meth:`ClaimReader.kill_requests`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaException, Message, TopicPartition
 
 from infra.log import EventReader, partition_for
 from infra.log.closing import Closing
 from infra.settings import Settings
 from infra.topics import topic_name
-from schemas import EVENTS, DecodeError, TaskStarted, decode, peek_type
-from services.runner.claim import Claims, TryKey, try_key, winners
+from schemas import EVENTS, DecodeError, TaskKillRequested, TaskStarted, decode, peek_type
+from services.runner.claim import Claims, TryKey, TryRecord, kill_requests, try_key, winners
 from services.runner.every import Every
 
 log = logging.getLogger("tock.runner")
 
-# Small fetch waits: a claim is on the path of every try, and what it reads is already there.
-_FETCH = {"fetch.wait.max.ms": 10, "fetch.error.backoff.ms": 50, "enable.partition.eof": False}
+# The broker answers a fetch as soon as a record is readable (fetch.min.bytes 1; a
+# transaction's commit included), so the fetch wait only bounds a fetch that finds nothing:
+# a claim is not slowed by it, and a runner watching its tries for hours sends two idle
+# fetches a second, not a hundred.
+_FETCH = {"fetch.wait.max.ms": 500, "fetch.error.backoff.ms": 50, "enable.partition.eof": False}
 _MARGIN = 1.0  # seconds before queued_at to look from: the TaskQueued record is after that
-_TASK_STARTED = TaskStarted.__name__
+_CLAIM_TYPES = frozenset({TaskStarted.__name__, TaskKillRequested.__name__})
+_KILL_TYPES = frozenset({TaskKillRequested.__name__})
+_BATCH = 1000  # records taken from the consumer's queue at once
 
 
 class ClaimReader(Closing):
-    """Reads claims; :meth:`warm` opens the connection before a try is handed over."""
+    """Reads claims and kill requests; :meth:`warm` opens the connection before a try is handed over."""
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         self._topic = topic_name(settings.topic_prefix, EVENTS)
         self._reader = EventReader(settings, [], client_id="tock-runner-claim", config=_FETCH)
         self._consumer = self._reader.consumer
+        self._watched: frozenset[TryKey] = frozenset()  # the tries won by the last claim, until stop_watching
+        self._kills: dict[TryKey, str] = {}  # their kill requests read so far: try -> reason
         self._closed = False
 
     def warm(self, timeout: float = 10.0) -> None:
@@ -52,29 +63,53 @@ class ClaimReader(Closing):
     def claim(self, own: Mapping[TryKey, str], queued_at: Mapping[TryKey, float],
               refused: Callable[[], Collection[TryKey]] = frozenset) -> Claims:
         """Read until every try of ``own`` (try -> our runner id) is decided; waits out a broker outage.
+        Then watch the tries won for kill requests, until :meth:`stop_watching`.
 
         ``refused()``: our tries whose TaskStarted the broker refused, no longer waited for.
         """
+        self.stop_watching()
         self._consumer.assign([TopicPartition(self._topic, partition, offset)
                                for partition, offset in self._start_offsets(queued_at).items()])
-        started: list[TaskStarted] = []
+        read: list[TryRecord] = []
         claims, waiting = Claims(pending=frozenset(own)), Every(10.0)
         while not claims.decided:
-            started += self._read_started(own)
+            read += _records(self._available(), _CLAIM_TYPES, own)
             gone = refused()
-            claims = winners(started, {key: runner_id for key, runner_id in own.items() if key not in gone})
+            claims = winners(read, {key: runner_id for key, runner_id in own.items() if key not in gone})
             if not claims.decided and waiting.due():
                 log.warning("claim: still waiting to read the TaskStarted of %d tries (broker down, or an open "
                             "transaction holding the partition back?)",
                             len(claims.pending))
-        self._consumer.unassign()
+        self._watch(claims.won, read)
         return claims
+
+    def kill_requests(self) -> Mapping[TryKey, str]:
+        """The kill requests of the tries won by the last claim, read so far (try -> reason); never waits."""
+        if self._watched:
+            for key, reason in kill_requests(_records(self._queued(), _KILL_TYPES, self._watched),
+                                             self._watched).items():
+                self._kills.setdefault(key, reason)
+        return self._kills
+
+    def stop_watching(self) -> None:
+        """The won tries have ended: read nothing more for them."""
+        if self._watched:
+            self._watched = frozenset()
+            self._consumer.unassign()
+        self._kills = {}
 
     def close(self) -> None:
         """Close the consumer (again: nothing)."""
         if not self._closed:
             self._closed = True
             self._reader.close()
+
+    def _watch(self, won: frozenset[TryKey], read: list[TryRecord]) -> None:
+        """Keep reading from where the claim ended, for the kill requests of the tries won (some may be
+        read already: after our TaskStarted, in what the claim read)."""
+        self._watched, self._kills = won, kill_requests(read, won)
+        if not won:
+            self._consumer.unassign()
 
     def _start_offsets(self, queued_at: Mapping[TryKey, float]) -> dict[int, int]:
         earliest = earliest_queued(queued_at, self._settings.partitions)
@@ -98,23 +133,17 @@ class ClaimReader(Closing):
             time.sleep(0.1)
         return []
 
-    def _read_started(self, own: Mapping[TryKey, str]) -> list[TaskStarted]:
-        """The TaskStarted of our tries among the records available now (bodies of others stay undecoded)."""
-        found = []
-        for message in self._available():
-            if message.error() is not None:
-                log.debug("claim read: %s", message.error())
-                continue
-            if peek_type(message.value()) == _TASK_STARTED:
-                event = _decoded(message.value())
-                if event is not None and try_key(event) in own:
-                    found.append(event)
-        return found
-
-    def _available(self) -> list:
+    def _available(self) -> list[Message]:
         """The records there now, waiting up to 50 ms for the first (consume() would wait out its timeout)."""
         first = self._consumer.poll(0.05)
-        return [] if first is None else [first, *self._consumer.consume(1000, 0)]
+        return [] if first is None else [first, *self._consumer.consume(_BATCH, 0)]
+
+    def _queued(self) -> list[Message]:
+        """Every record the consumer has fetched already, without waiting for more."""
+        messages: list[Message] = []
+        while len(batch := self._consumer.consume(_BATCH, 0)) == _BATCH:
+            messages += batch
+        return messages + batch
 
 
 def earliest_queued(queued_at: Mapping[TryKey, float], partitions: int) -> dict[int, float]:
@@ -126,9 +155,23 @@ def earliest_queued(queued_at: Mapping[TryKey, float], partitions: int) -> dict[
     return earliest
 
 
-def _decoded(value: bytes) -> TaskStarted | None:
+def _records(messages: Iterable[Message], types: frozenset[str], tries: Collection[TryKey]) -> list[TryRecord]:
+    """The records of these types and tries among the messages, in order (others' bodies stay undecoded)."""
+    found = []
+    for message in messages:
+        if message.error() is not None:
+            log.debug("claim read: %s", message.error())
+            continue
+        if peek_type(message.value()) in types:
+            event = _decoded(message.value())
+            if event is not None and try_key(event) in tries:
+                found.append(event)
+    return found
+
+
+def _decoded(value: bytes) -> TryRecord | None:
     try:
         return decode(value)
     except DecodeError as error:  # the scheduler dead-letters it; a claim only needs the others
-        log.warning("claim: skipping an undecodable TaskStarted record: %s", error)
+        log.warning("claim: skipping an undecodable %s record: %s", peek_type(value), error)
         return None

@@ -1,10 +1,13 @@
 """run_tries: claim the tries through the log, supervise the user code of those won, report each outcome.
 
 The claim: the runner appends a TaskStarted per try, then reads the tries' partitions;
-the first TaskStarted of a try in log order wins (claim.py). Tries won run, each in a
-process group that the runner's group watcher kills if the runner dies (watcher.py);
-tries lost exit ALREADY_STARTED and write nothing more. Outcomes are spooled until
-acknowledged (delivery.py), and a runner first resends what dead runners spooled.
+the first TaskStarted of a try in log order wins, and a TaskKillRequested before any
+TaskStarted means nobody runs it (claim.py). Tries won run, each in a process group that
+the runner's group watcher kills if the runner dies (watcher.py); tries lost exit
+ALREADY_STARTED and write nothing more. While they run, the claim reader keeps reading
+their partitions: a TaskKillRequested of a running try kills its process group and the
+try ends TaskKilled. Outcomes are spooled until acknowledged (delivery.py), and a runner
+first resends what dead runners spooled.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from confluent_kafka import KafkaError, Message
 
 from infra.log import KafkaEventLog
 from infra.settings import Settings
-from schemas import TaskFailed, TaskHeartbeat, TaskStarted, TaskSucceeded
+from schemas import TaskFailed, TaskHeartbeat, TaskKilled, TaskStarted, TaskSucceeded
 from services.runner.claim import Claims, TryKey
 from services.runner.claim_reader import ClaimReader
 from services.runner.delivery import RUNNER_PRODUCER, Deliveries
@@ -140,20 +143,26 @@ class _Runner:
         for key, winner in claims.lost.items():
             log.warning("try %s was launched before: runner %s started it first; not running it again",
                         _name(key), winner)
+        for key, reason in claims.killed.items():
+            log.warning("try %s not run: the scheduler asked to stop it (%s) before any runner started it",
+                        _name(key), reason)
 
     def _supervise(self, tries: list[tuple[TryRequest, str]], codes: dict[TryRequest, int]) -> None:
         def ended(request: TryRequest, outcome: Outcome) -> None:
             self.deliveries.send_outcome(request.key, _outcome_event(request, self.runner_ids[request.key], outcome))
             codes[request] = SUCCEEDED if outcome.succeeded else FAILED
-            log.info("try %s %s", _name(request.key), "succeeded" if outcome.succeeded else f"failed: {outcome.error}")
+            log.info("try %s %s", _name(request.key), _described(outcome))
 
         paths = [(request, TryPaths(self.settings.home, request)) for request, _queue in tries]
         for _request, try_paths in paths:
             try_paths.folder.mkdir(parents=True, exist_ok=True)
         running = [(request, str(try_paths.log)) for request, try_paths in paths]
-        supervise_all(running, self.settings.task_heartbeat_seconds,
-                      lambda requests: self._heartbeat([request.key for request in requests]), ended,
-                      self.clients.watcher)
+        try:
+            supervise_all(running, self.settings.task_heartbeat_seconds,
+                          lambda requests: self._heartbeat([request.key for request in requests]), ended,
+                          self.clients.watcher, self.clients.claims.kill_requests)
+        finally:
+            self.clients.claims.stop_watching()
 
     def _heartbeat(self, keys: list[TryKey]) -> None:
         """Heartbeat these tries and every try whose outcome the broker has not acknowledged yet."""
@@ -165,8 +174,16 @@ class _Runner:
 def _outcome_event(request: TryRequest, runner_id: str, outcome: Outcome):
     if outcome.succeeded:
         return TaskSucceeded(**_ids(request), runner_id=runner_id, at=time.time())
+    if outcome.killed:
+        return TaskKilled(**_ids(request), runner_id=runner_id, reason=outcome.error, at=time.time())
     return TaskFailed(**_ids(request), runner_id=runner_id, error=outcome.error, traceback=outcome.traceback,
                       at=time.time())
+
+
+def _described(outcome: Outcome) -> str:
+    if outcome.succeeded:
+        return "succeeded"
+    return f"killed as the scheduler asked ({outcome.error})" if outcome.killed else f"failed: {outcome.error}"
 
 
 def _ids(request: TryRequest) -> dict:

@@ -1,7 +1,10 @@
-"""Supervising the children: heartbeats while they run, execution timeouts, and how each ended.
+"""Supervising the children: heartbeats while they run, execution timeouts, kill requests, and how
+each ended.
 
 A runner may supervise several tries at once (a batch launched together), each try's user
-code in its own child; one child's end never disturbs the others.
+code in its own child; one child's end (or kill) never disturbs the others. The supervision
+wakes up at least every KILL_CHECK_SECONDS to ask, without waiting, which of its tries the
+log asks it to stop; it kills such a try's process group and reports the try killed.
 """
 
 from __future__ import annotations
@@ -11,19 +14,30 @@ import os
 import select
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from services.runner.child import run_child
+from services.runner.claim import TryKey
 from services.runner.paths import TryRequest
 from services.runner.watcher import GroupWatcher
+
+
+KILL_CHECK_SECONDS = 0.5  # how often, at least, the supervision looks for kill requests
+
+KillRequests = Callable[[], Mapping[TryKey, str]]  # the tries asked to stop so far -> why; never waits
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
     succeeded: bool
-    error: str = ""
+    error: str = ""  # for a killed try: the kill request's reason
     traceback: str = ""
+    killed: bool = False  # its user code was killed as the log asked
+
+
+def no_kill_requests() -> Mapping[TryKey, str]:
+    return {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,12 +88,15 @@ def supervise(request: TryRequest, log_path: str, heartbeat_seconds: float,
 
 def supervise_all(tries: list[tuple[TryRequest, str]], heartbeat_seconds: float,
                   heartbeat: Callable[[list[TryRequest]], None],
-                  ended: Callable[[TryRequest, Outcome], None], watcher: GroupWatcher | None = None) -> None:
+                  ended: Callable[[TryRequest, Outcome], None], watcher: GroupWatcher | None = None,
+                  kill_requests: KillRequests = no_kill_requests) -> None:
     """Fork a child per try (request, log path); every ``heartbeat_seconds`` call ``heartbeat`` with
     the tries still running, and call ``ended(request, outcome)`` as each ends. ``watcher``: one
-    started earlier (a warm runner's; it stays open), else one of its own for these tries."""
+    started earlier (a warm runner's; it stays open), else one of its own for these tries.
+    ``kill_requests()``: the tries the log asks to stop (try -> reason); a try named there is killed,
+    or not started, and ends killed."""
     own_watcher = watcher is None
-    supervision = _Supervision(heartbeat_seconds, heartbeat, ended, watcher or GroupWatcher.start())
+    supervision = _Supervision(heartbeat_seconds, heartbeat, ended, watcher or GroupWatcher.start(), kill_requests)
     # A runner told to stop takes its user code with it, then reports the tries failed.
     previous = signal.signal(signal.SIGTERM, supervision.stop)
     try:
@@ -96,14 +113,20 @@ class _Supervision:
     """The running children of one runner, by pidfd."""
 
     def __init__(self, heartbeat_seconds: float, heartbeat: Callable[[list[TryRequest]], None],
-                 ended: Callable[[TryRequest, Outcome], None], watcher: GroupWatcher) -> None:
+                 ended: Callable[[TryRequest, Outcome], None], watcher: GroupWatcher,
+                 kill_requests: KillRequests) -> None:
         self.every, self.heartbeat, self.ended, self.watcher = heartbeat_seconds, heartbeat, ended, watcher
+        self.kill_requests = kill_requests
         self.running: dict[int, Child] = {}
         self.stopping = False
 
     def start(self, request: TryRequest, log_path: str) -> None:
         if self.stopping:
             self.ended(request, Outcome(False, "the runner was stopped before the user code started"))
+            return
+        reason = self.kill_requests().get(request.key)
+        if reason is not None:  # asked to stop before its user code started: it never starts
+            self.ended(request, Outcome(False, reason, killed=True))
             return
         child = start_child(request, log_path, self.watcher)
         self.running[child.pidfd] = child
@@ -114,17 +137,17 @@ class _Supervision:
             _kill_group(child.pid)
 
     def watch(self) -> None:
-        """Until every child ended: reap the ended, kill the overdue, heartbeat the others."""
+        """Until every child ended: reap the ended, kill the overdue and those the log asks to stop,
+        heartbeat the others."""
         next_beat = time.monotonic() + self.every
         while self.running:
-            until = min([next_beat, *(child.deadline for child in self._timed())])
+            deadlines = [child.deadline for child in self._timed()]
+            until = min([next_beat, time.monotonic() + KILL_CHECK_SECONDS, *deadlines])
             ready, _, _ = select.select(list(self.running), [], [], max(0.0, until - time.monotonic()))
             for pidfd in ready:
-                self._end(self.running[pidfd], timed_out=False)
-            now = time.monotonic()
-            for child in [child for child in self._timed() if now >= child.deadline]:
-                _kill_group(child.pid)
-                self._end(child, timed_out=True)
+                self._end(self.running[pidfd])
+            self._kill_overdue()
+            self._obey_kill_requests()
             if self.running and time.monotonic() >= next_beat:
                 self.heartbeat([child.request for child in self.running.values()])
                 next_beat += self.every
@@ -132,21 +155,40 @@ class _Supervision:
     def _timed(self) -> list[Child]:
         return [child for child in self.running.values() if child.deadline is not None]
 
-    def _end(self, child: Child, timed_out: bool) -> None:
+    def _kill_overdue(self) -> None:
+        now = time.monotonic()
+        for child in [child for child in self._timed() if now >= child.deadline]:
+            _kill_group(child.pid)
+            self._end(child, timed_out=True)
+
+    def _obey_kill_requests(self) -> None:
+        requested = self.kill_requests()
+        for child in [child for child in self.running.values() if child.request.key in requested]:
+            _kill_group(child.pid)
+            self._end(child, kill_reason=requested[child.request.key])
+
+    def _end(self, child: Child, timed_out: bool = False, kill_reason: str | None = None) -> None:
         del self.running[child.pidfd]
-        outcome = _finish(child, timed_out)
+        outcome = _finish(child, timed_out, kill_reason)
         self.watcher.ended(child.pid)
         self.ended(child.request, outcome)
 
 
-def _finish(child: Child, timed_out: bool) -> Outcome:
+def _finish(child: Child, timed_out: bool, kill_reason: str | None) -> Outcome:
     """Reap the child and say how it ended."""
     try:
         status = os.waitpid(child.pid, 0)[1]
+        if kill_reason is not None and _killed(status):
+            return Outcome(False, kill_reason, killed=True)
+        # else it had ended by itself before the kill: its own outcome stands
         return _outcome(status, timed_out, child.request.execution_timeout, _read_report(child.report_fd))
     finally:
         os.close(child.pidfd)
         os.close(child.report_fd)
+
+
+def _killed(status: int) -> bool:
+    return os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
 
 
 def _kill_group(pid: int) -> None:

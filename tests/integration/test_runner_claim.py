@@ -1,17 +1,20 @@
-"""The claim reader against the real broker: first TaskStarted of a try in log order wins, read
-from where the try was queued, for a batch spanning partitions. (Two real runners racing for
-one try: tests/scenarios/test_runner_two_hosts.py.)"""
+"""The claim reader against the real broker: the first TaskStarted (or TaskKillRequested) of a try in
+log order decides it, read from where the try was queued, for a batch spanning partitions; then
+it watches the tries won for kill requests, read committed, without waiting. (Two real runners
+racing for one try: tests/scenarios/test_runner_two_hosts.py.)"""
 
 from __future__ import annotations
 
 import threading
 import time
+import uuid
 
 import pytest
+from confluent_kafka import Producer
 
 from infra.log import KafkaEventLog, partition_for
 from infra.topics import topic_name
-from schemas import EVENTS, TaskQueued, TaskStarted, encode
+from schemas import EVENTS, TaskKillRequested, TaskQueued, TaskStarted, encode
 from services.runner.claim import Claims
 from services.runner.claim_reader import ClaimReader
 
@@ -77,3 +80,82 @@ def test_the_claim_waits_until_a_task_started_of_the_try_is_readable(kafka_setti
         event_log.append(started(key, "me"))
     waiting.join(30)
     assert not waiting.is_alive() and result[0].won == {key}
+
+
+def kill_requested(key, reason: str) -> TaskKillRequested:
+    dag_id, run_id, task_id, try_number = key
+    return TaskKillRequested(dag_id=dag_id, run_id=run_id, task_id=task_id, try_number=try_number, reason=reason,
+                             scheduler_id="s1", at=time.time())
+
+
+def test_a_try_whose_kill_request_comes_before_any_task_started_is_nobody_s(kafka_settings):
+    key = ("alpha", "r1", "t", 1)
+    with KafkaEventLog(kafka_settings) as event_log:
+        for event in (kill_requested(key, "cleared"), started(key, "me")):
+            event_log.append(event)
+    claims = claim(kafka_settings, {key: "me"}, {key: 0.0})
+    assert (claims.won, dict(claims.lost), dict(claims.killed)) == (frozenset(), {}, {key: "cleared"})
+
+
+def test_after_the_claim_the_reader_returns_the_kill_requests_of_the_tries_won_without_waiting(kafka_settings):
+    ours, other_try, lost = ("alpha", "r1", "t", 1), ("alpha", "r1", "t", 2), ("alpha", "r1", "u", 1)
+    with KafkaEventLog(kafka_settings) as event_log, ClaimReader(kafka_settings) as reader:
+        for event in (started(ours, "me"), started(lost, "rival"), started(lost, "me-u")):
+            event_log.append(event)
+        claims = reader.claim({ours: "me", lost: "me-u"}, {ours: 0.0, lost: 0.0})
+        assert (claims.won, dict(claims.lost)) == ({ours}, {lost: "rival"})
+        assert reader.kill_requests() == {}
+        for event in (kill_requested(other_try, "another try"), kill_requested(lost, "not ours"),
+                      kill_requested(ours, "cleared"), kill_requested(ours, "killed again")):
+            event_log.append(event)
+        event_log.flush()
+        asked = time.monotonic()
+        found = wait_for(reader.kill_requests, 10, "the kill request")
+        assert found == {ours: "cleared"}
+        assert time.monotonic() - asked < 3.0
+        calls = time.monotonic()
+        for _ in range(100):
+            reader.kill_requests()
+        assert time.monotonic() - calls < 0.5  # each call only looks at what was fetched already
+        reader.stop_watching()
+        assert reader.kill_requests() == {}
+
+
+def test_a_kill_request_read_with_the_claim_is_returned_at_once(kafka_settings):
+    key = ("alpha", "r1", "t", 1)
+    with KafkaEventLog(kafka_settings) as event_log, ClaimReader(kafka_settings) as reader:
+        for event in (started(key, "me"), kill_requested(key, "cleared")):
+            event_log.append(event)
+        event_log.flush()
+        time.sleep(0.2)  # both readable: the claim's read takes both
+        assert reader.claim({key: "me"}, {key: 0.0}).won == {key}
+        assert wait_for(reader.kill_requests, 5, "the kill request") == {key: "cleared"}
+
+
+def test_a_kill_request_in_an_open_transaction_is_not_obeyed_until_it_commits(kafka_settings):
+    key = ("alpha", "r1", "t", 1)
+    scheduler = Producer({"bootstrap.servers": kafka_settings.bootstrap, "linger.ms": 0,
+                          "transactional.id": f"test-scheduler-{uuid.uuid4().hex}"})
+    scheduler.init_transactions(30)
+    with KafkaEventLog(kafka_settings) as event_log, ClaimReader(kafka_settings) as reader:
+        event_log.append(started(key, "me"))
+        assert reader.claim({key: "me"}, {key: 0.0}).won == {key}
+        scheduler.begin_transaction()
+        event = kill_requested(key, "cleared")
+        scheduler.produce(topic_name(kafka_settings.topic_prefix, EVENTS), encode(event), "alpha",
+                          partition_for("alpha", kafka_settings.partitions))
+        scheduler.flush(10)
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            assert reader.kill_requests() == {}
+            time.sleep(0.05)
+        scheduler.commit_transaction(30)
+        assert wait_for(reader.kill_requests, 10, "the committed kill request") == {key: "cleared"}
+
+
+def wait_for(read, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while not (found := read()):
+        assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
+        time.sleep(0.02)
+    return dict(found)

@@ -1,5 +1,6 @@
-"""The claim rule: the first TaskStarted of a try in log order wins. Given these TaskStarted, in
-this order, and these tries of ours: which are won, lost (to whom) and still pending."""
+"""The claim rule: the first of a try's TaskStarted and TaskKillRequested in log order decides it.
+Given these records, in this order, and these tries of ours: which are won, lost (to whom), lost to
+a kill request (why) and still pending; and which kill requests a runner of won tries obeys."""
 
 from __future__ import annotations
 
@@ -8,18 +9,29 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from infra.log import partition_for
-from schemas import TaskStarted
-from services.runner.claim import Claims, winners
+from schemas import TaskKillRequested, TaskStarted
+from services.runner.claim import Claims, kill_requests, winners
 from services.runner.claim_reader import earliest_queued
 
 A, B = ("d", "r", "a", 1), ("d", "r", "b", 1)
 A2 = ("d", "r", "a", 2)
+KILL = "kill:"  # a record written as (key, "kill:<reason>") is a TaskKillRequested
 
 
 def started(key, runner_id: str) -> TaskStarted:
     dag_id, run_id, task_id, try_number = key
     return TaskStarted(dag_id=dag_id, run_id=run_id, task_id=task_id, try_number=try_number, runner_id=runner_id,
                        hostname=runner_id.split(":")[0], pid=1, at=0.0)
+
+
+def kill_requested(key, reason: str) -> TaskKillRequested:
+    dag_id, run_id, task_id, try_number = key
+    return TaskKillRequested(dag_id=dag_id, run_id=run_id, task_id=task_id, try_number=try_number, reason=reason,
+                             scheduler_id="s1", at=0.0)
+
+
+def record(key, who: str):
+    return kill_requested(key, who.removeprefix(KILL)) if who.startswith(KILL) else started(key, who)
 
 
 @pytest.mark.parametrize(("log", "own", "expected"), [
@@ -39,32 +51,63 @@ def started(key, runner_id: str) -> TaskStarted:
                  id="a batch: one still pending"),
     pytest.param([(B, "me-b"), (A, "me")], {A: "me", B: "me-b"}, Claims(won=frozenset({A, B})),
                  id="a batch: all won, in any order"),
+    pytest.param([(A, KILL + "cleared")], {A: "me"}, Claims(killed={A: "cleared"}),
+                 id="a kill request first: nobody runs it"),
+    pytest.param([(A, KILL + "cleared"), (A, "me")], {A: "me"}, Claims(killed={A: "cleared"}),
+                 id="a kill request before ours: lost to the kill"),
+    pytest.param([(A, KILL + "cleared"), (A, "other"), (A, "me")], {A: "me"}, Claims(killed={A: "cleared"}),
+                 id="a kill request before every TaskStarted: lost to the kill, not to the first runner"),
+    pytest.param([(A, "me"), (A, KILL + "cleared")], {A: "me"}, Claims(won=frozenset({A})),
+                 id="a kill request after ours: won, the kill is ours to obey"),
+    pytest.param([(A, "other"), (A, KILL + "cleared"), (A, "me")], {A: "me"}, Claims(lost={A: "other"}),
+                 id="a kill request after theirs: lost to the first runner"),
+    pytest.param([(A2, KILL + "cleared"), (A, "me")], {A: "me"}, Claims(won=frozenset({A})),
+                 id="a kill request of another try number is another try's"),
+    pytest.param([(B, KILL + "removed"), (A, "me"), (B, "me-b")], {A: "me", B: "me-b"},
+                 Claims(won=frozenset({A}), killed={B: "removed"}), id="a batch: one won, one lost to a kill"),
 ])
-def test_first_task_started_in_log_order_wins(log, own, expected):
-    claims = winners([started(key, runner_id) for key, runner_id in log], own)
-    assert (claims.won, dict(claims.lost), claims.pending) == (expected.won, dict(expected.lost), expected.pending)
+def test_the_first_task_started_or_kill_request_in_log_order_decides(log, own, expected):
+    claims = winners([record(key, who) for key, who in log], own)
+    assert (claims.won, dict(claims.lost), dict(claims.killed), claims.pending) == (
+        expected.won, dict(expected.lost), dict(expected.killed), expected.pending)
     assert claims.decided == (not expected.pending)
 
 
+@pytest.mark.parametrize(("log", "tries", "expected"), [
+    pytest.param([(A, "me"), (A, KILL + "cleared")], {A}, {A: "cleared"}, id="a kill of a try we run"),
+    pytest.param([(A, "me"), (A, KILL + "cleared"), (A, KILL + "killed")], {A}, {A: "cleared"},
+                 id="the first kill request's reason"),
+    pytest.param([(A, KILL + "cleared"), (A2, KILL + "marked")], {A2}, {A2: "marked"},
+                 id="only the tries asked about"),
+    pytest.param([(A, "me"), (B, "other")], {A, B}, {}, id="no kill request"),
+])
+def test_the_kill_requests_of_a_runner_s_tries(log, tries, expected):
+    assert kill_requests([record(key, who) for key, who in log], tries) == expected
+
+
 RUNNERS = st.sampled_from(["me", "h2:1:x", "h3:2:y"])
+WHO = st.sampled_from(["me", "h2:1:x", "h3:2:y", KILL + "cleared"])
 KEYS = st.sampled_from([A, B, A2])
 
 
-@given(st.lists(st.tuples(KEYS, RUNNERS), max_size=12))
-def test_every_reader_of_the_same_log_agrees_exactly_one_runner_won_each_try(log):
-    events = [started(key, runner_id) for key, runner_id in log]
-    for key in {key for key, _runner in log}:
-        runners = {runner_id for logged, runner_id in log if logged == key}
+@given(st.lists(st.tuples(KEYS, WHO), max_size=12))
+def test_every_reader_of_the_same_log_agrees_one_runner_won_each_try_unless_a_kill_came_first(log):
+    events = [record(key, who) for key, who in log]
+    for key in {key for key, _who in log}:
+        records = [who for logged, who in log if logged == key]
+        runners = {who for who in records if not who.startswith(KILL)}
         winners_of_key = [runner for runner in runners if key in winners(events, {key: runner}).won]
-        assert len(winners_of_key) == 1
+        assert len(winners_of_key) == (0 if records[0].startswith(KILL) else 1)
+        assert all(key in winners(events, {key: runner}).killed for runner in runners) == records[0].startswith(KILL)
 
 
-@given(st.lists(st.tuples(KEYS, RUNNERS), max_size=12), st.integers(min_value=0, max_value=12))
+@given(st.lists(st.tuples(KEYS, WHO), max_size=12), st.integers(min_value=0, max_value=12))
 def test_reading_more_of_the_log_never_changes_a_decision(log, cut):
-    events = [started(key, runner_id) for key, runner_id in log]
+    events = [record(key, who) for key, who in log]
     own = {A: "me", B: "me"}
     early, late = winners(events[:cut], own), winners(events, own)
     assert early.won <= late.won and dict(early.lost).items() <= dict(late.lost).items()
+    assert dict(early.killed).items() <= dict(late.killed).items()
 
 
 def test_the_claim_reads_each_partition_from_its_earliest_queued_try():

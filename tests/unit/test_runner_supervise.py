@@ -18,7 +18,7 @@ import pytest
 
 from services.runner.watcher import GroupWatcher, die_with_parent, enrolled_after
 from services.runner.paths import TryPaths, TryRequest
-from services.runner.supervise import supervise, supervise_all
+from services.runner.supervise import KILL_CHECK_SECONDS, supervise, supervise_all
 
 DAG_FILE = '''
 import ctypes, os, sys, time
@@ -50,6 +50,10 @@ with DAG("cases") as dag:
         time.sleep(0.5)
 
     @task
+    def naps():
+        time.sleep(1.5)
+
+    @task
     def terminates_itself():
         os.kill(os.getpid(), 15)
 
@@ -61,7 +65,8 @@ with DAG("cases") as dag:
     def where():
         print(os.getpid(), os.getppid(), os.getpgid(0))
 
-    ok(); raises(); exits(); segfaults(); sleeps(); beats(); terminates_itself(); hangs_up_on_itself(); where()
+    ok(); raises(); exits(); segfaults(); sleeps(); beats(); naps(); terminates_itself(); hangs_up_on_itself()
+    where()
     BashTask("bash_fails", "echo to-stderr >&2; exit 3")
     BashTask("bash_sleeps", "sleep 300 & sleep 300; wait")
 '''
@@ -155,6 +160,69 @@ def test_tries_supervised_together_each_end_their_own_way(tmp_path, dag_file):
     for index, entry in enumerate(happened):
         if entry[0] == "end":
             assert ("beat", entry[1]) not in happened[index:]  # no heartbeat for a try after its end
+
+
+def prepared(tmp_path, dag_file, task_ids) -> list[tuple[TryRequest, str]]:
+    tries = []
+    for task_id in task_ids:
+        request = TryRequest("cases", "r1", task_id, 1, str(dag_file))
+        paths = TryPaths(tmp_path / "home", request)
+        paths.folder.mkdir(parents=True)
+        tries.append((request, str(paths.log)))
+    return tries
+
+
+class KillRequestsOnceSleeping:
+    """The seam the runner fills with its claim reader: asks to stop ``target`` once its bash has
+    started its two sleeps (noting them and when it asked), nothing before."""
+
+    def __init__(self, target: str, reason: str) -> None:
+        self.target, self.reason = ("cases", "r1", target, 1), reason
+        self.sleeps: list[psutil.Process] = []
+        self.asked_at: float | None = None
+
+    def __call__(self) -> dict:
+        if self.asked_at is None:
+            sleeps = [process for process in psutil.Process().children(recursive=True) if _name(process) == "sleep"]
+            if len(sleeps) < 2:
+                return {}
+            self.sleeps, self.asked_at = sleeps, time.monotonic()
+        return {self.target: self.reason}
+
+
+def test_a_kill_request_kills_only_its_try_with_everything_it_started_and_the_try_ends_killed(tmp_path, dag_file):
+    tries = prepared(tmp_path, dag_file, ["bash_sleeps", "naps"])
+    kills, happened = KillRequestsOnceSleeping("bash_sleeps", "cleared"), []
+    supervise_all(tries, 10.0, lambda _running: None,
+                  lambda request, outcome: happened.append((request.task_id, outcome, time.monotonic())),
+                  kill_requests=kills)
+    assert [(task_id, outcome.succeeded, outcome.killed, outcome.error) for task_id, outcome, _at in happened] == [
+        ("bash_sleeps", False, True, "cleared"), ("naps", True, False, "")]  # naps went on to its end
+    killed_at = happened[0][2]
+    # the heartbeat is 10 s away: the supervision woke up by itself to look for kill requests
+    assert killed_at - kills.asked_at < KILL_CHECK_SECONDS + 0.5
+    assert not [process for process in kills.sleeps if _alive(process)]  # its whole process group
+
+
+def test_a_try_asked_to_stop_before_its_user_code_started_never_starts(tmp_path, dag_file):
+    tries = prepared(tmp_path, dag_file, ["ok", "beats"])
+    happened = []
+    supervise_all(tries, 10.0, lambda _running: None,
+                  lambda request, outcome: happened.append((request.task_id, outcome)),
+                  kill_requests=lambda: {("cases", "r1", "ok", 1): "killed by an operator"})
+    outcomes = {task_id: (outcome.succeeded, outcome.killed, outcome.error) for task_id, outcome in happened}
+    assert outcomes == {"ok": (False, True, "killed by an operator"), "beats": (True, False, "")}
+    assert not os.path.exists(tries[0][1])  # the child that writes the try's log was never forked
+
+
+def test_a_kill_request_for_a_try_that_already_ended_changes_nothing(tmp_path, dag_file):
+    tries = prepared(tmp_path, dag_file, ["ok", "beats"])
+    happened = []
+    late = lambda: {("cases", "r1", "ok", 1): "cleared"} if happened else {}  # noqa: E731 - once ok has ended
+    supervise_all(tries, 10.0, lambda _running: None,
+                  lambda request, outcome: happened.append((request.task_id, outcome)), kill_requests=late)
+    assert [(task_id, outcome.succeeded, outcome.killed) for task_id, outcome in happened] == [
+        ("ok", True, False), ("beats", True, False)]
 
 
 def test_user_code_leads_a_process_group_of_its_own(tmp_path, dag_file):
