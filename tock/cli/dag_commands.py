@@ -16,9 +16,12 @@ def register(app: typer.Typer) -> None:
 def dag_processor(ctx: typer.Context) -> None:
     """Parse the DAG files of TOCK_DAGS_FOLDER continuously and publish their definitions.
 
-    Each changed file is parsed in a child process (TOCK_PARSE_PARALLELISM at once, each
-    within TOCK_PARSE_TIMEOUT seconds); the folder is scanned every TOCK_DAG_SCAN_INTERVAL
-    seconds. Stops cleanly on SIGTERM / SIGINT.
+    Each file is parsed in a child process (TOCK_PARSE_PARALLELISM at once, each within
+    TOCK_PARSE_TIMEOUT seconds) when it is new or changed, again every
+    TOCK_DAG_REPARSE_INTERVAL seconds, and after a failure with backoff (from
+    TOCK_PARSE_RETRY_BACKOFF); a changed helper module (a .py file defining no DAG)
+    re-parses the folder. The folder is scanned every TOCK_DAG_SCAN_INTERVAL seconds.
+    Stops cleanly on SIGTERM / SIGINT.
     """
     settings = settings_of(ctx)
     folder = settings.resolved_dags_folder
