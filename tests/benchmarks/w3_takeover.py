@@ -3,13 +3,14 @@
 W3-real, the honest figure. Real `tock scheduler` processes, default timeouts (session 10 s,
 task heartbeat every 5 s, heartbeat timeout 60 s). Scheduler A launches TRIES sleeping bash
 tries through the local executor: real runners in their own sessions, each heartbeating to
-Kafka, each try's user code under its guardian. Scheduler B is either a standby in A's
+Kafka, each try's user code in its own process group, watched by its runner's watcher.
+Scheduler B is either a standby in A's
 consumer group from the start (one partition, which the sticky assignor leaves with A), or
 started right after the kill (default partitions). Once every try has started, its launch is
 committed and its heartbeats are in the log, A is killed with SIGKILL; the clock runs from
 the kill to the last TaskAdopted read committed from the log. The log is then watched for a
 whole heartbeat timeout more: any TaskDeclaredDead, second try or second start is a re-run.
-Every process the bench started (schedulers, launcher, runners, guardians, user code: all
+Every process the bench started (schedulers, launcher, runners, watchers, user code: all
 carry its fresh topic prefix in their environment) is killed at the end and its topics go.
 
 W3 synthetic, kept for its scale: the log a killed scheduler would leave is written by the
@@ -211,7 +212,7 @@ def steady_state(bench: Bench) -> None:
     busy = cpu_seconds(processes)
     time.sleep(10.0)
     busy = (cpu_seconds(processes) - busy) / 10.0
-    figure("W3-real processes (schedulers, launcher, runners, guardians, tasks)", len(processes), "processes")
+    figure("W3-real processes (schedulers, launcher, runners, watchers, tasks)", len(processes), "processes")
     figure("W3-real their memory, summed PSS", pss, "MiB")
     figure("W3-real their CPU while heartbeating (of one core)", busy * 100, "%")
     print(f"     ({load()})")
