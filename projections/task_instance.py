@@ -121,7 +121,16 @@ def _is_current(row: Row, try_number: int) -> bool:
     return try_number == row["try_number"] and row["cleared_at"] is None
 
 
+def _from_another_runner(row: Row, event) -> bool:
+    """A runner's event from one that lost the try's claim: the first TaskStarted of a try in log order
+    names its runner, as the runners and the scheduler agree; a second launch's records change nothing."""
+    runner_id = getattr(event, "runner_id", None)
+    return runner_id is not None and row["runner_id"] is not None and runner_id != row["runner_id"]
+
+
 def _of_current_try(row: Row, event) -> Row:
+    if _from_another_runner(row, event):
+        return row
     if isinstance(event, TaskKillRequested) and row["runner_id"] is None and row["state"] == "queued":
         # No runner has claimed the try: by the claim rule none ever will, so it is over now.
         return {**row, "state": "killed", "end_date": event.at, "kill_requested_at": event.at,

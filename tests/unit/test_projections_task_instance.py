@@ -95,3 +95,10 @@ def test_pod_finished_is_history_only():
     row, history = _row(_queued(1), _started(1), pod)
     assert row["state"] == "running"
     assert history[-1]["event_type"] == "PodFinished" and '"OOMKilled"' in history[-1]["payload_json"]
+
+
+def test_a_second_launch_that_lost_the_claim_changes_nothing():
+    late = TaskStarted(**IDS, try_number=1, runner_id="loser", hostname="other", pid=9, at=13.0)
+    row, _history = _row(_queued(1), _started(1), TaskSucceeded(**IDS, try_number=1, runner_id="w1", at=12), late,
+                         TaskFailed(**IDS, try_number=1, runner_id="loser", error="x", at=14))
+    assert (row["state"], row["runner_id"], row["hostname"], row["pid"]) == ("success", "w1", "h", 7)
