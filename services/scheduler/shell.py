@@ -22,7 +22,7 @@ from infra.log import EventReader, PartitionsLost, TransactionAborted, Transacti
 from infra.settings import Settings
 from infra.topics import topic_name
 from schemas import (DAGS, EVENTS, HEARTBEATS, DagParsed, PauseDag, SchedulerHeartbeat, SchedulerStopped,
-                     TaskAdopted, TaskHeartbeat, TaskLaunched)
+                     TaskHeartbeat, TaskLaunched)
 from services.scheduler.core import Policy, decide, decide_adoption, next_wakeup, orphans, overdue_tries
 from services.scheduler.core.model import DagTombstone
 from services.scheduler.evidence import SLOW_CALL, HeartbeatEvidence

@@ -149,6 +149,15 @@ def _brief(event) -> str:
     return f"{type(event).__name__}({task}#{getattr(event, 'try_number', '')})" if task else type(event).__name__
 
 
+def wait_until(condition: Callable[[], object], timeout: float, what: str, interval: float = 0.05):
+    """Poll ``condition`` until it returns something truthy (returned); fail naming ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not (found := condition()):
+        assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
+        time.sleep(interval)
+    return found
+
+
 def kill_hard(pid: int) -> None:
     """kill -9, for real."""
     os.kill(pid, signal.SIGKILL)

@@ -22,7 +22,7 @@ from infra.log import EventReader, partition_for, replay
 from infra.settings import load_settings
 from infra.topics import topic_name
 from schemas import EVENTS, HEARTBEATS, TaskHeartbeat, TaskSucceeded, decode
-from tests.scenarios.scheduler_support import REPO, create_topics, environment
+from tests.scenarios.scheduler_support import REPO, create_topics, environment, wait_until
 
 pytestmark = pytest.mark.scenario
 
@@ -63,13 +63,6 @@ def run_task(settings, tmp_path, task_id: str, run_id: str) -> subprocess.Popen:
                                 env=environment(settings), cwd=REPO, stdout=output, stderr=subprocess.STDOUT)
 
 
-def wait_for(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while not (found := condition()):
-        assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
-        time.sleep(0.05)
-    return found
-
 
 def user_code_started(settings, run_id: str) -> bool:
     log = settings.home / "tries" / "spooled" / run_id / "waits" / "1.log"
@@ -93,17 +86,17 @@ def raw_values(settings, dag_id: str) -> list[bytes]:
             values.extend(message.value() for message in reader.consumer.consume(100, 0.2) if not message.error())
             return len(values) >= high
 
-        wait_for(read_all, 30, "the partition's records")
+        wait_until(read_all, 30, "the partition's records")
         return values
 
 
 def test_the_outcome_of_a_runner_killed_during_an_outage_is_resent_by_the_next_runner(setup, private_broker):
     settings, tmp_path = setup
     first = run_task(settings, tmp_path, "waits", "r1")
-    wait_for(lambda: user_code_started(settings, "r1"), 60, "the user code to start")
+    wait_until(lambda: user_code_started(settings, "r1"), 60, "the user code to start")
     private_broker.stop()
     (tmp_path / "go").touch()
-    [spool_file] = wait_for(lambda: spooled(settings), 30, "the outcome to be spooled")
+    [spool_file] = wait_until(lambda: spooled(settings), 30, "the outcome to be spooled")
     assert first.poll() is None  # waiting for the broker, not giving up
     value = base64.b64decode(json.loads(spool_file.read_text())["value"])
     first.kill()
@@ -121,10 +114,10 @@ def test_the_outcome_of_a_runner_killed_during_an_outage_is_resent_by_the_next_r
 def test_a_runner_heartbeats_through_an_outage_and_delivers_its_outcome_after_it(setup, private_broker):
     settings, tmp_path = setup
     runner = run_task(settings, tmp_path, "waits", "r3")
-    wait_for(lambda: user_code_started(settings, "r3"), 60, "the user code to start")
+    wait_until(lambda: user_code_started(settings, "r3"), 60, "the user code to start")
     private_broker.stop()
     (tmp_path / "go").touch()
-    wait_for(lambda: spooled(settings), 30, "the outcome to be spooled")
+    wait_until(lambda: spooled(settings), 30, "the outcome to be spooled")
     time.sleep(OUTAGE_SECONDS)
     assert runner.poll() is None
     private_broker.start()

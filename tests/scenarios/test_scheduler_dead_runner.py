@@ -24,7 +24,15 @@ from schemas import (
     TaskStarted,
     TaskSucceeded,
 )
-from tests.scenarios.scheduler_support import LogTail, Processes, create_topics, kill_hard, publish_dags, trigger
+from tests.scenarios.scheduler_support import (
+    LogTail,
+    Processes,
+    create_topics,
+    kill_hard,
+    publish_dags,
+    trigger,
+    wait_until,
+)
 
 pytestmark = pytest.mark.scenario
 
@@ -80,13 +88,6 @@ def test_a_runner_killed_hard_takes_its_batch_of_user_code_with_it_and_each_try_
                  if getattr(event, "run_id", None) == run_id and getattr(event, "task_id", None) == task]
         assert kinds.index("TaskDeclaredDead") < kinds.index("TaskRetryScheduled") < kinds.index("TaskSucceeded")
 
-
-def wait_until(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while not (found := condition()):
-        assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
-        time.sleep(0.01)
-    return found
 
 
 def _sleeping_descendants(pid: int, sleeps: int) -> list[psutil.Process] | None:

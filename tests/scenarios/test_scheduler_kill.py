@@ -37,7 +37,15 @@ from schemas import (
     TaskStarted,
     TaskSucceeded,
 )
-from tests.scenarios.scheduler_support import LogTail, Processes, create_topics, environment, publish_dags, trigger
+from tests.scenarios.scheduler_support import (
+    LogTail,
+    Processes,
+    create_topics,
+    environment,
+    publish_dags,
+    trigger,
+    wait_until,
+)
 
 pytestmark = pytest.mark.scenario
 
@@ -251,10 +259,3 @@ def _task_rows(settings, run_id: str, task_id: str, state: str) -> dict[str, dic
     rows = {row["task_id"]: row for row in json.loads(shown.stdout)} if shown.returncode == 0 else {}
     return rows if rows.get(task_id, {}).get("state") == state else None
 
-
-def wait_until(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while not (found := condition()):
-        assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
-        time.sleep(0.05)
-    return found
