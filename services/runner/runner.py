@@ -18,7 +18,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaError, Message
+from confluent_kafka import KafkaError, KafkaException, Message
 
 from infra.log import KafkaEventLog
 from infra.settings import Settings
@@ -26,6 +26,7 @@ from schemas import TaskFailed, TaskHeartbeat, TaskKilled, TaskStarted, TaskSucc
 from services.runner.claim import Claims, TryKey
 from services.runner.claim_reader import ClaimReader
 from services.runner.delivery import RUNNER_PRODUCER, Deliveries
+from services.runner.every import Every
 from services.runner.paths import TryPaths, TryRequest
 from services.runner.spool import Spool
 from services.runner.supervise import Outcome, supervise_all
@@ -94,6 +95,7 @@ class _Runner:
         self.runner_ids: dict[TryKey, str] = {}
         self.requests: dict[TryKey, TryRequest] = {}
         self.unstarted: set[TryKey] = set()  # tries whose TaskStarted the broker refused
+        self._heartbeat_trouble = Every(10.0, now=True)
 
     def run(self, tries: list[tuple[TryRequest, str]]) -> dict[TryRequest, int]:
         self.deliveries.resend_orphans()
@@ -165,10 +167,17 @@ class _Runner:
             self.clients.claims.stop_watching()
 
     def _heartbeat(self, keys: list[TryKey]) -> None:
-        """Heartbeat these tries and every try whose outcome the broker has not acknowledged yet."""
+        """Heartbeat these tries and every try whose outcome the broker has not acknowledged yet.
+
+        A heartbeat the client refuses to queue (e.g. the topic is unknown to it for a while) is
+        a heartbeat missed, never a reason to end the runner and, with it, its tries' user code."""
         for key in dict.fromkeys([*keys, *self.deliveries.pending_tries()]):
-            self.events.append(TaskHeartbeat(**_ids(self.requests[key]), runner_id=self.runner_ids[key],
-                                             at=time.time()))
+            try:
+                self.events.append(TaskHeartbeat(**_ids(self.requests[key]), runner_id=self.runner_ids[key],
+                                                 at=time.time()))
+            except KafkaException as error:
+                if self._heartbeat_trouble.due():
+                    log.warning("heartbeat of %s not queued (%s); the try runs on", _name(key), error)
 
 
 def _outcome_event(request: TryRequest, runner_id: str, outcome: Outcome):

@@ -11,8 +11,6 @@ never stopped under other tests.
 
 from __future__ import annotations
 
-import random
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -27,7 +25,8 @@ from infra.settings import Settings, load_settings
 from infra.topics import topic_name
 from schemas import (EVENTS, SCHEDULERS, SchedulerHeartbeat, TaskDeclaredDead, TaskLaunched, TaskQueued, TaskStarted,
                      TaskSucceeded)
-from tests.scenarios.scheduler_support import LogTail, Processes, create_topics, trigger, wait_until_published
+from tests.scenarios.scheduler_support import (LogTail, Processes, create_topics, free_port, trigger,
+                                               wait_until_published)
 
 pytestmark = pytest.mark.scenario
 
@@ -89,10 +88,10 @@ with DAG("outage", retries=1, retry_delay=0) as dag:
 
 @pytest.fixture
 def private_broker(tmp_path):
-    port = _free_port()
+    port = free_port()
     broker = LocalKafkaBroker(load_settings({
         "TOCK_HOME": str(tmp_path / "broker-home"), "TOCK_BROKER_PORT": str(port),
-        "TOCK_CONTROLLER_PORT": str(_free_port(port)), "TOCK_BROKER_HEAP": "256M"}))
+        "TOCK_CONTROLLER_PORT": str(free_port(port)), "TOCK_BROKER_HEAP": "256M"}))
     broker.start()
     yield broker
     broker.stop()
@@ -158,22 +157,6 @@ def _outage(broker: LocalKafkaBroker, marks: Path, services: list[subprocess.Pop
     assert all(service.poll() is None for service in services), "a service died during the outage"
     broker.start()
     return Outage(stopped_at, short_ended_at, time.time())
-
-
-def _free_port(*taken: int) -> int:
-    """A free port below the kernel's ephemeral range, drawn at random. Fixed ports collided with
-    this very test run from another checkout: during our outage its broker took our port, and our
-    clients met a cluster without our topics. Below the ephemeral range, no outgoing connection
-    takes the port while our broker is down."""
-    while True:
-        port = random.randrange(20000, 32000)
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        if port not in taken:
-            return port
 
 
 def _wait_for_scheduler_commit(settings: Settings, scheduler_id: str, after: float, timeout: float) -> None:

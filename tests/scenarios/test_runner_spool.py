@@ -22,11 +22,10 @@ from infra.log import EventReader, partition_for, replay
 from infra.settings import load_settings
 from infra.topics import topic_name
 from schemas import EVENTS, HEARTBEATS, TaskHeartbeat, TaskSucceeded, decode
-from tests.scenarios.scheduler_support import REPO, create_topics, environment, wait_until
+from tests.scenarios.scheduler_support import REPO, create_topics, environment, free_port, wait_until
 
 pytestmark = pytest.mark.scenario
 
-PORT, CONTROLLER_PORT = 19492, 19493
 OUTAGE_SECONDS = 3  # the fault's length, not a wait for something to happen
 
 DAG_FILE = '''
@@ -40,9 +39,10 @@ with DAG("spooled") as dag:
 
 @pytest.fixture(scope="module")
 def private_broker(tmp_path_factory):
+    port = free_port()
     broker = LocalKafkaBroker(load_settings({
-        "TOCK_HOME": str(tmp_path_factory.mktemp("broker-home")), "TOCK_BROKER_PORT": str(PORT),
-        "TOCK_CONTROLLER_PORT": str(CONTROLLER_PORT), "TOCK_BROKER_HEAP": "256M"}))
+        "TOCK_HOME": str(tmp_path_factory.mktemp("broker-home")), "TOCK_BROKER_PORT": str(port),
+        "TOCK_CONTROLLER_PORT": str(free_port(port)), "TOCK_BROKER_HEAP": "256M"}))
     broker.start()
     yield broker
     broker.stop()

@@ -348,3 +348,22 @@ def _kill_and_reap(pid: int) -> None:
         os.waitpid(pid, 0)
     except (ProcessLookupError, ChildProcessError):
         pass
+
+
+def test_a_heartbeat_the_client_refuses_to_queue_does_not_end_the_runner(tmp_path, caplog):
+    from confluent_kafka import KafkaError, KafkaException
+
+    from infra.settings import load_settings
+    from services.runner.runner import RunnerClients, _Runner
+
+    class RefusingLog:  # the real client raised this for a topic it did not know (any more)
+        def append(self, _event, **_options):
+            raise KafkaException(KafkaError(KafkaError._UNKNOWN_TOPIC))
+
+    clients = RunnerClients(watcher=None, events=RefusingLog(), claims=None)
+    runner = _Runner(load_settings({"TOCK_HOME": str(tmp_path)}), clients, "local")
+    request = TryRequest("etl", "r1", "t", 1, "/dags/etl.py")
+    runner.requests[request.key], runner.runner_ids[request.key] = request, "me"
+    runner._heartbeat([request.key])
+    runner._heartbeat([request.key])
+    assert [record.message for record in caplog.records if "not queued" in record.message][:1]
