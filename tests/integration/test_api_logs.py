@@ -73,7 +73,8 @@ class Server:
         self.thread.join(30)
 
 
-def test_following_a_growing_log_streams_it_until_the_try_ends(make_settings, projection_settings, engine):
+def _running_try_with_log(make_settings, projection_settings, first_line: str):
+    """A running try of "load" in the log, and its log file holding ``first_line``: (settings, log path)."""
     created = DagRunCreated(dag_id="etl", run_id=IDS["run_id"], logical_date=AT, run_type="scheduled",
                             dag_fingerprint="f", scheduler_id="s1", at=AT)
     produce(projection_settings, [dag_parsed("etl", AT, tasks=("extract", "load")), created,
@@ -82,7 +83,12 @@ def test_following_a_growing_log_streams_it_until_the_try_ends(make_settings, pr
     settings = make_settings(db_url=projection_settings.db_url)
     log = log_file(settings.home, "etl", IDS["run_id"], "load", 1)
     log.parent.mkdir(parents=True)
-    log.write_text("line 1\n")
+    log.write_text(first_line)
+    return settings, log
+
+
+def test_following_a_growing_log_streams_it_until_the_try_ends(make_settings, projection_settings, engine):
+    settings, log = _running_try_with_log(make_settings, projection_settings, "line 1\n")
     with ProjectorThread(projection_settings), Server(create_app(settings)) as base:
         wait_for(lambda: offsets_reached(engine, log_end(projection_settings)), what="the projector")
         received: list[bytes] = []
@@ -109,15 +115,7 @@ def _wait_for_more(chunks, received: list[bytes], expected: bytes) -> None:
 
 
 def test_a_client_that_disconnects_stops_the_follow(make_settings, projection_settings, engine):
-    created = DagRunCreated(dag_id="etl", run_id=IDS["run_id"], logical_date=AT, run_type="scheduled",
-                            dag_fingerprint="f", scheduler_id="s1", at=AT)
-    produce(projection_settings, [dag_parsed("etl", AT, tasks=("extract", "load")), created,
-                                  TaskQueued(**IDS, executor="local", queue="default", scheduler_id="s1", at=AT + 1),
-                                  TaskStarted(**IDS, runner_id="w", hostname="h", pid=1, at=AT + 2)])
-    settings = make_settings(db_url=projection_settings.db_url)
-    log = log_file(settings.home, "etl", IDS["run_id"], "load", 1)
-    log.parent.mkdir(parents=True)
-    log.write_text("running\n")
+    settings, log = _running_try_with_log(make_settings, projection_settings, "running\n")
     with ProjectorThread(projection_settings):
         wait_for(lambda: offsets_reached(engine, log_end(projection_settings)), what="the projector")
     server = Server(create_app(settings))

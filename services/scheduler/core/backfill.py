@@ -9,7 +9,6 @@ tasks cleared.
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime, timezone
 
 from schemas import BackfillFinished, BackfillPlanned, CommandRejected, DagRunReopened, RequestBackfill, TaskCleared
 from services.scheduler.core import cron
@@ -22,6 +21,7 @@ from services.scheduler.core.model import (
     RunKey,
     SchedulerState,
     backfill_run_id,
+    logical_date_iso,
     scheduled_run_id,
 )
 from services.scheduler.core.runs import created_run
@@ -81,8 +81,9 @@ def _advance(state: SchedulerState, backfill_id: str, backfill: Backfill, active
     events: list = []
     for date in backfill.dates[:max(dag.definition.max_active_runs - active[backfill.dag_id], 0)]:
         failed = _existing(state, backfill.dag_id, date)
+        run_id = backfill_run_id(logical_date_iso(date))
         events += _rerun(failed, backfill_id, now) if failed is not None else [
-            created_run(dag, backfill_run_id(_iso(date)), date, "backfill", backfill.conf_json, scheduler_id, now)]
+            created_run(dag, run_id, date, "backfill", backfill.conf_json, scheduler_id, now)]
         active[backfill.dag_id] += 1
     if not backfill.dates and all(key in state.finished for key in backfill.runs):
         failed_any = any(state.finished[key].finished_state == "failed" for key in backfill.runs)
@@ -117,9 +118,5 @@ def _existing(state: SchedulerState, dag_id: str, date: float) -> DagRun | None:
 
 
 def _keys(dag_id: str, date: float) -> list[RunKey]:
-    iso = _iso(date)
+    iso = logical_date_iso(date)
     return [(dag_id, scheduled_run_id(iso)), (dag_id, backfill_run_id(iso))]
-
-
-def _iso(date: float) -> str:
-    return datetime.fromtimestamp(date, timezone.utc).isoformat()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 from schemas import DagDefinition, RequestBackfill, TaskDefinition, TriggerDagRun
 
@@ -147,6 +148,11 @@ class SchedulerState:
 def manual_run_id(request_id: str) -> str:
     """The run id of a TriggerDagRun request: derived, so a repeated request names the same run."""
     return f"manual__{request_id}"
+
+
+def logical_date_iso(logical_date: float) -> str:
+    """A logical date (seconds since the epoch) as the ISO 8601 text in run ids."""
+    return datetime.fromtimestamp(logical_date, timezone.utc).isoformat()
 
 
 def scheduled_run_id(logical_date_iso: str) -> str:

@@ -8,11 +8,10 @@ downtime); with ``catchup=True`` every fire time since the start date does, olde
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime, timezone
 
 from schemas import DagRunCreated
 from services.scheduler.core import cron
-from services.scheduler.core.model import DagEntry, SchedulerState, scheduled_run_id
+from services.scheduler.core.model import DagEntry, SchedulerState, logical_date_iso, scheduled_run_id
 
 CATCHUP_BATCH = 64  # at most this many runs per DAG per decision, however far behind
 
@@ -33,7 +32,7 @@ def decide_runs(state: SchedulerState, now: float, scheduler_id: str) -> list[Da
         if due is not None and due <= now and dag_id not in state.paused:
             room = dag.definition.max_active_runs - active[dag_id]
             for logical in due_logical_dates(dag, state.latest_scheduled.get(dag_id), now, room):
-                run_id = scheduled_run_id(datetime.fromtimestamp(logical, timezone.utc).isoformat())
+                run_id = scheduled_run_id(logical_date_iso(logical))
                 events.append(created_run(dag, run_id, logical, "scheduled", "{}", scheduler_id, now))
     return events
 
