@@ -30,7 +30,10 @@ MOST_RUNS = 10_000  # a backfill longer than this is refused: split it
 
 
 def decide_backfills(state: SchedulerState, now: float, scheduler_id: str) -> list:
-    events = [_plan(state, request, now, scheduler_id) for request in state.backfill_requests.values()]
+    # A request for a DAG whose definition is not folded yet waits for it, as a trigger does:
+    # tock.dags and tock.events are read side by side, in no fixed order.
+    events = [_plan(state, request, now, scheduler_id) for request in state.backfill_requests.values()
+              if request.dag_id in state.dags]
     active = Counter(run.dag_id for run in state.runs.values())
     for backfill_id, backfill in state.backfills.items():
         events += _advance(state, backfill_id, backfill, active, now, scheduler_id)
