@@ -1,4 +1,4 @@
-"""Executors: where a queued try runs. Only the local one exists so far."""
+"""Executors: where a queued try runs. Adapters receive what they launch as plain data (TryRequest)."""
 
 from infra.executors.local import LocalExecutor, is_alive, process_start_time
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from infra.settings import Settings
-from services.runner import TryRequest
+from infra.executors.requests import TryRequest
 
 log = logging.getLogger("tock.executor.local")
 
@@ -72,7 +72,7 @@ class LocalExecutor:
     def _running_launcher(self) -> subprocess.Popen:
         if self._launcher is not None and self._launcher.poll() is None:
             return self._launcher
-        launcher = subprocess.Popen([sys.executable, "-m", "infra.executors.launcher"], stdin=subprocess.PIPE,
+        launcher = subprocess.Popen([sys.executable, "-m", "services.runner.launcher"], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, text=True, bufsize=1, start_new_session=True)
         launcher.stdin.write(self._settings.model_dump_json() + "\n")
         launcher.stdin.flush()

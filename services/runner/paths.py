@@ -1,30 +1,10 @@
-"""Where a try keeps its output under TOCK_HOME, and what a launch asks for."""
+"""Where a try keeps its output under TOCK_HOME."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
-
-@dataclass(frozen=True, slots=True)
-class TryRequest:
-    """One try to run: what the executor passes to ``tock run-task``."""
-
-    dag_id: str
-    run_id: str
-    task_id: str
-    try_number: int
-    dag_file: str
-    execution_timeout: float | None = None
-    queued_at: float = 0.0  # the ``at`` of the try's TaskQueued: where its claim starts reading (0: unknown)
-
-    @property
-    def key(self) -> tuple[str, str, str, int]:
-        """(dag_id, run_id, task_id, try_number): the try, as the claim knows it."""
-        return (self.dag_id, self.run_id, self.task_id, self.try_number)
-
-    def as_dict(self) -> dict:
-        return asdict(self)
+from infra.executors.requests import TryRequest
 
 
 class TryPaths:
