@@ -44,7 +44,7 @@ class Settings(BaseSettings):
                                         "again even if its bytes are unchanged")
     parse_retry_backoff: float = Field(default=5.0, gt=0, description="seconds before a failed parse is retried; "
                                        "doubles per failure up to TOCK_DAG_REPARSE_INTERVAL")
-    parallelism: int = Field(default=32, ge=1, description="tries the local executor runs at once")
+    parallelism: int = Field(default=32, ge=1, description="tries the local executor runs at once, counted from the log")
     warm_runners: int = Field(default=8, ge=0, le=1000,
                               description="runners the local executor keeps started and connected, ready for a try")
     task_heartbeat_seconds: float = Field(default=5.0, gt=0, description="seconds between task heartbeats")
@@ -55,9 +55,16 @@ class Settings(BaseSettings):
     api_port: int = Field(default=8080, ge=1, le=65535, description="API port")
     api_token: str | None = Field(default=None, description="bearer token required for API commands")
     projector_batch: int = Field(default=20_000, ge=1, description="records the projector commits per DB transaction at most")
-    celery_broker_url: str = Field(default="redis://127.0.0.1:6379/0", description="Celery broker")
+    celery_broker_url: str = Field(default="redis://127.0.0.1:6379/0", description="Celery broker (Redis)")
+    celery_default_queue: str = Field(default="default", pattern=r"^[A-Za-z0-9._-]+$",
+                                      description="queue of a Celery worker started without --queues")
+    celery_visibility_timeout: float = Field(
+        default=3600.0, gt=0, description="seconds before Redis gives an unacknowledged Celery message to another "
+                                          "worker (a redelivered try is refused by the claim)")
+    celery_parallelism: int = Field(default=64, ge=1, description="tries the Celery executor runs at once, "
+                                                                  "counted from the log")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    executors: str = Field(default="local", pattern=r"^[a-z]+(,[a-z]+)*$",
+    executors: str = Field(default="local,celery", pattern=r"^[a-z]+(,[a-z]+)*$",
                            description="executors this installation runs, comma-separated; a task on another "
                                        "is a parse error")
     hostname: str | None = Field(default=None, description="this host's name in handles, runner ids and claims; "
@@ -70,6 +77,11 @@ class Settings(BaseSettings):
     def available_executors(self) -> tuple[str, ...]:
         """The executors tasks may name (``executors``, split)."""
         return tuple(self.executors.split(","))
+
+    @property
+    def executor_parallelism(self) -> dict[str, int]:
+        """Tries each executor runs at once."""
+        return {"local": self.parallelism, "celery": self.celery_parallelism}
 
     @property
     def host(self) -> str:

@@ -24,9 +24,10 @@ class TaskQueued(Event):
     at: float
 
 
-@event(EVENTS)
+@event(EVENTS, version=2)
 class TaskLaunched(Event):
-    """The executor accepted the try; handle is pid@host:start, a Celery id or a pod name."""
+    """The executor accepted the try; handle is pid@host:start, a Celery task id or a pod name.
+    Written once; nothing a worker reports changes it. v2 added queue (where it was sent)."""
 
     dag_id: str
     run_id: str
@@ -35,6 +36,7 @@ class TaskLaunched(Event):
     executor: str
     handle: str
     scheduler_id: str
+    queue: str = ""
     at: float
 
 

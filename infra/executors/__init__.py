@@ -1,5 +1,18 @@
 """Executors: where a queued try runs. Adapters receive what they launch as plain data (TryRequest)."""
 
-from infra.executors.local import LocalExecutor, is_alive, process_start_time
+from __future__ import annotations
 
-__all__ = ["LocalExecutor", "is_alive", "process_start_time"]
+from infra.executors.local import LocalExecutor, is_alive, process_start_time
+from infra.settings import Settings
+
+__all__ = ["LocalExecutor", "build_executors", "is_alive", "process_start_time"]
+
+
+def build_executors(settings: Settings) -> dict:
+    """The executors this installation runs (TOCK_EXECUTORS), by name. Kubernetes is not built yet."""
+    executors: dict = {"local": LocalExecutor(settings)}
+    if "celery" in settings.available_executors:
+        from infra.executors.celery import CeleryExecutor  # Celery is imported only where it is used
+
+        executors["celery"] = CeleryExecutor(settings)
+    return executors

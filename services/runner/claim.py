@@ -5,7 +5,10 @@ of tock.events; the partition orders every record of the try the same way for ev
 reader, on every host, so exactly one runner sees its TaskStarted first and runs the user
 code. A TaskKillRequested before any TaskStarted (the owner stopped a try no runner had
 claimed yet) means no runner runs it: the scheduler folds the same rule and holds the try
-over already. A TaskKillRequested after a TaskStarted is for the winner to obey.
+over already. A TaskDeclaredDead before any TaskStarted (a launch that never started, e.g. a
+Celery message redelivered long after the try was given up and retried) means the same: the
+try is over and its retry is the one that runs. A TaskKillRequested after a TaskStarted is
+for the winner to obey.
 Pure: the reading is the shell's (services/runner/claim_reader.py).
 """
 
@@ -14,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from schemas import TaskKillRequested, TaskStarted
+from schemas import TaskDeclaredDead, TaskKillRequested, TaskStarted
 
 TryKey = tuple[str, str, str, int]  # (dag_id, run_id, task_id, try_number)
-TryRecord = TaskStarted | TaskKillRequested  # what decides a claim, and what stops a won try
+TryRecord = TaskStarted | TaskKillRequested | TaskDeclaredDead  # what decides a claim (and kill requests stop a won try)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,9 +62,15 @@ def winners(records_in_log_order: Iterable[TryRecord], own: Mapping[TryKey, str]
     started = {key: record.runner_id for key, record in first.items() if isinstance(record, TaskStarted)}
     return Claims(won=frozenset(key for key, runner_id in started.items() if runner_id == own[key]),
                   lost={key: runner_id for key, runner_id in started.items() if runner_id != own[key]},
-                  killed={key: record.reason for key, record in first.items()
-                          if isinstance(record, TaskKillRequested)},
+                  killed={key: _why_over(record) for key, record in first.items()
+                          if not isinstance(record, TaskStarted)},
                   pending=frozenset(own.keys() - first.keys()))
+
+
+def _why_over(record: TaskKillRequested | TaskDeclaredDead) -> str:
+    if isinstance(record, TaskDeclaredDead):
+        return f"declared dead before any runner started it ({record.reason})"
+    return record.reason
 
 
 def kill_requests(records_in_log_order: Iterable[TryRecord], tries: Collection[TryKey]) -> dict[TryKey, str]:

@@ -24,7 +24,7 @@ from infra.log import EventReader, partition_for
 from infra.log.closing import Closing
 from infra.settings import Settings
 from infra.topics import topic_name
-from schemas import EVENTS, DecodeError, TaskKillRequested, TaskStarted, decode, peek_type
+from schemas import EVENTS, DecodeError, TaskDeclaredDead, TaskKillRequested, TaskStarted, decode, peek_type
 from services.runner.claim import Claims, TryKey, TryRecord, kill_requests, try_key, winners
 from services.runner.every import Every
 
@@ -36,7 +36,7 @@ log = logging.getLogger("tock.runner")
 # fetches a second, not a hundred.
 _FETCH = {"fetch.wait.max.ms": 500, "fetch.error.backoff.ms": 50, "enable.partition.eof": False}
 _MARGIN = 1.0  # seconds before queued_at to look from: the TaskQueued record is after that
-_CLAIM_TYPES = frozenset({TaskStarted.__name__, TaskKillRequested.__name__})
+_CLAIM_TYPES = frozenset({TaskStarted.__name__, TaskKillRequested.__name__, TaskDeclaredDead.__name__})
 _KILL_TYPES = frozenset({TaskKillRequested.__name__})
 _BATCH = 1000  # records taken from the consumer's queue at once
 

@@ -20,16 +20,23 @@ import sys
 
 from infra.executors.local import process_start_time
 from infra.settings import Settings
+from services.runner.watcher import die_with_parent
 
 TRIES_PER_RUNNER = 8
 
 
 class Spares:
-    """Warm runners waiting for a try: pid -> write end of the pipe the try comes through."""
+    """Warm runners waiting for a try: pid -> write end of the pipe the try comes through.
 
-    def __init__(self, settings: Settings, count: int) -> None:
+    ``detached``: each runner leads its own session and outlives this process (the local
+    executor's launcher). Otherwise it stays in this process's group and is told SIGTERM when
+    this process dies (a Celery pool process: a revoke that terminates it, or its loss, ends
+    the try reported; a kill of the worker's whole group takes the runner too)."""
+
+    def __init__(self, settings: Settings, count: int, detached: bool = True) -> None:
         self.settings = settings
         self.count = count
+        self.detached = detached
         self.ready: list[tuple[int, int]] = []
 
     def fill(self) -> None:
@@ -48,12 +55,13 @@ class Spares:
 
     def _fork(self) -> tuple[int, int]:
         read_end, write_end = os.pipe()
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:
             os.close(write_end)
             for _pid, other in self.ready:  # else a spare never sees EOF when the launcher goes
                 os.close(other)
-            _spare(self.settings, read_end)
+            _spare(self.settings, read_end, None if self.detached else parent)
         os.close(read_end)
         return pid, write_end
 
@@ -67,13 +75,18 @@ def _shares(lines: list[str], most: int) -> list[list[str]]:
     return [lines[start:end] for start, end in zip(bounds, bounds[1:])]
 
 
-def _spare(settings: Settings, read_end: int) -> None:
-    """A warm runner: connect to Kafka, wait for its tries, run them, exit. Never returns."""
+def _spare(settings: Settings, read_end: int, attached_to: int | None) -> None:
+    """A warm runner: connect to Kafka, wait for its tries, run them, exit. Never returns.
+    ``attached_to``: the process it dies with (SIGTERM: its tries end reported), else detached."""
     code = 1
     try:
-        os.setsid()
         for signum in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, signal.SIG_DFL)
+        if attached_to is None:
+            os.setsid()
+        else:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C at the worker's terminal is the worker's
+            die_with_parent(signal.SIGTERM, attached_to)
         _detach_stdio(settings)
         from services.runner import RunnerClients, TryRequest, run_tries
 

@@ -1,4 +1,8 @@
-"""Side effects after a commit: launching queued tries on their executors, bounded by parallelism.
+"""Side effects after a commit: launching queued tries on their executors, bounded by each
+executor's parallelism, and revoking killed tries on executors that can.
+
+The running tries of an executor are counted from the fold (the tries with a handle or
+started, and the executor their TaskQueued names), never by a counter the adapter keeps.
 
 A try is launched once its TaskQueued is committed; its TaskLaunched (with the handle) is
 committed afterwards. Launching twice is harmless (the runner refuses a try it already
@@ -9,13 +13,13 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from itertools import islice
 from typing import Protocol
 
-from schemas import TaskLaunched
-from services.runner import TryRequest
+from infra.executors.requests import TryRequest
+from schemas import TaskKillRequested, TaskLaunched
 from services.scheduler.core import TryKey
 from services.scheduler.memory import PartitionMemory
 
@@ -32,6 +36,12 @@ class Executor(Protocol):
     def close(self) -> None: ...
 
 
+class Revoking(Protocol):
+    """An executor that can stop a try itself (Celery revoke); the runner still confirms in the log."""
+
+    def kill(self, handle: str) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Launch:
     partition: int
@@ -44,24 +54,50 @@ class Launch:
 class Launcher:
     """Launches the owned partitions' queued tries; remembers launches not yet committed."""
 
-    def __init__(self, executors: Mapping[str, Executor], parallelism: int, scheduler_id: str) -> None:
+    def __init__(self, executors: Mapping[str, Executor], parallelism: Mapping[str, int], scheduler_id: str) -> None:
         self.executors = executors
-        self.parallelism = parallelism
+        self.parallelism = parallelism  # executor -> tries it runs at once
         self.scheduler_id = scheduler_id
-        self.in_flight: dict[TryKey, int] = {}  # launched, TaskLaunched not yet committed
+        self.in_flight: dict[TryKey, tuple[int, str]] = {}  # launched, TaskLaunched not yet committed
         self._unknown: set[str] = set()
 
     def launch_ready(self, memories: Iterable[PartitionMemory]) -> list[tuple[int, TaskLaunched]]:
-        """Launch queued tries while slots last; returns (partition, TaskLaunched) to commit."""
+        """Launch queued tries while their executor has slots; returns (partition, TaskLaunched) to commit."""
         memories = list(memories)
-        slots = self.parallelism - len(self.in_flight) - sum(len(memory.state.live) for memory in memories)
-        ready = (launch for memory in memories for key in memory.state.unlaunched
-                 if (launch := self._prepare(memory, key)) is not None)
-        launches = list(islice(ready, max(slots, 0)))
+        slots = self._free_slots(memories)
+        launches = []
+        for memory in memories:
+            for key in memory.state.unlaunched:
+                launch = self._prepare(memory, key)
+                if launch is not None and slots[launch.executor] > 0:
+                    slots[launch.executor] -= 1
+                    launches.append(launch)
         launched = []
         for name in sorted({launch.executor for launch in launches}):
             launched += self._launch_on(name, [launch for launch in launches if launch.executor == name])
         return launched
+
+    def running(self, memories: Iterable[PartitionMemory]) -> Counter[str]:
+        """Tries per executor with a handle or started (the fold) or launched and not yet committed."""
+        running = Counter(executor for _try, executor in self.in_flight.values())
+        for memory in memories:
+            for key in memory.state.live:
+                instance = memory.state.instance(key)
+                if instance is not None and key not in self.in_flight:
+                    running[instance.executor] += 1
+        return running
+
+    def kill_committed(self, memory: PartitionMemory, event: TaskKillRequested) -> None:
+        """After a committed kill request: an executor that can stop the try itself is asked to."""
+        instance = memory.state.instance((event.dag_id, event.run_id, event.task_id))
+        executor = self.executors.get(instance.executor) if instance is not None else None
+        if executor is not None and hasattr(executor, "kill") and instance.handle \
+                and instance.try_number == event.try_number:
+            executor.kill(instance.handle)
+
+    def _free_slots(self, memories: list[PartitionMemory]) -> Counter[str]:
+        running = self.running(memories)
+        return Counter({name: self.parallelism.get(name, 0) - running[name] for name in self.executors})
 
     def committed(self, events: Iterable[TaskLaunched]) -> None:
         for event in events:
@@ -75,7 +111,8 @@ class Launcher:
     def _prepare(self, memory: PartitionMemory, key: TryKey) -> Launch | None:
         state = memory.state
         instance, dag = state.instance(key), state.dags.get(key[0])
-        if instance is None or dag is None or self.in_flight.get(key) == instance.try_number or instance.pending:
+        if instance is None or dag is None or self.in_flight.get(key, (0,))[0] == instance.try_number \
+                or instance.pending:
             return None  # unknown, launched already, or about to be stopped by a command
         if instance.executor not in self.executors:
             if instance.executor not in self._unknown:
@@ -95,10 +132,10 @@ class Launcher:
             return []
         now = time.time()
         launched = []
-        for launch, handle in zip(launches, handles):
+        for launch, handle in zip(launches, handles):  # an executor may take only the first few
             request = launch.request
-            self.in_flight[(request.dag_id, request.run_id, request.task_id)] = launch.try_number
+            self.in_flight[request.key[:3]] = (launch.try_number, name)
             launched.append((launch.partition, TaskLaunched(
                 dag_id=request.dag_id, run_id=request.run_id, task_id=request.task_id, try_number=launch.try_number,
-                executor=name, handle=handle, scheduler_id=self.scheduler_id, at=now)))
+                executor=name, handle=handle, scheduler_id=self.scheduler_id, queue=launch.queue, at=now)))
         return launched

@@ -22,7 +22,7 @@ from infra.log import EventReader, PartitionsLost, TransactionAborted, Transacti
 from infra.settings import Settings
 from infra.topics import topic_name
 from schemas import (DAGS, EVENTS, HEARTBEATS, DagParsed, PauseDag, SchedulerHeartbeat, SchedulerStopped,
-                     TaskHeartbeat, TaskLaunched)
+                     TaskHeartbeat, TaskKillRequested, TaskLaunched)
 from services.scheduler.core import Policy, decide, decide_adoption, next_wakeup, orphans, overdue_tries
 from services.scheduler.core.model import DagTombstone
 from services.scheduler.evidence import SLOW_CALL, HeartbeatEvidence
@@ -50,7 +50,7 @@ class Scheduler:
         self.scheduler_id = scheduler_id or new_scheduler_id()
         self.policy = Policy(self.scheduler_id, settings.task_heartbeat_timeout)
         self.executors = executors
-        self.launcher = Launcher(executors, settings.parallelism, self.scheduler_id)
+        self.launcher = Launcher(executors, settings.executor_parallelism, self.scheduler_id)
         self.memories: dict[int, PartitionMemory] = {}
         self.adoption_due: set[int] = set()
         self.full_walk: set[int] = set()
@@ -256,6 +256,8 @@ class Scheduler:
                 memory.apply_decisions([event])
                 if hasattr(event, "run_id"):  # walk the run again: e.g. a new run's roots are ready
                     self.retouched.setdefault(partition, set()).add((event.dag_id, event.run_id))
+                if isinstance(event, TaskKillRequested):
+                    self.launcher.kill_committed(memory, event)
         self.launcher.committed(event for _partition, event in batch if isinstance(event, TaskLaunched))
 
     def _commit_now(self, batch: list) -> None:

@@ -13,12 +13,13 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 
 from infra.broker import BrokerError, LocalKafkaBroker
+from infra.redis import RedisError, ensure_local_redis, is_local
 from infra.settings import Settings
 from infra.topics import ensure_topics
 
 log = logging.getLogger("tock.standalone")
 
-SERVICES = ("dag-processor", "scheduler", "projector", "api")
+SERVICES = ("dag-processor", "scheduler", "projector", "api", "worker")
 STOP_GRACE = 20.0
 
 
@@ -32,7 +33,8 @@ class Standalone:
     def __init__(self, settings: Settings, dags_folder: Path, available: set[str]) -> None:
         self.settings = settings
         self.dags_folder = dags_folder
-        self.services = [name for name in SERVICES if name in available]
+        self.services = [name for name in SERVICES if name in available
+                         and (name != "worker" or "celery" in settings.available_executors)]
         self.children: dict[str, subprocess.Popen] = {}
         self._stopping = False
 
@@ -61,6 +63,11 @@ class Standalone:
             except BrokerError as error:
                 raise StandaloneError(str(error)) from None
             log.info("local broker: %s", status.describe())
+        if "worker" in self.services and is_local(self.settings):
+            try:
+                log.info("local Redis (Celery broker): %s", ensure_local_redis(self.settings))
+            except RedisError as error:
+                raise StandaloneError(str(error)) from None
         created = ensure_topics(AdminClient({"bootstrap.servers": self.settings.bootstrap}),
                                 self.settings.topic_prefix, self.settings.partitions)
         if created:

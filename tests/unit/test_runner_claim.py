@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from infra.log import partition_for
-from schemas import TaskKillRequested, TaskStarted
+from schemas import TaskDeclaredDead, TaskKillRequested, TaskStarted
 from services.runner.claim import Claims, kill_requests, winners
 from services.runner.claim_reader import earliest_queued
 
@@ -118,3 +118,19 @@ def test_the_claim_reads_each_partition_from_its_earliest_queued_try():
 
 def test_a_try_queued_at_an_unknown_time_reads_its_partition_from_the_beginning():
     assert earliest_queued({A: 100.0, B: 0.0}, 3) == {partition_for("d", 3): 0.0}
+
+
+def declared_dead(key) -> TaskDeclaredDead:
+    dag_id, run_id, task_id, try_number = key
+    return TaskDeclaredDead(dag_id=dag_id, run_id=run_id, task_id=task_id, try_number=try_number,
+                            last_heartbeat_at=None, reason="no heartbeat for 60 s", scheduler_id="s1", at=0.0)
+
+
+def test_a_try_declared_dead_before_any_start_is_run_by_nobody():
+    # A launch delivered long after the try was given up (a redelivered Celery message): its retry runs, not it.
+    claims = winners([declared_dead(A), started(A, "me")], {A: "me"})
+    assert claims == Claims(killed={A: "declared dead before any runner started it (no heartbeat for 60 s)"})
+
+
+def test_a_death_declared_after_the_start_does_not_undo_the_claim():
+    assert winners([started(A, "me"), declared_dead(A)], {A: "me"}) == Claims(won=frozenset({A}))

@@ -30,14 +30,15 @@ def scheduler(ctx: typer.Context, scheduler_id: Optional[str] = typer.Option(
     """Schedule DAG runs: join the scheduler group on tock.events and own some of its partitions.
 
     Run any number of instances; each replays the partitions it is assigned, adopts their
-    living tries and launches new ones on the local executor. Stops cleanly on SIGTERM / SIGINT.
+    living tries and launches new ones on their executors (TOCK_EXECUTORS). Stops cleanly on
+    SIGTERM / SIGINT.
     """
-    from infra.executors import LocalExecutor
+    from infra.executors import build_executors
     from infra.log import Fenced
     from services.scheduler.shell import Scheduler
 
     settings = settings_of(ctx)
-    instance = Scheduler(settings, {"local": LocalExecutor(settings)}, scheduler_id=scheduler_id)
+    instance = Scheduler(settings, build_executors(settings), scheduler_id=scheduler_id)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: instance.stop())
     try:

@@ -1,0 +1,128 @@
+"""The Celery executor: tries sent as Celery tasks over Redis to ``tock worker`` processes.
+
+A try's Celery task id is derived from the try key (and the topic prefix), so a second send
+of the same try is the same task: the worker's claim through the log refuses it, and a
+revoke names it without any lookup. The handle written in TaskLaunched is that id.
+
+The Celery side is configured with intent (see the README's "Celery executor"):
+- acks late and prefetch 1: a message is acknowledged after its try ended, and a worker
+  reserves no more messages than it has free processes, so a worker lost with messages in
+  hand loses at most the ones it was running.
+- the Redis visibility timeout: an unacknowledged message comes back to the queue after it.
+  Its only job is to recover messages a dead worker had received but not started; a try that
+  had started is caught by its heartbeat deadline and retried under a new try number (a new
+  task id). A redelivery of a try that started or was given up is refused by the claim, so
+  the timeout may be short; it must not be so short that busy tries are redelivered over and
+  over (each redelivery costs a claim read).
+- every key in Redis carries the topic prefix (``global_keyprefix``), so installations or
+  tests sharing a Redis never see each other's queues.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+
+from celery import Celery
+from kombu.exceptions import KombuError, OperationalError
+
+from infra.executors.requests import TryRequest
+from infra.settings import Settings
+
+log = logging.getLogger("tock.executor.celery")
+
+NAME = "celery"
+RUN_TRY_TASK = "tock.run_try"  # the task the worker registers (services/worker)
+_NAMESPACE = uuid.UUID("6f1c3b52-7a0e-4c59-9b7e-2a4d7c0e9f11")
+SEND_BACKOFF_FIRST, SEND_BACKOFF_MOST = 0.5, 5.0
+
+
+class CeleryUnavailable(RuntimeError):
+    """Redis (the Celery broker) refused or did not answer a send."""
+
+
+def celery_app(settings: Settings, name: str = "tock") -> Celery:
+    """A Celery app configured for Tock's tries (the same for the executor and the workers)."""
+    app = Celery(name, broker=settings.celery_broker_url, set_as_current=False)
+    app.conf.update(
+        task_acks_late=True,
+        worker_prefetch_multiplier=1,
+        task_ignore_result=True,
+        task_default_queue=settings.celery_default_queue,
+        task_serializer="json", accept_content=["json"],
+        broker_connection_retry_on_startup=True,
+        broker_connection_timeout=2.0,
+        broker_transport_options={
+            "visibility_timeout": settings.celery_visibility_timeout,
+            "global_keyprefix": settings.topic_prefix,
+            "socket_connect_timeout": 2.0,
+            "socket_timeout": 5.0,
+        },
+        worker_hijack_root_logger=False,
+        worker_send_task_events=False,
+        worker_cancel_long_running_tasks_on_connection_loss=False,
+    )
+    return app
+
+
+def celery_task_id(prefix: str, request: TryRequest) -> str:
+    """The try's Celery task id: the same for every send of the same try."""
+    return str(uuid.uuid5(_NAMESPACE, "\x1f".join([prefix, *map(str, request.key)])))
+
+
+class CeleryExecutor:
+    """Sends tries to Celery workers; never waits long on a Redis that is away."""
+
+    name = NAME
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._app = celery_app(settings)
+        self._retry_at = 0.0
+        self._backoff = SEND_BACKOFF_FIRST
+
+    def launch_many(self, requests: list[tuple[TryRequest, str]]) -> list[str]:
+        """Send the tries in order; returns the handles of those sent (a prefix of the requests).
+
+        A send that fails stops the batch: the rest stay queued and are sent on a later turn,
+        after a backoff, so a Redis outage costs the scheduler one short wait per backoff."""
+        if time.monotonic() < self._retry_at:
+            return []
+        handles = []
+        for request, queue in requests:
+            try:
+                handles.append(self._send(request, queue))
+            except (OperationalError, KombuError, OSError) as error:
+                self._failed(len(requests) - len(handles), error)
+                break
+        else:
+            self._backoff = SEND_BACKOFF_FIRST
+        return handles
+
+    def is_alive(self, handle: str) -> bool | None:
+        """Celery's own view is only a second opinion; heartbeats decide (None: cannot tell)."""
+        return None
+
+    def kill(self, handle: str) -> None:
+        """Revoke the task, terminating the process that runs it; the runner reports the end."""
+        try:
+            self._app.control.revoke(handle, terminate=True, signal="SIGTERM")
+        except (OperationalError, KombuError, OSError) as error:
+            log.warning("revoking Celery task %s failed (%s); the runner still obeys the kill request in the log",
+                        handle, error)
+
+    def close(self) -> None:
+        self._app.close()
+
+    def _send(self, request: TryRequest, queue: str) -> str:
+        task_id = celery_task_id(self._settings.topic_prefix, request)
+        self._app.send_task(RUN_TRY_TASK, args=[{"try": request.as_dict(), "queue": queue}], task_id=task_id,
+                            queue=queue or self._settings.celery_default_queue, retry=False)
+        return task_id
+
+    def _failed(self, unsent: int, error: Exception) -> None:
+        self._retry_at = time.monotonic() + self._backoff
+        log.error("Celery broker unavailable (%s): %d tries stay queued; sending again in %.1f s",
+                  error, unsent, self._backoff)
+        self._backoff = min(self._backoff * 2, SEND_BACKOFF_MOST)
