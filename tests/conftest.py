@@ -55,6 +55,13 @@ def postgres_url() -> str:
     return _run_script("postgres.sh", "start").replace("postgresql://", "postgresql+psycopg://", 1)
 
 
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """URL of the session's real Redis (the Celery broker); tests keep apart by topic prefix,
+    which Celery puts in front of every key."""
+    return _run_script("redis.sh", "start")
+
+
 @pytest.fixture
 def topic_prefix(kafka_bootstrap: str) -> Iterator[str]:
     """A fresh topic prefix; the test's topics are deleted afterwards, so a long-lived

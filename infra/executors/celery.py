@@ -36,6 +36,7 @@ NAME = "celery"
 RUN_TRY_TASK = "tock.run_try"  # the task the worker registers (services/worker)
 _NAMESPACE = uuid.UUID("6f1c3b52-7a0e-4c59-9b7e-2a4d7c0e9f11")
 SEND_BACKOFF_FIRST, SEND_BACKOFF_MOST = 0.5, 5.0
+PROBE_TTL, PROBE_WAIT = 2.0, 1.0  # how long a workers' answer is reused; how long to wait for one
 
 
 class CeleryUnavailable(RuntimeError):
@@ -55,6 +56,10 @@ def celery_app(settings: Settings, name: str = "tock") -> Celery:
         broker_connection_timeout=2.0,
         broker_transport_options={
             "visibility_timeout": settings.celery_visibility_timeout,
+            # Look for overdue messages every quarter of the timeout (at most every minute), so a
+            # message comes back within ~1.25 timeouts (kombu's default sweep is ~100 s apart).
+            "unacked_restore_interval": max(1, min(60, int(settings.celery_visibility_timeout // 4))),
+            "unacked_restore_throttle": 1,
             "global_keyprefix": settings.topic_prefix,
             "socket_connect_timeout": 2.0,
             "socket_timeout": 5.0,
@@ -81,6 +86,8 @@ class CeleryExecutor:
         self._app = celery_app(settings)
         self._retry_at = 0.0
         self._backoff = SEND_BACKOFF_FIRST
+        self._running: frozenset[str] = frozenset()
+        self._probed_at = -PROBE_TTL
 
     def launch_many(self, requests: list[tuple[TryRequest, str]]) -> list[str]:
         """Send the tries in order; returns the handles of those sent (a prefix of the requests).
@@ -101,8 +108,9 @@ class CeleryExecutor:
         return handles
 
     def is_alive(self, handle: str) -> bool | None:
-        """Celery's own view is only a second opinion; heartbeats decide (None: cannot tell)."""
-        return None
+        """True when a worker says it is running the task; otherwise None (cannot tell), never
+        False: Celery's view is a second opinion, and only the heartbeat deadline kills a try."""
+        return True if handle in self._running_tasks() else None
 
     def kill(self, handle: str) -> None:
         """Revoke the task, terminating the process that runs it; the runner reports the end."""
@@ -114,6 +122,19 @@ class CeleryExecutor:
 
     def close(self) -> None:
         self._app.close()
+
+    def _running_tasks(self) -> frozenset[str]:
+        """The task ids the workers report running, asked once per PROBE_TTL (one broadcast for
+        all the orphans of a takeover); empty when no worker answers in time."""
+        if time.monotonic() - self._probed_at > PROBE_TTL:
+            try:
+                replies = self._app.control.inspect(timeout=PROBE_WAIT).active() or {}
+            except (OperationalError, KombuError, OSError) as error:
+                log.warning("asking the Celery workers what they run failed (%s); heartbeats decide", error)
+                replies = {}
+            self._running = frozenset(task["id"] for tasks in replies.values() for task in tasks or ())
+            self._probed_at = time.monotonic()
+        return self._running
 
     def _send(self, request: TryRequest, queue: str) -> str:
         task_id = celery_task_id(self._settings.topic_prefix, request)

@@ -1,0 +1,117 @@
+"""Faults under the Celery executor: a worker killed whole (kill -9 of its process group) while it
+runs tries, and Redis restarted or away for 30 s mid-run. Real workers, real Redis, real broker."""
+
+from __future__ import annotations
+
+import pytest
+
+from schemas import TaskDeclaredDead, TaskRetryScheduled, TaskStarted, TaskSucceeded
+from tests.scenarios.celery_support import PrivateRedis, Workers, lines_of, pids_alive, settle_briefly
+from tests.scenarios.scheduler_support import LogTail, Processes, create_topics, publish_dags, trigger, wait_until
+
+pytestmark = pytest.mark.scenario
+
+SLEEPERS = '''
+from tock import DAG, BashTask
+
+with DAG("celery_sleepers", retries=1, retry_delay=0) as dag:
+    for index in range({count}):
+        BashTask(f"sleep_{{index}}", 'echo "$TOCKRUN_TASK_ID $TOCKRUN_TRY_NUMBER $$" >> {ran}; sleep {seconds}',
+                 executor="celery")
+'''
+
+WAVES = '''
+from tock import DAG, BashTask
+
+with DAG("waves") as dag:
+    first = [BashTask(f"first_{{index}}", 'echo "$TOCKRUN_TASK_ID $TOCKRUN_TRY_NUMBER" >> {ran}; sleep {seconds}',
+                      executor="celery") for index in range(3)]
+    second = [BashTask(f"second_{{index}}", 'echo "$TOCKRUN_TASK_ID $TOCKRUN_TRY_NUMBER" >> {ran}',
+                       executor="celery") for index in range(3)]
+    for task in first:
+        task >> second
+'''
+
+
+def dag_file(tmp_path, source: str, **values):
+    path = tmp_path / "dags" / "dag.py"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(source.format(**values))
+    return path
+
+
+@pytest.fixture
+def parts(tmp_path):
+    """Closers registered by the test, run in reverse at its end."""
+    closers = []
+    yield closers
+    for close in reversed(closers):
+        close()
+
+
+def start_system(settings, tmp_path, parts):
+    workers, processes, tail = Workers(settings, tmp_path / "hosts"), Processes(settings, tmp_path / "logs"), \
+        LogTail(settings)
+    parts += [tail.close, workers.close, processes.close]
+    return workers, processes, tail
+
+
+def test_a_worker_killed_whole_loses_its_tries_to_the_deadline_and_they_run_again_elsewhere(
+        make_settings, redis_url, tmp_path, parts):
+    settings = make_settings(celery_broker_url=redis_url, task_heartbeat_seconds=0.5, task_heartbeat_timeout=8)
+    create_topics(settings)
+    workers, processes, tail = start_system(settings, tmp_path, parts)
+    ran = tmp_path / "ran.txt"
+    workers.start("host-a", concurrency=4)
+    publish_dags(settings, dag_file(tmp_path, SLEEPERS, count=3, ran=ran, seconds=30))
+    processes.scheduler("s1")
+    run_id = trigger(settings, "celery_sleepers")
+    tail.wait_for(lambda _events: len(tail.of_type(TaskStarted, run_id=run_id)) >= 3, 60, "3 tries to start")
+    wait_until(lambda: len(lines_of(ran)) >= 3, 30, "the user code of 3 tries to start")
+    first_pids = [int(line.split()[2]) for line in lines_of(ran)]
+    workers.start("host-b", concurrency=4)
+
+    workers.kill_group("host-a")
+    # The runners died with the worker; their group watchers kill what the user code started.
+    wait_until(lambda: not pids_alive(first_pids), 10, "the first tries' user code to be killed")
+    assert tail.run_finished(run_id, 120).state == "success"
+
+    dead = tail.of_type(TaskDeclaredDead, run_id=run_id)
+    assert sorted((event.task_id, event.try_number) for event in dead) == [(f"sleep_{index}", 1) for index in range(3)]
+    retried = tail.of_type(TaskStarted, run_id=run_id)
+    assert sorted((event.task_id, event.try_number, event.hostname) for event in retried
+                  if event.try_number == 2) == [(f"sleep_{index}", 2, "host-b") for index in range(3)]
+    assert {event.try_number for event in tail.of_type(TaskSucceeded, run_id=run_id)} == {2}
+    assert sorted(line.rsplit(" ", 1)[0] for line in lines_of(ran)) == sorted(
+        [f"sleep_{index} {number}" for index in range(3) for number in (1, 2)])
+    assert not pids_alive(first_pids)
+
+
+@pytest.mark.parametrize("outage", [0.0, 30.0], ids=["restarted", "down_30s"])
+def test_redis_restarted_or_away_mid_run_loses_nothing_and_runs_nothing_twice(
+        make_settings, tmp_path, parts, outage):
+    redis = PrivateRedis(tmp_path / "redis")
+    redis.start()
+    parts.append(lambda: redis.stop() if redis.running() else None)
+    settings = make_settings(celery_broker_url=redis.url, task_heartbeat_seconds=0.5, task_heartbeat_timeout=60)
+    create_topics(settings)
+    workers, processes, tail = start_system(settings, tmp_path, parts)
+    ran = tmp_path / "ran.txt"
+    # Two slots for three first-wave tries: one message waits in Redis through the restart.
+    workers.start("host-a", concurrency=2)
+    publish_dags(settings, dag_file(tmp_path, WAVES, ran=ran, seconds=6))
+    processes.scheduler("s1")
+    run_id = trigger(settings, "waves")
+    tail.wait_for(lambda _events: len(tail.of_type(TaskStarted, run_id=run_id)) >= 2, 60, "2 tries to start")
+
+    redis.stop()
+    settle_briefly(outage)
+    redis.start()
+    assert tail.run_finished(run_id, 180).state == "success"
+
+    assert tail.of_type(TaskDeclaredDead, run_id=run_id) == []
+    assert tail.of_type(TaskRetryScheduled, run_id=run_id) == []
+    expected = [f"{wave}_{index} 1" for wave in ("first", "second") for index in range(3)]
+    assert sorted(lines_of(ran)) == sorted(expected)
+    assert sorted((event.task_id, event.try_number) for event in tail.of_type(TaskSucceeded, run_id=run_id)) == \
+        sorted((line.split()[0], 1) for line in expected)
