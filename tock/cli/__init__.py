@@ -30,6 +30,7 @@ COMMAND_MODULES = [
     "tock.cli.scheduler_commands",
     "tock.cli.operator_commands",
     "tock.cli.backfill_commands",
+    "tock.cli.executor_commands",
 ]
 
 
