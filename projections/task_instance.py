@@ -145,8 +145,8 @@ def _of_current_try(row: Row, event) -> Row:
 
 
 _CURRENT_TRY = {
-    TaskLaunched: lambda event: {"executor": event.executor, "handle": event.handle,
-                                 "scheduler_id": event.scheduler_id},
+    # The executor and queue stay those TaskQueued wrote: the executor of a try is written once.
+    TaskLaunched: lambda event: {"handle": event.handle, "scheduler_id": event.scheduler_id},
     TaskStarted: lambda event: {"state": "running", "hostname": event.hostname, "pid": event.pid,
                                 "runner_id": event.runner_id, "start_date": event.at},
     TaskAdopted: lambda event: {"state": "running", "handle": event.handle,

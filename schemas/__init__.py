@@ -26,6 +26,7 @@ from schemas.parsing import (
 )
 from schemas.runs import BackfillFinished, BackfillPlanned, DagRunCreated, DagRunFinished, DagRunReopened, DeadlineMissed
 from schemas.schedulers import SchedulerHeartbeat, SchedulerStopped
+from schemas.workers import WorkerHeartbeat, WorkerStopped
 from schemas.tasks import (
     PodFinished,
     TaskAdopted,

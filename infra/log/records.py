@@ -28,16 +28,20 @@ def routing_key(event: Any) -> tuple[str, str]:
     The partition key is the dag_id wherever there is one, so partition p of every
     scheduling topic concerns the same DAGs. Heartbeats are keyed by task instance so
     compaction keeps the latest per try's task; parsing events without a DAG are
-    keyed by file; scheduler liveness by scheduler.
+    keyed by file; scheduler liveness by scheduler; worker liveness by ``worker/<name>``
+    (beside the schedulers' in ``tock.schedulers``, so a worker named like a scheduler is apart).
     """
     dag_id = getattr(event, "dag_id", None)
     if dag_id is not None:
         if event.TOPIC == HEARTBEATS:
             return f"{dag_id}|{event.run_id}|{event.task_id}", dag_id
         return dag_id, dag_id
+    worker = getattr(event, "worker", None)
+    if worker is not None:
+        return f"worker/{worker}", f"worker/{worker}"
     for attribute in ("file_path", "scheduler_id"):
         value = getattr(event, attribute, None)
         if value is not None:
             return value, value
-    raise TypeError(f"{type(event).__name__} has no dag_id, file_path or scheduler_id to route it by; "
+    raise TypeError(f"{type(event).__name__} has no dag_id, worker, file_path or scheduler_id to route it by; "
                     "pass key= and partition_key= explicitly")

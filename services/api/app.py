@@ -18,6 +18,7 @@ from projections.db import create_tables, open_engine
 from services.api import models
 from services.api.backfills import status
 from services.api.commands import CommandLog, commands
+from services.api.executors import executors
 from services.api.logs import logs
 from services.api.metrics import ApiMetrics
 from services.api.targets import Refused
@@ -62,6 +63,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(status)
     app.include_router(logs)
     app.include_router(commands)
+    app.include_router(executors)
     return app
 
 

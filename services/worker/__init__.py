@@ -1,6 +1,5 @@
 """``tock worker``: a Celery worker whose task runs one try with the runner's rules (claim, supervise,
-heartbeat, outcome straight to Kafka)."""
+heartbeat, outcome straight to Kafka), and its presence in the log (WorkerHeartbeat).
 
-from services.worker.tasks import worker_app
-
-__all__ = ["worker_app"]
+Modules: ``tasks`` (the Celery task), ``run`` (starting the worker), ``presence`` (its heartbeats).
+"""

@@ -16,7 +16,7 @@ from schemas import (DAGS, BackfillFinished, BackfillPlanned, CancelBackfill, Cl
                      SchedulerHeartbeat, SchedulerStopped, TaskAdopted, TaskCleared, TaskDeclaredDead,
                      TaskDefinition, TaskFailed, TaskHeartbeat, TaskKilled, TaskKillRequested, TaskLaunched,
                      TaskQueued, TaskRemoved, TaskRetryScheduled, TaskSkipped, TaskStarted, TaskSucceeded,
-                     TaskUpstreamFailed, TriggerDagRun)
+                     TaskUpstreamFailed, TriggerDagRun, WorkerHeartbeat, WorkerStopped)
 
 PARTITIONS = 3
 PREFIX = "t0."
@@ -86,7 +86,8 @@ def _try_event(cls, **fields):
 
 
 EVENT_STRATEGY = st.one_of(
-    _try_event(TaskQueued, executor="local", queue="default", scheduler_id="s1"),
+    st.builds(lambda ti, n, at, e, q: TaskQueued(**ti, try_number=n, executor=e, queue=q, scheduler_id="s1", at=at),
+              _ti, _tries, _times, st.sampled_from(("local", "celery")), st.sampled_from(("default", "gpu"))),
     _try_event(TaskLaunched, executor="local", handle="h", scheduler_id="s1"),
     _try_event(TaskStarted, runner_id="w", hostname="host", pid=1),
     _try_event(TaskHeartbeat, runner_id="w"),
@@ -136,6 +137,11 @@ EVENT_STRATEGY = st.one_of(
     st.builds(lambda s, at: SchedulerHeartbeat(scheduler_id=s, hostname="h", pid=1, partitions=[0, 2], at=at),
               st.sampled_from(("s1", "s2")), _times),
     st.builds(lambda s, at: SchedulerStopped(scheduler_id=s, at=at), st.sampled_from(("s1", "s2")), _times),
+    st.builds(lambda w, e, q, at: WorkerHeartbeat(worker=w, executor=e, hostname="h", pid=1, queues=q,
+                                                  concurrency=4, at=at),
+              st.sampled_from(("w1", "w2")), st.sampled_from(("celery", "kubernetes")),
+              st.lists(st.sampled_from(("default", "gpu")), max_size=2), _times),
+    st.builds(lambda w, at: WorkerStopped(worker=w, executor="celery", at=at), st.sampled_from(("w1", "w2")), _times),
     st.builds(lambda d, at: ("tombstone", d, at), st.sampled_from(_DAGS), _times),
 )
 

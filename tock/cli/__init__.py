@@ -31,6 +31,7 @@ COMMAND_MODULES = [
     "tock.cli.operator_commands",
     "tock.cli.backfill_commands",
     "tock.cli.worker_commands",
+    "tock.cli.executor_commands",
 ]
 
 
