@@ -18,7 +18,7 @@ scheduler, the Kafka broker and Redis used during it, beside the whole machine's
 small shared host the fan-out is bound by CPU, and this says whose.
 At the end the scheduler and workers get SIGTERM (a worker's warm shutdown) and are waited for;
 the script then checks that nothing is left in their sessions (pool processes, runners) and drops
-the benchmark's topics.
+the benchmark's topics and its Redis keys (all under its prefix).
 No pass/fail on timing: the script exits non-zero only if a run does not succeed.
 """
 
@@ -37,6 +37,8 @@ import time
 import uuid
 from collections import Counter
 from pathlib import Path
+
+import redis
 
 from tests.benchmarks.common import REPO, bench_settings, figure, spread
 from tests.benchmarks.w3_takeover import drop_topics, load
@@ -238,10 +240,22 @@ def bench(tmp: Path, keep_events: bool = False) -> None:
             save_events(tail, tmp / "events.jsonl")
         tail.close()
         drop_topics(settings)
+        drop_redis_keys(settings)
         left = services.leftovers()
         print(f"     (after SIGTERM: scheduler and workers exited with "
               f"{ {name: process.returncode for name, process in services.started.items()} }; "
               f"processes left in their sessions: {left or 'none'})", flush=True)
+
+
+def drop_redis_keys(settings: Settings) -> None:
+    """The Celery keys of this run (kombu's bindings, an empty queue's leftovers): all carry its prefix."""
+    client = redis.Redis.from_url(settings.celery_broker_url)
+    try:
+        keys = list(client.scan_iter(match=f"{settings.topic_prefix}*"))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()
 
 
 def bench_w1(settings: Settings, tail: LogTail, meter: CpuMeter) -> None:
