@@ -80,9 +80,16 @@ def run_tries(settings: Settings, tries: list[tuple[TryRequest, str]], *, execut
     """
     clients = clients or RunnerClients.connect(settings)
     try:
-        return _Runner(settings, clients, executor).run(tries)
+        return serve_tries(settings, clients, tries, executor=executor)
     finally:
         clients.close()
+
+
+def serve_tries(settings: Settings, clients: RunnerClients, tries: list[tuple[TryRequest, str]], *,
+                executor: str = "") -> dict[TryRequest, int]:
+    """``run_tries`` with clients the caller keeps open: a resident runner serving try after try
+    (a Celery pool process's) pays its process and connections once, not per try."""
+    return _Runner(settings, clients, executor).run(tries)
 
 
 class _Runner:
