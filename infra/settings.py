@@ -51,6 +51,11 @@ class Settings(BaseSettings):
     task_heartbeat_timeout: float = Field(default=60.0, gt=0, description="silence after which a try is dead")
     scheduler_session_timeout: float = Field(default=10.0, ge=6, le=300,
                                              description="seconds before a silent scheduler's partitions move")
+    task_log_ship_limit_bytes: int = Field(default=10 * 1024 * 1024, ge=0,
+                                           description="bytes of a try's output shipped to tock.logs at most; "
+                                                       "past it a truncation marker (the local file keeps all)")
+    task_log_retention_hours: float = Field(default=7 * 24.0, gt=0,
+                                            description="hours tock.logs keeps task log lines (topic creation)")
     api_host: str = Field(default="127.0.0.1", description="API bind address")
     api_port: int = Field(default=8080, ge=1, le=65535, description="API port")
     api_token: str | None = Field(default=None, description="bearer token required for API commands")

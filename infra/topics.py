@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from schemas.declare import DAGS, DEAD_LETTER, EVENTS, HEARTBEATS, PARSING, SCHEDULERS
+from schemas.declare import DAGS, DEAD_LETTER, EVENTS, HEARTBEATS, LOGS, PARSING, SCHEDULERS
 
 # Every topic has TOCK_PARTITIONS partitions, so partition p of each concerns the same DAGs.
 
@@ -31,6 +31,7 @@ SPECS: tuple[TopicSpec, ...] = (
     TopicSpec(PARSING, "delete", {"retention.ms": str(7 * 24 * 3600 * 1000)}),
     TopicSpec(SCHEDULERS, "compact,delete", {"retention.ms": str(24 * 3600 * 1000)}),
     TopicSpec(DEAD_LETTER, "delete", {"retention.ms": "-1"}),
+    TopicSpec(LOGS, "delete", {"retention.ms": str(7 * 24 * 3600 * 1000)}),  # see log_retention_hours
 )
 
 
@@ -53,9 +54,11 @@ class TopicNames:
         return [topic_name(self.prefix, spec.logical) for spec in SPECS]
 
 
-def ensure_topics(admin: AdminClient, prefix: str, partitions: int, timeout: float = 30.0) -> list[str]:
-    """Create missing topics; verify every other one. Returns the names it created."""
-    wanted = {topic_name(prefix, spec.logical): spec for spec in SPECS}
+def ensure_topics(admin: AdminClient, prefix: str, partitions: int, timeout: float = 30.0, *,
+                  log_retention_hours: float | None = None) -> list[str]:
+    """Create missing topics; verify every other one. Returns the names it created.
+    ``log_retention_hours`` (TOCK_TASK_LOG_RETENTION_HOURS): how long a new tock.logs keeps lines."""
+    wanted = {topic_name(prefix, spec.logical): _with_log_retention(spec, log_retention_hours) for spec in SPECS}
     existing = admin.list_topics(timeout=timeout).topics
     missing = [NewTopic(name, num_partitions=partitions, replication_factor=1,
                         config={"cleanup.policy": spec.cleanup, **spec.configs})
@@ -70,6 +73,12 @@ def ensure_topics(admin: AdminClient, prefix: str, partitions: int, timeout: flo
         raise TopicMismatch("; ".join(problems) + ". Delete and recreate these topics, or set "
                             "TOCK_PARTITIONS / TOCK_TOPIC_PREFIX to match them.")
     return created
+
+
+def _with_log_retention(spec: TopicSpec, hours: float | None) -> TopicSpec:
+    if spec.logical != LOGS or hours is None:
+        return spec
+    return TopicSpec(spec.logical, spec.cleanup, {**spec.configs, "retention.ms": str(round(hours * 3600 * 1000))})
 
 
 def _wait_for_metadata(admin: AdminClient, names: list[str], timeout: float) -> dict:

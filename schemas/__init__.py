@@ -10,11 +10,13 @@ from schemas.declare import (
     EVENT_TYPES,
     EVENTS,
     HEARTBEATS,
+    LOGS,
     PARSING,
     SCHEDULERS,
     Event,
     event_type,
 )
+from schemas.logs import TaskLogShipped, try_log_key
 from schemas.parsing import (
     DagFileProcessed,
     DagFileRemoved,

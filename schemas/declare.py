@@ -19,6 +19,7 @@ DAGS = "dags"
 PARSING = "parsing"
 SCHEDULERS = "schedulers"
 DEAD_LETTER = "dead-letter"
+LOGS = "logs"  # task log lines (schemas/logs.py)
 
 EVENT_TYPES: dict[str, type] = {}
 

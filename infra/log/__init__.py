@@ -2,12 +2,14 @@
 
 ``KafkaEventLog`` appends (idempotent, acks=all), ``EventReader`` reads read_committed
 and dead-letters what it cannot decode, ``TransactionalSession`` commits decisions with
-their input offsets (KIP-447), ``replay`` reads partitions up to where they ended when it
+their input offsets (KIP-447), ``KeyedPartitionReader`` reads one key of a partition
+from a time on (task logs), ``replay`` reads partitions up to where they ended when it
 began. Every record goes to partition ``partition_for(partition key)``, the Java client's
 default partitioner on the dag_id.
 """
 
 from infra.log.dead_letter import DeadLetterQueue
+from infra.log.keyed_reader import KeyedPartitionReader
 from infra.log.partitioner import murmur2, partition_for
 from infra.log.producer import DeliveryFailed, KafkaEventLog
 from infra.log.reader import EventReader
@@ -16,6 +18,6 @@ from infra.log.replay import replay, settle
 from infra.log.transactions import (Fenced, PartitionsLost, TransactionAborted, TransactionalSession,
                                     failure_kind)
 
-__all__ = ["DeadLetterQueue", "DeliveryFailed", "EventReader", "Fenced", "KafkaEventLog", "LogRecord", "PartitionsLost",
+__all__ = ["DeadLetterQueue", "DeliveryFailed", "EventReader", "Fenced", "KafkaEventLog", "KeyedPartitionReader", "LogRecord", "PartitionsLost",
            "TransactionAborted", "TransactionalSession", "failure_kind", "murmur2", "partition_for", "replay", "routing_key",
            "settle"]

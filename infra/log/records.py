@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from schemas.declare import HEARTBEATS
+from schemas.declare import HEARTBEATS, LOGS
+from schemas.logs import try_log_key
 
 
 class LogRecord(NamedTuple):
@@ -27,7 +28,7 @@ def routing_key(event: Any) -> tuple[str, str]:
 
     The partition key is the dag_id wherever there is one, so partition p of every
     scheduling topic concerns the same DAGs. Heartbeats are keyed by task instance so
-    compaction keeps the latest per try's task; parsing events without a DAG are
+    compaction keeps the latest per try's task; log lines by try; parsing events without a DAG are
     keyed by file; scheduler liveness by scheduler; worker liveness by ``worker/<name>``
     (beside the schedulers' in ``tock.schedulers``, so a worker named like a scheduler is apart).
     """
@@ -35,6 +36,8 @@ def routing_key(event: Any) -> tuple[str, str]:
     if dag_id is not None:
         if event.TOPIC == HEARTBEATS:
             return f"{dag_id}|{event.run_id}|{event.task_id}", dag_id
+        if event.TOPIC == LOGS:  # a try's log lines: keyed by the try
+            return try_log_key(dag_id, event.run_id, event.task_id, event.try_number), dag_id
         return dag_id, dag_id
     worker = getattr(event, "worker", None)
     if worker is not None:

@@ -1,20 +1,98 @@
-"""A try's log file, read whole or followed while the try runs (``tock tasks logs`` and the API).
+"""A try's log, read from ``tock.logs`` wherever the try ran (``tock tasks logs`` and the API).
 
-The runner writes a try's output to ``<TOCK_HOME>/tries/<dag>/<safe run id>/<task>/<try>.log``
-(:class:`services.runner.paths.TryPaths`) on the host that ran it. Following ends once the
-``task_instance`` table says the try has ended, after reading what the file holds by then.
+Runners ship each try's output to ``tock.logs`` (services/runner/log_shipping.py), keyed by
+the try, in the DAG's partition. A reader starts at the records written a margin before
+the try was queued, keeps the try's records, drops a chunk seen before (same offset) and
+stops at the try's final record or truncation marker. Following also ends once the
+``task_instance`` table says the try has ended and the partition is read to its end.
+
+A try with no record in the topic (it ran before logs were shipped, or its lines are past
+the topic's retention) falls back to the file the runner wrote under ``<TOCK_HOME>/tries``
+(:class:`services.runner.paths.TryPaths`) when this host has it: the file keeps every line
+for as long as the host keeps it, so it is better than nothing and never contradicts the topic.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from sqlalchemy import Engine
+
+from infra.log import KeyedPartitionReader, partition_for
+from infra.settings import Settings
+from projections import queries
+from schemas import LOGS, TaskLogShipped, try_log_key
 from services.runner.paths import TryPaths, TryRequest
 
 CHUNK = 64 * 1024
 POLL_SECONDS = 0.5
+START_MARGIN_SECONDS = 300.0  # read from this long before the try was queued: clocks of hosts differ
 _LIVE_STATES = ("queued", "running")
+
+
+@dataclass(frozen=True, slots=True)
+class TryRef:
+    dag_id: str
+    run_id: str
+    task_id: str
+    try_number: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShippedLog:
+    """What a reader took of a try's shipped records so far."""
+
+    seen: frozenset[int] = frozenset()  # offsets of the chunks taken
+    ended: bool = False  # the final record or the truncation marker was taken
+
+
+def take(state: ShippedLog, records: list[TaskLogShipped]) -> tuple[ShippedLog, list[str]]:
+    """The texts to print of ``records`` (in order; a chunk taken before is dropped), and the new state."""
+    texts, seen, ended = [], set(state.seen), state.ended
+    for record in records:
+        if ended or record.offset in seen:  # a redelivered chunk, or past the end
+            continue
+        seen.add(record.offset)
+        if record.text:
+            texts.append(record.text)
+        ended = record.final or record.truncated
+    return ShippedLog(frozenset(seen), ended), texts
+
+
+class Batch(NamedTuple):
+    texts: list[str]  # possibly none
+    found: bool  # a record of the try was read (so far)
+
+
+def shipped_texts(settings: Settings, try_ref: TryRef, since: float,
+                  try_ended: Callable[[], bool] | None = None) -> Iterator[Batch]:
+    """The try's texts from ``tock.logs``, a batch per poll (possibly empty, so a streaming caller can
+    look up between batches). Without ``try_ended``: what is there now. With it (following): until the
+    final record, or until ``try_ended()`` and the partition is read to its end."""
+    key = try_log_key(try_ref.dag_id, try_ref.run_id, try_ref.task_id, try_ref.try_number)
+    partition = partition_for(try_ref.dag_id, settings.partitions)
+    with KeyedPartitionReader(settings, LOGS, partition, key, since) as reader:
+        state, target, ended = ShippedLog(), reader.end(), try_ended is None
+        while not state.ended:
+            if reader.next_offset >= target:
+                if ended:
+                    return
+                ended, target = try_ended(), reader.end()
+            state, texts = take(state, [record.event for record in reader.poll(POLL_SECONDS)])
+            yield Batch(texts, bool(state.seen))
+
+
+def try_start(engine: Engine, try_ref: TryRef, instance: dict[str, Any] | None) -> float:
+    """From when to read the try's records: the first event of the try in the tables, less a margin
+    (nothing known: from the topic's beginning)."""
+    history = queries.task_history(engine, try_ref.dag_id, try_ref.run_id, try_ref.task_id)
+    times = [row["at"] for row in history if row["try_number"] == try_ref.try_number and row["at"] is not None]
+    if not times and instance is not None and instance["try_number"] == try_ref.try_number:
+        times = [at for at in (instance["queued_at"], instance["start_date"]) if at is not None]
+    return max(0.0, min(times) - START_MARGIN_SECONDS) if times else 0.0
 
 
 def log_file(home: Path, dag_id: str, run_id: str, task_id: str, try_number: int) -> Path:
@@ -24,6 +102,14 @@ def log_file(home: Path, dag_id: str, run_id: str, task_id: str, try_number: int
     if root not in path.resolve().parents:
         raise ValueError(f"not a log file under {root}: {path}")
     return path
+
+
+def file_chunks(path: Path) -> Iterator[bytes]:
+    """The local file as it is now, in chunks (nothing if it does not exist)."""
+    offset = 0
+    while chunk := read_from(path, offset):
+        offset += len(chunk)
+        yield chunk
 
 
 def try_has_ended(instance: dict[str, Any] | None, try_number: int) -> bool:

@@ -27,6 +27,7 @@ from services.runner.claim import Claims, TryKey
 from services.runner.claim_reader import ClaimReader
 from services.runner.delivery import RUNNER_PRODUCER, Deliveries
 from services.runner.every import Every
+from services.runner.log_shipping import LogShipping, close_log_producer, log_producer
 from services.runner.paths import TryPaths, TryRequest
 from services.runner.spool import Spool
 from services.runner.supervise import Outcome, supervise_all
@@ -45,12 +46,13 @@ class RunnerClients:
     watcher: GroupWatcher
     events: KafkaEventLog
     claims: ClaimReader
+    logs: KafkaEventLog  # ships the tries' log lines (log_shipping.py)
 
     @classmethod
     def connect(cls, settings: Settings) -> RunnerClients:
         watcher = GroupWatcher.start()  # forked first, while this process has no Kafka client threads
         return cls(watcher, KafkaEventLog(settings, client_id="tock-runner", config=RUNNER_PRODUCER),
-                   ClaimReader(settings))
+                   ClaimReader(settings), log_producer(settings))
 
     def warm(self) -> None:
         self.claims.warm()
@@ -62,6 +64,7 @@ class RunnerClients:
             self.claims.close()
             self.events.close()
         finally:
+            close_log_producer(self.logs)
             self.watcher.close()
 
 
@@ -157,7 +160,10 @@ class _Runner:
                         _name(key), reason)
 
     def _supervise(self, tries: list[tuple[TryRequest, str]], codes: dict[TryRequest, int]) -> None:
+        shipping = LogShipping(self.settings, self.clients.logs)
+
         def ended(request: TryRequest, outcome: Outcome) -> None:
+            shipping.ended(request.key)
             self.deliveries.send_outcome(request.key, _outcome_event(request, self.runner_ids[request.key], outcome))
             codes[request] = SUCCEEDED if outcome.succeeded else FAILED
             log.info("try %s %s", _name(request.key), _described(outcome))
@@ -166,12 +172,15 @@ class _Runner:
         for _request, try_paths in paths:
             try_paths.folder.mkdir(parents=True, exist_ok=True)
         running = [(request, str(try_paths.log)) for request, try_paths in paths]
+        for request, log_path in running:
+            shipping.follow(request, log_path, self.runner_ids[request.key])
         try:
             supervise_all(running, self.settings.task_heartbeat_seconds,
                           lambda requests: self._heartbeat([request.key for request in requests]), ended,
                           self.clients.watcher, self.clients.claims.kill_requests)
         finally:
             self.clients.claims.stop_watching()
+            shipping.close()
 
     def _heartbeat(self, keys: list[TryKey]) -> None:
         """Heartbeat these tries and every try whose outcome the broker has not acknowledged yet.

@@ -69,7 +69,8 @@ class Standalone:
             except RedisError as error:
                 raise StandaloneError(str(error)) from None
         created = ensure_topics(AdminClient({"bootstrap.servers": self.settings.bootstrap}),
-                                self.settings.topic_prefix, self.settings.partitions)
+                                self.settings.topic_prefix, self.settings.partitions,
+                                log_retention_hours=self.settings.task_log_retention_hours)
         if created:
             log.info("created topics %s", ", ".join(created))
 

@@ -1,4 +1,5 @@
-"""Task logs through the API: a whole file, and a growing file followed over real HTTP until the try ends."""
+"""Task logs through the API: a try with nothing in tock.logs falls back to this host's file; a try's
+shipped lines followed over real HTTP until the try ends (the runner side: test_task_logs_shipped.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import httpx
 import pytest
 import uvicorn
 
-from schemas import DagRunCreated, TaskQueued, TaskStarted, TaskSucceeded
+from infra.log import KafkaEventLog
+from schemas import DagRunCreated, TaskLogShipped, TaskQueued, TaskStarted, TaskSucceeded
 from services.api.app import create_app
 from services.api.task_logs import log_file
 from tests.integration.projection_db import (ProjectorThread, db_url, engine, log_end,  # noqa: F401
@@ -29,7 +31,7 @@ def _log_of(client, run_id: str, task_id: str, try_number: int):
     return path
 
 
-def test_a_whole_log_of_the_latest_or_a_given_try(client):
+def test_a_try_with_nothing_in_tock_logs_falls_back_to_this_host_s_file(client):
     _log_of(client, "manual__1", "transform", 1).write_text("try one failed\n")
     _log_of(client, "manual__1", "transform", 2).write_text("try two\nsucceeded\n")
     latest = client.get(f"{RUN}/tasks/transform/logs")
@@ -44,7 +46,7 @@ def test_a_whole_log_of_the_latest_or_a_given_try(client):
     ("/api/v1/dags/nope/runs/manual__1/tasks/load/logs", {}),
     ("/api/v1/dags/etl/runs/nope/tasks/load/logs", {}),
     (f"{RUN}/tasks/nope/logs", {}),
-    (f"{RUN}/tasks/load/logs", {}),  # it ran, but not on this host: no file
+    (f"{RUN}/tasks/load/logs", {}),  # it ran, but nothing of it is in tock.logs nor on this host
     (f"{RUN}/tasks/load/logs", {"try": 7}),
 ])
 def test_unknown_instances_and_missing_logs_are_404(client, path, params):
@@ -73,22 +75,26 @@ class Server:
         self.thread.join(30)
 
 
+def ship(settings, offset: int, text: str) -> int:
+    """A runner on another host ships ``text`` of the try from ``offset``; returns the next offset."""
+    with KafkaEventLog(settings) as logs:
+        logs.append(TaskLogShipped(**IDS, runner_id="w", offset=offset, text=text, at=time.time()))
+    return offset + len(text.encode())
+
+
 def _running_try_with_log(make_settings, projection_settings, first_line: str):
-    """A running try of "load" in the log, and its log file holding ``first_line``: (settings, log path)."""
+    """A running try of "load" in the log, which shipped ``first_line``: (settings, next offset)."""
     created = DagRunCreated(dag_id="etl", run_id=IDS["run_id"], logical_date=AT, run_type="scheduled",
                             dag_fingerprint="f", scheduler_id="s1", at=AT)
     produce(projection_settings, [dag_parsed("etl", AT, tasks=("extract", "load")), created,
                                   TaskQueued(**IDS, executor="local", queue="default", scheduler_id="s1", at=AT + 1),
                                   TaskStarted(**IDS, runner_id="w", hostname="h", pid=1, at=AT + 2)])
     settings = make_settings(db_url=projection_settings.db_url)
-    log = log_file(settings.home, "etl", IDS["run_id"], "load", 1)
-    log.parent.mkdir(parents=True)
-    log.write_text(first_line)
-    return settings, log
+    return settings, ship(settings, 0, first_line)
 
 
 def test_following_a_growing_log_streams_it_until_the_try_ends(make_settings, projection_settings, engine):
-    settings, log = _running_try_with_log(make_settings, projection_settings, "line 1\n")
+    settings, offset = _running_try_with_log(make_settings, projection_settings, "line 1\n")
     with ProjectorThread(projection_settings), Server(create_app(settings)) as base:
         wait_for(lambda: offsets_reached(engine, log_end(projection_settings)), what="the projector")
         received: list[bytes] = []
@@ -97,14 +103,13 @@ def test_following_a_growing_log_streams_it_until_the_try_ends(make_settings, pr
             chunks = response.iter_bytes()
             received.append(next(chunks))
             assert received == [b"line 1\n"]  # streamed before the try wrote more
-            with log.open("a") as file:
-                file.write("line 2\n")
+            offset = ship(settings, offset, "line 2\n")
             _wait_for_more(chunks, received, b"line 1\nline 2\n")
-            with log.open("a") as file:
-                file.write("line 3 (last)\n")
+            ship(settings, offset, "line 3 (last)\n")
             started = time.monotonic()
+            # the runner died before its final record: the follow ends once the table shows the try ended
             produce(projection_settings, [TaskSucceeded(**IDS, runner_id="w", at=AT + 9)])
-            received.extend(chunks)  # ends once the table shows the try has ended
+            received.extend(chunks)
         assert b"".join(received) == b"line 1\nline 2\nline 3 (last)\n"
         assert time.monotonic() - started < 20
 
@@ -115,7 +120,7 @@ def _wait_for_more(chunks, received: list[bytes], expected: bytes) -> None:
 
 
 def test_a_client_that_disconnects_stops_the_follow(make_settings, projection_settings, engine):
-    settings, log = _running_try_with_log(make_settings, projection_settings, "running\n")
+    settings, _offset = _running_try_with_log(make_settings, projection_settings, "running\n")
     with ProjectorThread(projection_settings):
         wait_for(lambda: offsets_reached(engine, log_end(projection_settings)), what="the projector")
     server = Server(create_app(settings))

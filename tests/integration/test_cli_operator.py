@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from infra.log import replay
 from schemas import (EVENTS, BackfillFinished, BackfillPlanned, CancelBackfill, ClearTask, CommandRejected,
                      DagRunCreated, DagRunFinished, KillTask, MarkTask, PauseDag, RequestBackfill, TaskFailed,
-                     TaskQueued, TaskStarted, TaskSucceeded, TaskUpstreamFailed, TriggerDagRun)
+                     TaskLogShipped, TaskQueued, TaskStarted, TaskSucceeded, TaskUpstreamFailed, TriggerDagRun)
 from services.api.task_logs import log_file
 from tests.integration.projection_db import ProjectorThread, log_end, offsets_reached, produce, wait_for
 from tests.scenarios.scheduler_support import create_topics, environment
@@ -78,7 +78,7 @@ def appended(settings, *types) -> list:
     (["dags", "backfill", "nope", "--start-date", "2024-01-01", "--end-date", "2024-01-02"], "no DAG nope"),
     (["dags", "backfill-cancel", "etl", "nope"], "no backfill nope of DAG etl"),
     (["tasks", "logs", "etl", "manual__1", "nope"], "no task nope in DAG etl"),
-    (["tasks", "logs", "etl", "manual__1", "load"], "no log of try 1 of load on this host"),
+    (["tasks", "logs", "etl", "manual__1", "load"], "no log of try 1 of load in tock.logs, nor on this host"),
     (["commands", "show", "nope"], "no command with request id nope"),
 ])
 def test_unknown_or_impossible_targets_exit_1_with_a_message(settings, args, message):
@@ -194,23 +194,24 @@ def test_a_failed_delivery_is_retried_with_the_same_request_id(settings, make_se
 
 
 def test_logs_of_a_try_whole_and_followed(settings):
+    # tries with nothing in tock.logs: their files on this host
     path = log_file(settings.home, "etl", "manual__1", "transform", 1)
     path.parent.mkdir(parents=True)
     path.write_text("first try\n")
     log_file(settings.home, "etl", "manual__1", "transform", 2).write_text("second try\n")
     assert tock(settings, "tasks", "logs", "etl", "manual__1", "transform").stdout == "second try\n"
     assert tock(settings, "tasks", "logs", "etl", "manual__1", "transform", "--try", "1").stdout == "first try\n"
+    # a try running elsewhere: its lines come from tock.logs as they are shipped
     ids = {"dag_id": "etl", "run_id": "manual__1", "task_id": "load", "try_number": 2}
     project(settings, [TaskQueued(**ids, executor="local", queue="default", scheduler_id="s1", at=AT + 200),
                        TaskStarted(**ids, runner_id="w", hostname="h", pid=1, at=AT + 201)])
-    live = log_file(settings.home, "etl", "manual__1", "load", 2)
-    live.parent.mkdir(parents=True)
-    live.write_text("step 1\n")
+    shipped = [TaskLogShipped(**ids, runner_id="w", offset=0, text="step 1\n", at=time.time())]
+    produce(settings, shipped)
 
     def the_try_goes_on():
         time.sleep(1.5)
-        with live.open("a") as file:
-            file.write("step 2\n")
+        produce(settings, [TaskLogShipped(**ids, runner_id="w", offset=7, text="step 2\n", at=time.time()),
+                           shipped[0]])  # a chunk delivered twice prints once
         time.sleep(1)
         project(settings, [TaskSucceeded(**ids, runner_id="w", at=AT + 209)])
 

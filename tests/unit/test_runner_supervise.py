@@ -360,7 +360,7 @@ def test_a_heartbeat_the_client_refuses_to_queue_does_not_end_the_runner(tmp_pat
         def append(self, _event, **_options):
             raise KafkaException(KafkaError(KafkaError._UNKNOWN_TOPIC))
 
-    clients = RunnerClients(watcher=None, events=RefusingLog(), claims=None)
+    clients = RunnerClients(watcher=None, events=RefusingLog(), claims=None, logs=None)
     runner = _Runner(load_settings({"TOCK_HOME": str(tmp_path)}), clients, "local")
     request = TryRequest("etl", "r1", "t", 1, "/dags/etl.py")
     runner.requests[request.key], runner.runner_ids[request.key] = request, "me"

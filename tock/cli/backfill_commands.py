@@ -7,14 +7,16 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import astuple
 from typing import Optional
 
 import typer
+from confluent_kafka import KafkaException
 
 from projections import queries
 from schemas import CancelBackfill, RequestBackfill
 from services.api import targets
-from services.api.task_logs import POLL_SECONDS, log_file, read_from, try_has_ended
+from services.api.task_logs import TryRef, file_chunks, log_file, shipped_texts, try_has_ended, try_start
 from tock.cli import settings_of
 from tock.cli.appending import REQUEST_ID_OPTION, REQUESTED_BY, append_commands, date_option, fail, tables
 from tock.cli.groups import dags_app, tasks_app
@@ -135,37 +137,52 @@ def tasks_logs(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The D
                try_number: Optional[int] = typer.Option(None, "--try", min=1, help="The try (default: the latest)."),
                follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing what the try writes until "
                                                                          "it ends.")) -> None:
-    """Print a try's log, read from its file under TOCK_HOME on this host (where the try ran)."""
+    """Print a try's log, read from tock.logs wherever the try ran (a try with nothing there: its file
+    under TOCK_HOME, if this host has it)."""
     with tables(ctx, "tasks logs") as engine:
         dag, _run = targets.known_run(engine, dag_id, run_id)
         instance = queries.task_instance(engine, dag_id, run_id, task_id)
-    if instance is None and task_id not in targets.task_ids(dag):
-        fail("tasks logs", f"no task {task_id} in DAG {dag_id}")
-    try_number = try_number or (instance or {}).get("try_number")
-    if try_number is None:
-        fail("tasks logs", f"task {task_id} has not run in {dag_id} / {run_id} yet")
-    path = log_file(settings_of(ctx).home, dag_id, run_id, task_id, try_number)
-    if not follow and not path.is_file():
-        where = f" (it ran on {instance['hostname']})" if instance and instance.get("hostname") else ""
-        fail("tasks logs", f"no log of try {try_number} of {task_id} on this host at {path}{where}")
+        if instance is None and task_id not in targets.task_ids(dag):
+            fail("tasks logs", f"no task {task_id} in DAG {dag_id}")
+        try_number = try_number or (instance or {}).get("try_number")
+        if try_number is None:
+            fail("tasks logs", f"task {task_id} has not run in {dag_id} / {run_id} yet")
+        try_ref = TryRef(dag_id, run_id, task_id, try_number)
+        since = try_start(engine, try_ref, instance)
     try:
-        _print_log(ctx, path, (dag_id, run_id, task_id, try_number), follow)
+        if not _print_shipped(ctx, try_ref, since, follow):
+            _print_local_file(ctx, try_ref, instance)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
 
 
-def _print_log(ctx: typer.Context, path, try_key: tuple[str, str, str, int], follow: bool) -> None:
-    offset, ended = 0, not follow
+def _print_shipped(ctx: typer.Context, try_ref: TryRef, since: float, follow: bool) -> bool:
+    """Print the try's texts from tock.logs; whether the topic holds any record of the try."""
+    found = False
     with tables(ctx, "tasks logs") as engine:
-        while True:
-            chunk = read_from(path, offset)
-            if chunk:
-                offset += len(chunk)
-                sys.stdout.buffer.write(chunk)
-                sys.stdout.buffer.flush()
-                continue
-            if ended:  # the try had ended and everything it wrote is printed
-                return
-            ended = try_has_ended(queries.task_instance(engine, *try_key[:3]), try_key[3])
-            if not ended:
-                time.sleep(POLL_SECONDS)
+        ended = (lambda: try_has_ended(queries.task_instance(engine, *astuple(try_ref)[:3]), try_ref.try_number))
+        try:
+            for batch in shipped_texts(settings_of(ctx), try_ref, since, ended if follow else None):
+                _write(batch.texts)
+                found = batch.found
+        except KafkaException as error:
+            fail("tasks logs", f"cannot read tock.logs: {error}")
+    return found
+
+
+def _print_local_file(ctx: typer.Context, try_ref: TryRef, instance: dict | None) -> None:
+    path = log_file(settings_of(ctx).home, *astuple(try_ref))
+    if not path.is_file():
+        where = f" (it ran on {instance['hostname']})" if instance and instance.get("hostname") else ""
+        fail("tasks logs", f"no log of try {try_ref.try_number} of {try_ref.task_id} in tock.logs, "
+                           f"nor on this host at {path}{where}")
+    for chunk in file_chunks(path):
+        sys.stdout.buffer.write(chunk)
+    sys.stdout.buffer.flush()
+
+
+def _write(texts: list[str]) -> None:
+    for text in texts:
+        sys.stdout.buffer.write(text.encode())
+    if texts:
+        sys.stdout.buffer.flush()

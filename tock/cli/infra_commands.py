@@ -60,7 +60,8 @@ def topics_create(ctx: typer.Context) -> None:
     settings = settings_of(ctx)
     admin = AdminClient({"bootstrap.servers": settings.bootstrap})
     try:
-        created = ensure_topics(admin, settings.topic_prefix, settings.partitions)
+        created = ensure_topics(admin, settings.topic_prefix, settings.partitions,
+                                log_retention_hours=settings.task_log_retention_hours)
     except (TopicMismatch, RuntimeError) as error:
         typer.echo(f"tock topics: {error}", err=True)
         raise typer.Exit(1) from None

@@ -1,0 +1,34 @@
+"""Task log lines shipped by runners (topic ``tock.logs``), readable from any host.
+
+Records are keyed by the try (:func:`try_log_key`) and, like every Tock topic, land in
+partition ``murmur2(dag_id) % N``, so a reader knows which partition holds a try's lines.
+"""
+
+from __future__ import annotations
+
+from schemas.declare import LOGS, Event, event
+
+
+def try_log_key(dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
+    """The record key of a try's log records."""
+    return f"{dag_id}|{run_id}|{task_id}|{try_number}"
+
+
+@event(LOGS)
+class TaskLogShipped(Event):
+    """A chunk of whole lines of a try's output, from byte ``offset`` of its log file.
+
+    ``truncated``: the try's shipping budget is spent; ``text`` says how much was shipped and
+    where the whole file is, and nothing more of the try is shipped. ``final``: the try's log
+    ends here (its text may be empty)."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    try_number: int
+    runner_id: str
+    offset: int
+    text: str
+    truncated: bool = False
+    final: bool = False
+    at: float
