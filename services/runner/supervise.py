@@ -169,17 +169,22 @@ class _Supervision:
 
     def _end(self, child: Child, timed_out: bool = False, kill_reason: str | None = None) -> None:
         del self.running[child.pidfd]
-        outcome = _finish(child, timed_out, kill_reason)
+        outcome = _finish(child, timed_out, kill_reason, self.stopping)
         self.watcher.ended(child.pid)
         self.ended(child.request, outcome)
 
 
-def _finish(child: Child, timed_out: bool, kill_reason: str | None) -> Outcome:
+STOPPED = "the runner was told to stop (SIGTERM: the try was revoked, or its worker or runner shut down)"
+
+
+def _finish(child: Child, timed_out: bool, kill_reason: str | None, stopping: bool = False) -> Outcome:
     """Reap the child and say how it ended."""
     try:
         status = os.waitpid(child.pid, 0)[1]
         if kill_reason is not None and _killed(status):
             return Outcome(False, kill_reason, killed=True)
+        if stopping and _killed(status):
+            return Outcome(False, STOPPED)
         # else it had ended by itself before the kill: its own outcome stands
         return _outcome(status, timed_out, child.request.execution_timeout, _read_report(child.report_fd))
     finally:

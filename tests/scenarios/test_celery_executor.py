@@ -5,16 +5,20 @@ default queue and reports differ from the tasks', and a message delivered twice.
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import replace
 
+import psutil
 import pytest
 
 from infra.executors.celery import celery_task_id
 from infra.executors.requests import TryRequest
 from infra.log import KafkaEventLog
-from schemas import TaskAdopted, TaskDeclaredDead, TaskLaunched, TaskQueued, TaskStarted, TaskSucceeded
+from schemas import (KillTask, TaskAdopted, TaskDeclaredDead, TaskFailed, TaskKilled, TaskKillRequested, TaskLaunched,
+                     TaskQueued, TaskStarted, TaskSucceeded)
 from tests.scenarios.celery_support import Workers, lines_of
-from tests.scenarios.scheduler_support import LogTail, Processes, create_topics, kill_hard, publish_dags, trigger
+from tests.scenarios.scheduler_support import (LogTail, Processes, create_topics, kill_hard, publish_dags, trigger,
+                                              wait_until)
 
 pytestmark = pytest.mark.scenario
 
@@ -149,3 +153,29 @@ def test_a_try_delivered_twice_by_celery_runs_its_user_code_once(settings, syste
     handle = tail.of_type(TaskLaunched, run_id=run_id)[0].handle
     received = sum(workers.log_of(host).count(f"tock.run_try[{handle}] received") for host in ("host-a", "host-b"))
     assert received >= 2
+
+
+def test_a_killed_celery_try_is_revoked_and_its_end_confirmed_through_the_log(settings, system, tmp_path):
+    """KillTask of a running Celery try: the scheduler commits TaskKillRequested and revokes the task
+    with terminate; whichever reaches the runner first (the log's request, or SIGTERM when its pool
+    process is terminated), the user code is gone, the try's end is in the log, and it is not retried."""
+    workers, processes, tail = system
+    ran = tmp_path / "ran.txt"
+    workers.start("host-a")
+    publish_dags(settings, dag_file(tmp_path, SLEEPERS, count=1, ran=ran, seconds=600, queue="default"))
+    processes.scheduler("s1")
+    run_id = trigger(settings, "celery_sleepers")
+    tail.wait_for(lambda _events: tail.of_type(TaskStarted, run_id=run_id), 60, "the try to start")
+    wait_until(lambda: lines_of(ran), 30, "the user code to start")
+    with KafkaEventLog(settings, client_id="test-operator") as event_log:
+        event_log.append(KillTask(dag_id="celery_sleepers", run_id=run_id, task_id="sleep_0",
+                                  request_id=uuid.uuid4().hex, requested_by="test", at=time.time()))
+    assert tail.run_finished(run_id, 60).state == "failed"
+    ends = tail.of_type(TaskKilled, run_id=run_id) + tail.of_type(TaskFailed, run_id=run_id)
+    assert [(event.task_id, event.try_number) for event in ends] == [("sleep_0", 1)]
+    assert len(tail.of_type(TaskKillRequested, run_id=run_id)) == 1
+    assert lines_of(ran) == ["sleep_0 1"]
+    assert "revoked" in workers.log_of("host-a").lower() or "terminat" in workers.log_of("host-a").lower()
+    assert not [process for process in psutil.process_iter(["cmdline"])
+                if "sleep 600" in " ".join(process.info["cmdline"] or [])
+                and str(tmp_path) in " ".join(process.info["cmdline"] or [])]

@@ -18,7 +18,7 @@ import pytest
 
 from services.runner.watcher import GroupWatcher, die_with_parent, enrolled_after
 from services.runner.paths import TryPaths, TryRequest
-from services.runner.supervise import KILL_CHECK_SECONDS, supervise, supervise_all
+from services.runner.supervise import KILL_CHECK_SECONDS, STOPPED, supervise, supervise_all
 
 DAG_FILE = '''
 import ctypes, os, sys, time
@@ -139,7 +139,7 @@ def test_a_try_log_path_is_portable(tmp_path):
 def test_sigterm_to_the_runner_stops_the_user_code_and_reports_it(tmp_path, dag_file):
     threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGTERM)).start()
     outcome, _log, _beats = run(tmp_path, dag_file, "sleeps")
-    assert (outcome.succeeded, outcome.error) == (False, "user code killed by signal SIGKILL (9)")
+    assert (outcome.succeeded, outcome.error) == (False, STOPPED)
 
 
 def test_tries_supervised_together_each_end_their_own_way(tmp_path, dag_file):
