@@ -68,6 +68,15 @@ class Settings(BaseSettings):
                                           "worker (a redelivered try is refused by the claim)")
     celery_parallelism: int = Field(default=64, ge=1, description="tries the Celery executor runs at once, "
                                                                   "counted from the log")
+    kubeconfig: Path | None = Field(default=None, description="kubeconfig of the Kubernetes cluster; unset = the "
+                                    "local API server of `tock kube start` (<home>/kube/kubeconfig)")
+    kube_namespace: str = Field(default="tock", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                                description="namespace of the Kubernetes executor's pods")
+    kube_image: str = Field(default="tock:latest", description="image of a try's pod (pod_override may change it)")
+    kube_apiserver_port: int = Field(default=6443, ge=1, le=65535, description="local kube-apiserver port")
+    kube_etcd_port: int = Field(default=2379, ge=1, le=65535, description="local etcd client port (peer: +1)")
+    kube_parallelism: int = Field(default=64, ge=1, description="tries the Kubernetes executor runs at once, "
+                                                                "counted from the log")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     executors: str = Field(default="local,celery", pattern=r"^[a-z]+(,[a-z]+)*$",
                            description="executors this installation runs, comma-separated; a task on another "
@@ -86,7 +95,7 @@ class Settings(BaseSettings):
     @property
     def executor_parallelism(self) -> dict[str, int]:
         """Tries each executor runs at once."""
-        return {"local": self.parallelism, "celery": self.celery_parallelism}
+        return {"local": self.parallelism, "celery": self.celery_parallelism, "kubernetes": self.kube_parallelism}
 
     @property
     def host(self) -> str:
@@ -117,6 +126,10 @@ class Settings(BaseSettings):
     @property
     def resolved_dags_folder(self) -> Path:
         return self.dags_folder or self.home / "dags"
+
+    @property
+    def resolved_kubeconfig(self) -> Path:
+        return self.kubeconfig or self.home / "kube" / "kubeconfig"
 
     @property
     def resolved_db_url(self) -> str:

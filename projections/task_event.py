@@ -9,14 +9,14 @@ run-level events (runs, backfills, rejections) are not: they are in ``dag_run``,
 
 from __future__ import annotations
 
-from schemas import (ClearTask, KillTask, MarkTask, PodFinished, TaskAdopted, TaskCleared, TaskDeclaredDead,
+from schemas import (ClearTask, KillTask, MarkTask, PodFinished, PodStarted, TaskAdopted, TaskCleared, TaskDeclaredDead,
                      TaskFailed, TaskKilled, TaskKillRequested, TaskLaunched, TaskQueued, TaskRemoved,
                      TaskRetryScheduled, TaskSkipped, TaskStarted, TaskSucceeded, TaskUpstreamFailed)
 from projections.records import Record, Row, logical_topic, payload_json
 
 TABLE = "task_event"
 _EVENTS = (TaskQueued, TaskLaunched, TaskStarted, TaskAdopted, TaskSucceeded, TaskFailed,
-           TaskRetryScheduled, TaskDeclaredDead, TaskUpstreamFailed, PodFinished, ClearTask, MarkTask,
+           TaskRetryScheduled, TaskDeclaredDead, TaskUpstreamFailed, PodStarted, PodFinished, ClearTask, MarkTask,
            KillTask, TaskCleared, TaskKillRequested, TaskKilled, TaskSkipped, TaskRemoved)
 
 

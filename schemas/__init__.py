@@ -31,6 +31,7 @@ from schemas.schedulers import SchedulerHeartbeat, SchedulerStopped
 from schemas.workers import WorkerHeartbeat, WorkerStopped
 from schemas.tasks import (
     PodFinished,
+    PodStarted,
     TaskAdopted,
     TaskCleared,
     TaskDeclaredDead,

@@ -147,9 +147,11 @@ class TaskUpstreamFailed(Event):
     at: float
 
 
-@event(EVENTS)
+@event(EVENTS, version=2)
 class PodFinished(Event):
-    """The Kubernetes watcher saw the try's pod end (phase Succeeded/Failed, reason e.g. OOMKilled)."""
+    """The Kubernetes watcher saw the try's pod end (phase Succeeded/Failed, reason e.g. OOMKilled).
+    A try still running when its pod ended (its runner reported no outcome) fails with it.
+    v2 added pod_uid and node."""
 
     dag_id: str
     run_id: str
@@ -159,6 +161,23 @@ class PodFinished(Event):
     phase: str
     reason: str = ""
     exit_code: int | None = None
+    pod_uid: str = ""
+    node: str = ""
+    at: float
+
+
+@event(EVENTS)
+class PodStarted(Event):
+    """The Kubernetes watcher saw the try's pod running on a node (informational: the runner's
+    TaskStarted claims the try)."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    try_number: int
+    pod_name: str
+    pod_uid: str
+    node: str
     at: float
 
 

@@ -25,6 +25,7 @@ from schemas import (
     MarkTask,
     PauseDag,
     PodFinished,
+    PodStarted,
     RequestBackfill,
     TaskAdopted,
     TaskCleared,
@@ -261,5 +262,6 @@ _HANDLERS: dict[type, Callable[[SchedulerState, Any], None]] = {
     TaskRetryScheduled: _retry_scheduled,
     TaskUpstreamFailed: _upstream_failed,
     PodFinished: _recorded_only,
+    PodStarted: _recorded_only,
     DeadlineMissed: _recorded_only,
 }
