@@ -40,6 +40,7 @@ from services.scheduler.core.model import (
     TryKey,
 )
 from services.scheduler.core.operations import decide_deleted_dag_run, decide_rejections, decide_removed_tasks, stop
+from services.scheduler.core.pods import failed_with_pod, pod_ended_without_outcome
 from services.scheduler.core.runs import decide_runs
 
 
@@ -93,8 +94,10 @@ def _decide_task(run: DagRun, dag: DagEntry, instance: TaskInstance, ups: list[s
                  policy: Policy, dead: Collection[TryKey], paused: bool) -> tuple[list, str]:
     """(events, the instance's state once they are folded) for one task of the walk."""
     events: list = []
-    if (run.dag_id, run.run_id, instance.task_id) in dead:
-        events.append(declared_dead(run, instance, now, policy.scheduler_id, policy.heartbeat_timeout))
+    dead_try, pod_ended = (run.dag_id, run.run_id, instance.task_id) in dead, pod_ended_without_outcome(instance)
+    if dead_try or pod_ended:
+        events.append(failed_with_pod(run, instance, now) if pod_ended and not dead_try
+                      else declared_dead(run, instance, now, policy.scheduler_id, policy.heartbeat_timeout))
         if instance.pending:  # what a command asked for follows once the death is folded
             return events, instance.state
         instance = _as_failed(instance, now)
@@ -137,7 +140,7 @@ def _queued(run: DagRun, instance: TaskInstance, task, now: float, policy: Polic
 
 def _still_running(run: DagRun, dead: Collection[TryKey]) -> bool:
     return any(instance.state in ACTIVE and (run.dag_id, run.run_id, task_id) not in dead
-               for task_id, instance in run.tasks.items())
+               and not pod_ended_without_outcome(instance) for task_id, instance in run.tasks.items())
 
 
 def _as_failed(instance: TaskInstance, now: float) -> TaskInstance:

@@ -63,6 +63,7 @@ from services.scheduler.core.model import (
     TryKey,
     topological_order,
 )
+from services.scheduler.core.pods import pod_failure
 from services.scheduler.core.runs import first_due
 
 
@@ -193,6 +194,14 @@ def _ended(state: SchedulerState, event: TaskSucceeded | TaskFailed | TaskDeclar
         end_try(state, state.runs[key[:2]], instance, outcome, event.at)
 
 
+def _pod_finished(state: SchedulerState, event: PodFinished) -> None:
+    # An outcome the runner reported is in the log before its process (and so its pod) ended:
+    # a try still active here ended without one, and decide fails it (pods.py).
+    instance, _key = _current(state, event)
+    if instance is not None:
+        instance.pod_ended = pod_failure(event)
+
+
 def _retry_scheduled(state: SchedulerState, event: TaskRetryScheduled) -> None:
     run = state.runs.get((event.dag_id, event.run_id))
     instance = run.tasks.get(event.task_id) if run else None
@@ -261,7 +270,7 @@ _HANDLERS: dict[type, Callable[[SchedulerState, Any], None]] = {
     TaskRemoved: commands.removed,
     TaskRetryScheduled: _retry_scheduled,
     TaskUpstreamFailed: _upstream_failed,
-    PodFinished: _recorded_only,
+    PodFinished: _pod_finished,
     PodStarted: _recorded_only,
     DeadlineMissed: _recorded_only,
 }

@@ -77,6 +77,7 @@ class TaskInstance:
     pending: str = ""        # CLEAR, KILL, REMOVE or MARK_PREFIX + state, once the try has ended
     pending_request: str = ""  # the request id of the command that set ``pending``
     kill_requested: bool = False  # a TaskKillRequested of the current try was committed
+    pod_ended: str = ""      # the current try's pod ended with no outcome from its runner (PodFinished): why
 
 
 @dataclass(slots=True)

@@ -1,0 +1,48 @@
+"""Pods of the Kubernetes executor, as the core sees them: what the watcher reports, folded.
+
+The watcher of a scheduler reports the pods of its partitions (PodStarted, PodFinished). A
+runner's outcome is in the log before its process, and so its pod, has ended; a try still
+active when its PodFinished is folded therefore ended without one (OOM-killed, its command
+missing, its node's agent lost it), and its TaskFailed is the scheduler's to write, with the
+pod's reason. Which pod events are worth writing is decided here too: once per pod and try.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from schemas import PodFinished, PodStarted, TaskFailed
+from services.scheduler.core.model import ACTIVE, DagRun, SchedulerState, TaskInstance
+
+
+def pod_failure(event: PodFinished) -> str:
+    """Why the try failed, in the words users of Kubernetes know."""
+    reason = event.reason or ("Completed" if event.phase == "Succeeded" else "Error")
+    code = "" if event.exit_code is None else f", exit code {event.exit_code}"
+    return f"pod {event.pod_name} ended {event.phase} ({reason}{code}) without an outcome from its runner"
+
+
+def failed_with_pod(run: DagRun, instance: TaskInstance, now: float) -> TaskFailed:
+    return TaskFailed(dag_id=run.dag_id, run_id=run.run_id, task_id=instance.task_id,
+                      try_number=instance.try_number, runner_id=instance.runner_id, error=instance.pod_ended,
+                      at=now)
+
+
+def pod_ended_without_outcome(instance: TaskInstance) -> bool:
+    return bool(instance.pod_ended) and instance.state in ACTIVE
+
+
+def worth_writing(state: SchedulerState, observed: Iterable[PodStarted | PodFinished],
+                  written: set[tuple[str, str]]) -> list[PodStarted | PodFinished]:
+    """The observations about current, active tries not written before (``written``: (kind, pod uid),
+    updated). A relist after a watch broke repeats what was seen; a pod of an ended try is history."""
+    worth = []
+    for event in observed:
+        instance = state.instance((event.dag_id, event.run_id, event.task_id))
+        mark = (type(event).__name__, event.pod_uid)
+        if instance is None or instance.try_number != event.try_number or instance.state not in ACTIVE \
+                or mark in written:
+            continue
+        written.add(mark)
+        worth.append(event)
+    return worth
