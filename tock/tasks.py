@@ -67,12 +67,18 @@ def _pod_override_problems(pod_override: Any) -> list[str]:
     if pod_override is None:
         return []
     if not isinstance(pod_override, dict):
-        return [f"pod_override must be a dict like {{'image': ..., 'resources': ...}}, got {pod_override!r}"]
+        return [f"pod_override must be a dict like {{'image': ..., 'resources': ..., 'env': ...}}, got {pod_override!r}"]
     found = []
     if "image" in pod_override and not isinstance(pod_override["image"], str):
         found.append(f"pod_override image must be a string, got {pod_override['image']!r}")
     if "resources" in pod_override and not isinstance(pod_override["resources"], dict):
         found.append(f"pod_override resources must be a dict, got {pod_override['resources']!r}")
+    env = pod_override.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(key, str) and isinstance(value, str) for key, value in env.items()):
+        found.append(f"pod_override env must be a dict of strings to strings, got {env!r}")
+    unknown = sorted(set(pod_override) - {"image", "resources", "env"})
+    if unknown:
+        found.append(f"pod_override knows image, resources and env, not {', '.join(map(repr, unknown))}")
     try:
         json.dumps(pod_override)
     except (TypeError, ValueError) as error:

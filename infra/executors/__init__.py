@@ -9,10 +9,14 @@ __all__ = ["LocalExecutor", "build_executors", "is_alive", "process_start_time"]
 
 
 def build_executors(settings: Settings) -> dict:
-    """The executors this installation runs (TOCK_EXECUTORS), by name. Kubernetes is not built yet."""
+    """The executors this installation runs (TOCK_EXECUTORS), by name."""
     executors: dict = {"local": LocalExecutor(settings)}
     if "celery" in settings.available_executors:
         from infra.executors.celery import CeleryExecutor  # Celery is imported only where it is used
 
         executors["celery"] = CeleryExecutor(settings)
+    if "kubernetes" in settings.available_executors:
+        from infra.executors.kubernetes import KubernetesExecutor  # the client is imported only where used
+
+        executors["kubernetes"] = KubernetesExecutor(settings)
     return executors

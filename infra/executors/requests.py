@@ -16,6 +16,7 @@ class TryRequest:
     dag_file: str
     execution_timeout: float | None = None
     queued_at: float = 0.0  # the ``at`` of the try's TaskQueued: where its claim starts reading (0: unknown)
+    pod_override: str | None = None  # the task's pod_override, JSON (the Kubernetes executor applies it)
 
     @property
     def key(self) -> tuple[str, str, str, int]:

@@ -121,7 +121,8 @@ class Launcher:
             return None
         task = dag.tasks.get(key[2])
         request = TryRequest(key[0], key[1], key[2], instance.try_number, dag.definition.file_path,
-                             task.execution_timeout if task else None, instance.queued_at or 0.0)
+                             task.execution_timeout if task else None, instance.queued_at or 0.0,
+                             task.pod_override_json if task else None)
         return Launch(memory.partition, instance.executor, instance.try_number, request, instance.queue)
 
     def _launch_on(self, name: str, launches: list[Launch]) -> list[tuple[int, TaskLaunched]]:

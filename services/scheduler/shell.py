@@ -18,12 +18,13 @@ from collections.abc import Mapping
 
 from confluent_kafka import TopicPartition
 
-from infra.log import EventReader, PartitionsLost, TransactionAborted, TransactionalSession, settle
+from infra.log import EventReader, PartitionsLost, TransactionAborted, TransactionalSession, partition_for, settle
 from infra.settings import Settings
 from infra.topics import topic_name
 from schemas import (DAGS, EVENTS, HEARTBEATS, DagParsed, PauseDag, SchedulerHeartbeat, SchedulerStopped,
                      TaskHeartbeat, TaskKillRequested, TaskLaunched)
 from services.scheduler.core import Policy, decide, decide_adoption, next_wakeup, orphans, overdue_tries
+from services.scheduler.core.pods import try_has_ended, worth_writing
 from services.scheduler.core.model import DagTombstone
 from services.scheduler.evidence import SLOW_CALL, HeartbeatEvidence
 from services.scheduler.launching import Executor, Launcher
@@ -65,6 +66,7 @@ class Scheduler:
         self.group_id = f"{settings.topic_prefix}tock-scheduler"
         self._next_heartbeat = 0.0
         self.assigned_at: dict[int, float] = {}  # when each partition was taken over (for benchmarks)
+        self._pods_written: set[tuple[str, str]] = set()  # (observation, pod uid) written already
 
     # -- life cycle ------------------------------------------------------------------------
     def run(self) -> None:
@@ -146,6 +148,7 @@ class Scheduler:
             self._commit(decisions)
         if self.may_launch:
             self.pending.extend(self.launcher.launch_ready(self.memories.values()))
+        self._tend_pods()
 
     def _poll_wait(self) -> float:
         if self.pending or self.adoption_due or not self.may_launch:
@@ -209,6 +212,33 @@ class Scheduler:
             log.info("partition %d: %d orphan(s), %d alive and adopted", partition, len(alive), len(adopted))
             decisions += [(partition, event) for event in adopted]
         return decisions
+
+    # -- pods (executors that watch what they launched) -----------------------------------------
+    def _watching_executors(self) -> list:
+        return [executor for executor in self.executors.values() if hasattr(executor, "observations")]
+
+    def _watch_owned(self) -> None:
+        """Executors that watch their tries (Kubernetes) follow the partitions owned now, and only them."""
+        for executor in self._watching_executors():
+            executor.watch(sorted(self.memories))
+
+    def _tend_pods(self) -> None:
+        """Write what the watchers saw of the owned partitions' pods (once per pod), and delete the
+        finished pods whose try's outcome is folded."""
+        for executor in self._watching_executors():
+            by_partition: dict[int, list] = {}
+            for event in executor.observations():
+                by_partition.setdefault(partition_for(event.dag_id, self.settings.partitions), []).append(event)
+            for partition, observed in by_partition.items():
+                memory = self.memories.get(partition)
+                if memory is not None:
+                    self.pending += [(partition, event) for event in
+                                     worth_writing(memory.state, observed, self._pods_written)]
+            executor.delete_finished([pod.name for pod in executor.finished_pods() if self._try_ended(pod.key)])
+
+    def _try_ended(self, key: tuple[str, str, str, int]) -> bool:
+        memory = self.memories.get(partition_for(key[0], self.settings.partitions))
+        return memory is not None and try_has_ended(memory.state, key)
 
     def _probe(self, executor_name: str, handle: str) -> bool | None:
         executor = self.executors.get(executor_name)
@@ -292,6 +322,7 @@ class Scheduler:
         self.events.consumer.incremental_assign(parts)
         self.events.consumer.resume(parts)  # librdkafka keeps a parked partition's pause across re-assignment
         self._reassign_side()
+        self._watch_owned()  # lists the new partitions' pods now: the adoption probes read that list
         self.evidence.assigned(partitions, time.time())
         self.adoption_due.update(partitions)
         self.full_walk.update(partitions)
@@ -357,6 +388,7 @@ class Scheduler:
         self.pending = [(partition, event) for partition, event in self.pending if partition in self.memories
                         or partition is None]
         self._reassign_side()
+        self._watch_owned()
         log.info("revoked partitions %s", sorted(partitions))
 
     def _commit_launches_of(self, partitions: set[int]) -> None:

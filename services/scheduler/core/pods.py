@@ -46,3 +46,9 @@ def worth_writing(state: SchedulerState, observed: Iterable[PodStarted | PodFini
         written.add(mark)
         worth.append(event)
     return worth
+
+
+def try_has_ended(state: SchedulerState, key: tuple[str, str, str, int]) -> bool:
+    """Whether the try a finished pod ran has its outcome folded (so the pod may be deleted)."""
+    instance = state.instance(key[:3])
+    return instance is None or instance.try_number != key[3] or instance.state not in ACTIVE

@@ -1,0 +1,199 @@
+"""The Kubernetes executor: one pod per try, through the official client, against any API server.
+
+A try's pod name is derived from the try key (DNS-1123, at most 63 characters, unique per try
+and installation), so a second create of the same try is refused by the API server (409: the
+name is taken) and counts as the launch it repeats. Pods carry labels for the installation,
+the partition (``murmur2(dag_id) % N``, as every topic), the DAG, task and try, and
+annotations with the exact ids. A scheduler watches and lists pods by the labels of the
+partitions it owns, never by a scheduler's identity (kube_watch.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from kubernetes import client as kube
+from kubernetes import config as kube_config
+from kubernetes.client.rest import ApiException
+from urllib3.exceptions import HTTPError
+
+from infra.executors.kube_watch import PodView, PodWatcher
+from infra.executors.requests import TryRequest
+from infra.log import partition_for
+from infra.settings import Settings
+from schemas import PodFinished, PodStarted
+
+log = logging.getLogger("tock.executor.kubernetes")
+
+NAME = "kubernetes"
+MANAGED_BY = "app.kubernetes.io/managed-by"
+INSTALLATION, PARTITION = "tock.dev/installation", "tock.dev/partition"
+DAG, TASK, TRY = "tock.dev/dag", "tock.dev/task", "tock.dev/try"
+IDS = ("tock.dev/dag-id", "tock.dev/run-id", "tock.dev/task-id", "tock.dev/try-number")  # annotations
+CREATE_THREADS = 8
+SEND_BACKOFF_FIRST, SEND_BACKOFF_MOST = 0.5, 5.0
+# What a try's runner needs of the scheduler's settings, passed to its pod's environment.
+RUNNER_SETTINGS = ("topic_prefix", "partitions", "task_heartbeat_seconds", "task_log_ship_limit_bytes", "log_level")
+
+
+def api_client(settings: Settings) -> kube.ApiClient:
+    """A client of the cluster in TOCK_KUBECONFIG (or the local API server's kubeconfig)."""
+    return kube_config.new_client_from_config(config_file=str(settings.resolved_kubeconfig))
+
+
+def installation_label(prefix: str) -> str:
+    """The installation's label value: its topic prefix, hashed into a valid label value."""
+    return "i" + hashlib.sha1(prefix.encode()).hexdigest()[:12]
+
+
+def pod_name(prefix: str, request: TryRequest) -> str:
+    """``tock-<dag>-<task>-<try>-<hash>``: readable, valid DNS-1123, at most 63 characters, and
+    unique per try (the hash covers the prefix and the whole try key, run id included)."""
+    digest = hashlib.sha1("\x1f".join([prefix, *map(str, request.key)]).encode()).hexdigest()[:10]
+    tail = f"-{request.try_number}-{digest}"
+    stem = _dns(f"{request.dag_id}-{request.task_id}")[:63 - len("tock-") - len(tail)].strip("-")
+    return f"tock-{stem}{tail}" if stem else f"tock{tail}"
+
+
+def _dns(text: str) -> str:
+    return re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", text.lower())).strip("-")
+
+
+def _label(text: str) -> str:
+    value = re.sub(r"[^A-Za-z0-9_.-]", "_", text)[:63]
+    return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", value) or "x"
+
+
+def pod_manifest(settings: Settings, request: TryRequest, queue: str, override: dict) -> dict:
+    """The pod of one try: ``tock run-task`` with the runner's settings, and the task's pod_override."""
+    ids = dict(zip(IDS, (request.dag_id, request.run_id, request.task_id, str(request.try_number))))
+    labels = {MANAGED_BY: "tock", INSTALLATION: installation_label(settings.topic_prefix),
+              PARTITION: str(partition_for(request.dag_id, settings.partitions)), DAG: _label(request.dag_id),
+              TASK: _label(request.task_id), TRY: str(request.try_number)}
+    container = {"name": "try", "image": override.get("image", settings.kube_image),
+                 "command": _command(request, queue), "env": _environment(settings, override)}
+    if override.get("resources"):
+        container["resources"] = override["resources"]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod_name(settings.topic_prefix, request), "labels": labels, "annotations": ids},
+            "spec": {"restartPolicy": "Never", "containers": [container], "terminationGracePeriodSeconds": 30}}
+
+
+def _command(request: TryRequest, queue: str) -> list[str]:
+    command = ["tock", "run-task", request.dag_id, request.run_id, request.task_id, str(request.try_number),
+               "--dag-file", request.dag_file, "--executor", NAME, "--queue", queue,
+               "--queued-at", repr(request.queued_at)]
+    if request.execution_timeout is not None:
+        command += ["--execution-timeout", repr(request.execution_timeout)]
+    return command
+
+
+def _environment(settings: Settings, override: dict) -> list[dict]:
+    values = {"TOCK_KAFKA_BOOTSTRAP": settings.bootstrap}
+    values.update({f"TOCK_{name.upper()}": str(getattr(settings, name)) for name in RUNNER_SETTINGS
+                   if hasattr(settings, name)})
+    values.update({str(name): str(value) for name, value in (override.get("env") or {}).items()})
+    return [{"name": name, "value": value} for name, value in values.items()]
+
+
+class KubernetesExecutor:
+    """Creates a pod per try; watches the owned partitions' pods; deletes those whose try ended."""
+
+    name = NAME
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._api = api_client(settings)
+        self._core = kube.CoreV1Api(self._api)
+        self._creates = ThreadPoolExecutor(CREATE_THREADS, thread_name_prefix="tock-pod-create")
+        self.watcher = PodWatcher(self._core, settings.kube_namespace,
+                                  f"{INSTALLATION}={installation_label(settings.topic_prefix)}", PARTITION)
+        self._retry_at, self._backoff = 0.0, SEND_BACKOFF_FIRST
+        self.requests_made = 0  # API requests: creates and deletes (the watcher counts its own)
+
+    # -- the executor port -------------------------------------------------------------------
+    def launch_many(self, requests: list[tuple[TryRequest, str]]) -> list[str]:
+        """Create the tries' pods (several at once); the handles (pod names) of a prefix of them."""
+        if time.monotonic() < self._retry_at:
+            return []
+        results = list(self._creates.map(lambda pair: self._create(*pair), requests))
+        handles = []
+        for (request, _queue), result in zip(requests, results):
+            if isinstance(result, Exception):
+                self._failed(len(requests) - len(handles), result)
+                break
+            handles.append(result)
+        else:
+            self._backoff = SEND_BACKOFF_FIRST
+        return handles
+
+    def is_alive(self, handle: str) -> bool | None:
+        """True for a pod the watcher's list shows Pending or Running; else None (heartbeats decide)."""
+        pod = self.watcher.pod(handle)
+        return True if pod is not None and pod.phase in ("Pending", "Running") else None
+
+    def kill(self, handle: str) -> None:
+        """Delete the pod: its node stops it (SIGTERM to the runner, which reports the try's end)."""
+        self._delete(handle, grace=None)
+
+    def close(self) -> None:
+        self.watcher.stop()
+        self._creates.shutdown(wait=True)
+        self._api.close()
+
+    # -- watching (the scheduler's partitions) ------------------------------------------------
+    def watch(self, partitions: list[int]) -> None:
+        """Follow the pods of these partitions only: one list now (adoption reads it), then a watch."""
+        self.watcher.follow(frozenset(partitions))
+
+    def observations(self) -> list[PodStarted | PodFinished]:
+        return self.watcher.drain()
+
+    def finished_pods(self) -> list[PodView]:
+        return self.watcher.finished()
+
+    def delete_finished(self, names: list[str]) -> None:
+        """Delete finished pods whose try's outcome is in the log (a failed delete is tried again later)."""
+        for name in names:
+            if self._delete(name, grace=0):
+                self.watcher.forget(name)
+
+    # -- internals --------------------------------------------------------------------------
+    def _create(self, request: TryRequest, queue: str) -> str | Exception:
+        override = json.loads(request.pod_override) if request.pod_override else {}
+        body = pod_manifest(self._settings, request, queue, override)
+        self.requests_made += 1
+        try:
+            self._core.create_namespaced_pod(self._settings.kube_namespace, body)
+        except ApiException as error:
+            if error.status != 409:  # 409: this try's pod exists already: the launch it repeats
+                return error
+        except (HTTPError, OSError) as error:
+            return error
+        return body["metadata"]["name"]
+
+    def _delete(self, name: str, grace: int | None) -> bool:
+        """Delete a pod; whether it is gone or going (a pod already gone counts)."""
+        self.requests_made += 1
+        try:
+            self._core.delete_namespaced_pod(name, self._settings.kube_namespace, grace_period_seconds=grace)
+        except ApiException as error:
+            if error.status == 404:
+                return True
+            log.warning("deleting pod %s failed: %s", name, error.reason)
+            return False
+        except (HTTPError, OSError) as error:
+            log.warning("deleting pod %s failed: %s", name, error)
+            return False
+        return True
+
+    def _failed(self, unsent: int, error: Exception) -> None:
+        self._retry_at = time.monotonic() + self._backoff
+        log.error("Kubernetes API refused a pod (%s): %d tries stay queued; trying again in %.1f s",
+                  getattr(error, "reason", error), unsent, self._backoff)
+        self._backoff = min(self._backoff * 2, SEND_BACKOFF_MOST)
