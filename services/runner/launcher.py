@@ -20,6 +20,7 @@ import sys
 
 from infra.executors.local import process_start_time
 from infra.settings import Settings
+from services.runner.pipes import read_line
 from services.runner.watcher import die_with_parent
 
 TRIES_PER_RUNNER = 8
@@ -106,14 +107,6 @@ def _spare(settings: Settings, read_end: int, attached_to: int | None) -> None:
         os._exit(code)
 
 
-def _read_line(descriptor: int) -> str:
-    """One line, read byte by byte so nothing after it is consumed (the requests follow)."""
-    line = b""
-    while (byte := os.read(descriptor, 1)) not in (b"", b"\n"):
-        line += byte
-    return line.decode()
-
-
 def _read_all(descriptor: int) -> str:
     chunks = []
     while chunk := os.read(descriptor, 65536):
@@ -135,7 +128,7 @@ def _detach_stdio(settings: Settings) -> None:
 
 
 def main() -> None:
-    settings = Settings(**json.loads(_read_line(sys.stdin.fileno())))
+    settings = Settings(**json.loads(read_line(sys.stdin.fileno())))
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # runners are reaped by the kernel
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # a Ctrl-C is the scheduler's to handle
     # Imported once here, inherited warm by every runner and its user-code child: importing

@@ -20,6 +20,7 @@ import signal
 from infra.executors.celery import NAME
 from infra.settings import Settings
 from services.runner import FAILED, RunnerClients, TryRequest, serve_tries
+from services.runner.pipes import read_line
 from services.runner.watcher import die_with_parent
 
 log = logging.getLogger("tock.worker")
@@ -41,7 +42,7 @@ class ResidentRunner:
         line = json.dumps({"try": payload["try"], "queue": payload.get("queue", "")}) + "\n"
         try:
             os.write(self._requests, line.encode())
-            answer = _read_line(self._answers)
+            answer = read_line(self._answers)
         except OSError:
             answer = ""
         if not answer:  # the runner died with the try: its deadline and the watcher take over
@@ -98,7 +99,7 @@ def _serve(settings: Settings, requests: int, answers: int, parent: int) -> None
         clients = RunnerClients.connect(settings)
         clients.warm()
         try:
-            while line := _read_line(requests):
+            while line := read_line(requests):
                 request = json.loads(line)
                 codes = serve_tries(settings, clients, [(TryRequest(**request["try"]), request["queue"])],
                                     executor=NAME)
@@ -112,11 +113,3 @@ def _serve(settings: Settings, requests: int, answers: int, parent: int) -> None
         log.exception("resident runner crashed")
     finally:
         os._exit(code)
-
-
-def _read_line(descriptor: int) -> str:
-    """One line, read byte by byte (only one request or answer is ever in flight); "" at end of file."""
-    line = b""
-    while (byte := os.read(descriptor, 1)) not in (b"", b"\n"):
-        line += byte
-    return line.decode() if byte == b"\n" else ""

@@ -34,20 +34,17 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 
 import redis
 
-from tests.benchmarks.common import REPO, bench_settings, figure, spread
+from tests.benchmarks.common import REPO, RunFailed, bench_settings, figure, spread, timed_run
 from tests.benchmarks.w3_takeover import drop_topics, load
 from tests.scenarios.scheduler_support import LogTail, environment, publish_dags
 
-from infra.log import KafkaEventLog
 from infra.settings import Settings
 from schemas import DagRunCreated, TaskLaunched, TaskQueued, TaskStarted, TaskSucceeded, TriggerDagRun
-from services.scheduler.core import manual_run_id
 
 WORKERS = ("bench-w1", "bench-w2")
 CONCURRENCY = 4
@@ -197,23 +194,6 @@ def write_dag(folder: Path, name: str, source: str) -> Path:
     path = folder / f"{name}.py"
     path.write_text(source)
     return path
-
-
-def timed_run(settings: Settings, tail: LogTail, dag_id: str) -> tuple[float, str]:
-    """Seconds from the TriggerDagRun's acknowledgement to the run's success, and the run id."""
-    request_id = uuid.uuid4().hex
-    with KafkaEventLog(settings, client_id="bench-trigger") as event_log:
-        event_log.append(TriggerDagRun(dag_id=dag_id, request_id=request_id, requested_by="bench", at=time.time()))
-        event_log.flush()
-        acknowledged = time.time()
-    finished = tail.run_finished(manual_run_id(request_id), 300)
-    if finished.state != "success":
-        raise RunFailed(f"run {finished.run_id} of {dag_id} ended {finished.state}")
-    return finished.at - acknowledged, manual_run_id(request_id)
-
-
-class RunFailed(RuntimeError):
-    """A benchmark run did not succeed: the script exits non-zero."""
 
 
 def bench(tmp: Path, keep_events: bool = False) -> None:

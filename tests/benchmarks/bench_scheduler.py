@@ -23,10 +23,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
-from tests.benchmarks.common import REPO, bench_settings, figure, spread
+from tests.benchmarks.common import REPO, bench_settings, figure, spread, timed_run
 from tests.benchmarks.w3_takeover import TRIES, bench_w3_real, bench_w3_synthetic, drop_topics
 from tests.scenarios.scheduler_support import LogTail, environment, publish_dags
 
@@ -38,9 +37,7 @@ from schemas import (
     TaskQueued,
     TaskStarted,
     TaskSucceeded,
-    TriggerDagRun,
 )
-from services.scheduler.core import manual_run_id
 
 FAN_OUT = '''
 from tock import DAG, task
@@ -85,18 +82,6 @@ def write_dag(folder: Path, name: str, source: str) -> Path:
     path = folder / f"{name}.py"
     path.write_text(source)
     return path
-
-
-def timed_run(settings, tail: LogTail, dag_id: str) -> tuple[float, str]:
-    """Seconds from the TriggerDagRun's acknowledgement to the run's success, and the run id."""
-    request_id = uuid.uuid4().hex
-    with KafkaEventLog(settings, client_id="bench-trigger") as event_log:
-        event_log.append(TriggerDagRun(dag_id=dag_id, request_id=request_id, requested_by="bench", at=time.time()))
-        event_log.flush()
-        acknowledged = time.time()
-    finished = tail.run_finished(manual_run_id(request_id), 300)
-    assert finished.state == "success", finished
-    return finished.at - acknowledged, manual_run_id(request_id)
 
 
 def cli_trigger(settings, dag_id: str) -> tuple[float, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import time
 import uuid
 from pathlib import Path
 
@@ -12,6 +13,9 @@ from confluent_kafka.admin import AdminClient
 from infra.broker import LocalKafkaBroker
 from infra.settings import Settings, load_settings
 from infra.topics import ensure_topics
+from infra.log import KafkaEventLog
+from schemas import TriggerDagRun
+from services.scheduler.core import manual_run_id
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,3 +48,21 @@ def figure(name: str, value: float, unit: str, goal: str = "") -> None:
 
 def spread(values: list[float]) -> str:
     return f"min {min(values):.3f} / median {statistics.median(values):.3f} / max {max(values):.3f}"
+
+
+class RunFailed(RuntimeError):
+    """A benchmark run did not succeed: the script exits non-zero."""
+
+
+def timed_run(settings: Settings, tail, dag_id: str) -> tuple[float, str]:
+    """Seconds from the TriggerDagRun's acknowledgement to the run's success (read from the log by
+    ``tail``, a scenarios LogTail), and the run id."""
+    request_id = uuid.uuid4().hex
+    with KafkaEventLog(settings, client_id="bench-trigger") as event_log:
+        event_log.append(TriggerDagRun(dag_id=dag_id, request_id=request_id, requested_by="bench", at=time.time()))
+        event_log.flush()
+        acknowledged = time.time()
+    finished = tail.run_finished(manual_run_id(request_id), 300)
+    if finished.state != "success":
+        raise RunFailed(f"run {finished.run_id} of {dag_id} ended {finished.state}")
+    return finished.at - acknowledged, manual_run_id(request_id)
