@@ -22,7 +22,7 @@ import yaml
 from kubernetes.client.rest import ApiException
 
 from infra import kube_client
-from infra.broker import port_open
+from infra.broker import pid_alive, port_open
 from infra.kube import agent
 from infra.kube.certs import Credentials, CredentialsError, ensure_credentials
 from infra.kube.commands import apiserver_command, etcd_command
@@ -99,6 +99,7 @@ class LocalKube:
     def start(self, with_agent: bool = True, timeout: float = 90.0) -> KubeStatus:
         """Start whatever is not running (building once if needed); return when /readyz answers,
         the kubeconfig is written and the namespace exists. Idempotent."""
+        self._refuse_foreign_kubeconfig()
         etcd_binary, apiserver_binary = self._binaries(self.build())
         deadline = time.monotonic() + timeout
         try:
@@ -135,27 +136,31 @@ class LocalKube:
 
     def _ensure_etcd(self, binary: Path, deadline: float) -> None:
         port = self.settings.kube_etcd_port
-        if self.etcd.live_pid() is None:
+        pid = self.etcd.live_pid()
+        if pid is None:
             self._refuse_taken_ports("etcd", port, port + 1, hint="TOCK_KUBE_ETCD_PORT")
             data_dir = self.root / "etcd"
             data_dir.mkdir(parents=True, exist_ok=True)
             data_dir.chmod(0o700)
-            self.etcd.launch(etcd_command(binary, data_dir, port))
-        self._wait(self.etcd, lambda: _answers_ok(f"http://127.0.0.1:{port}/health"), deadline, "healthy")
+            pid = self.etcd.launch(etcd_command(binary, data_dir, port))
+        self._wait(self.etcd, pid, lambda: _answers_ok(f"http://127.0.0.1:{port}/health"), deadline, "healthy")
 
     def _ensure_apiserver(self, binary: Path, credentials: Credentials, deadline: float) -> None:
         port = self.settings.kube_apiserver_port
-        if self.apiserver.live_pid() is None:
+        pid = self.apiserver.live_pid()
+        if pid is None:
             self._refuse_taken_ports("kube-apiserver", port, hint="TOCK_KUBE_APISERVER_PORT")
-            self.apiserver.launch(apiserver_command(binary, credentials, port, self.settings.kube_etcd_port))
-        self._wait(self.apiserver, self._apiserver_ready, deadline, "ready (/readyz)")
+            pid = self.apiserver.launch(apiserver_command(binary, credentials, port, self.settings.kube_etcd_port))
+        self._wait(self.apiserver, pid, self._apiserver_ready, deadline, "ready (/readyz)")
 
-    def _write_kubeconfig(self, credentials: Credentials) -> None:
+    def _refuse_foreign_kubeconfig(self) -> None:
         path = self.settings.resolved_kubeconfig
         if path.exists() and not _is_ours(path):
             raise KubeError(f"{path} is a kubeconfig `tock kube start` did not write (TOCK_KUBECONFIG); "
                             "unset TOCK_KUBECONFIG to use <TOCK_HOME>/kube/kubeconfig, or point it at a new file")
-        write_kubeconfig(path, self.server, credentials)
+
+    def _write_kubeconfig(self, credentials: Credentials) -> None:
+        write_kubeconfig(self.settings.resolved_kubeconfig, self.server, credentials)
 
     def _ensure_namespace(self) -> None:
         namespace = self.settings.kube_namespace
@@ -179,10 +184,11 @@ class LocalKube:
             raise KubeError(f"port {taken[0]} is taken by a process that is not this TOCK_HOME's {what}; "
                             f"stop it or set {hint}")
 
-    def _wait(self, process: DetachedProcess, condition: Callable[[], bool], deadline: float, state: str) -> None:
+    def _wait(self, process: DetachedProcess, pid: int, condition: Callable[[], bool], deadline: float,
+              state: str) -> None:
         while True:
-            if process.live_pid() is None:
-                raise KubeError(f"{process.name} exited during start-up; see {process.log_file}:\n"
+            if not pid_alive(pid):
+                raise KubeError(f"{process.name} (pid {pid}) exited during start-up; see {process.log_file}:\n"
                                 f"{_tail(process.log_file)}")
             if condition():
                 return
