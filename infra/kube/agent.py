@@ -32,7 +32,7 @@ def agent_environment(settings: Settings) -> dict[str, str]:
     so the agent reads exactly the settings it was started with."""
     inherited = {key: value for key, value in os.environ.items() if not key.startswith(ENV_PREFIX)}
     ours = {f"{ENV_PREFIX}{name.upper()}": str(value)
-            for name, value in settings.model_dump(exclude_none=True).items()}
+            for name, value in settings.model_dump(exclude_unset=True, exclude_none=True).items()}
     return {**inherited, **ours}
 
 

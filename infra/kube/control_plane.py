@@ -19,6 +19,7 @@ from pathlib import Path
 
 import urllib3
 import yaml
+from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from infra import kube_client
@@ -110,7 +111,7 @@ class LocalKube:
         self._ensure_apiserver(apiserver_binary, credentials, deadline)
         self._write_kubeconfig(credentials)
         self._ensure_namespace()
-        note = self._ensure_agent() if with_agent else "node agent not started (asked not to)"
+        note = self._ensure_agent(time.monotonic() + timeout) if with_agent else "node agent not started (asked not to)"
         return KubeStatus(self.etcd.live_pid(), self.apiserver.live_pid(), self.agent.live_pid(),
                           True, self.server, note)
 
@@ -170,13 +171,25 @@ class LocalKube:
         except (ApiException, kube_client.KubeConfigError, urllib3.exceptions.HTTPError) as error:
             raise KubeError(f"could not create the namespace {namespace} at {self.server}: {error}") from None
 
-    def _ensure_agent(self) -> str:
+    def _ensure_agent(self, deadline: float) -> str:
         if self.agent.live_pid() is not None:
             return ""
         if not agent.agent_installed(self.settings):
             return "node agent not started: this installation has no `tock node-agent` command"
-        self.agent.launch(agent.agent_command(self.settings), agent.agent_environment(self.settings))
+        pid = self.agent.launch(agent.agent_command(self.settings), agent.agent_environment(self.settings))
+        node = agent.node_name(self.settings)
+        self._wait(self.agent, pid, lambda: self._node_registered(node), deadline, f"registered as node {node}")
         return ""
+
+    def _node_registered(self, name: str) -> bool:
+        with kube_client.kube_api(self.settings) as api:
+            try:
+                client.CoreV1Api(api).read_node(name)
+            except ApiException as error:
+                if error.status == 404:
+                    return False
+                raise
+        return True
 
     def _refuse_taken_ports(self, what: str, *ports: int, hint: str) -> None:
         taken = [port for port in ports if port_open("127.0.0.1", port)]
