@@ -111,7 +111,9 @@ class LocalKube:
         self._ensure_apiserver(apiserver_binary, credentials, deadline)
         self._write_kubeconfig(credentials)
         self._ensure_namespace()
-        note = self._ensure_agent(time.monotonic() + timeout) if with_agent else "node agent not started (asked not to)"
+        note = "node agent not started (asked not to)"
+        if with_agent:
+            note = self._ensure_agent(time.monotonic() + timeout)
         return KubeStatus(self.etcd.live_pid(), self.apiserver.live_pid(), self.agent.live_pid(),
                           True, self.server, note)
 
