@@ -75,6 +75,8 @@ class Settings(BaseSettings):
     kube_image: str = Field(default="tock:latest", description="image of a try's pod (pod_override may change it)")
     kube_apiserver_port: int = Field(default=6443, ge=1, le=65535, description="local kube-apiserver port")
     kube_etcd_port: int = Field(default=2379, ge=1, le=65535, description="local etcd client port (peer: +1)")
+    kube_cache: Path = Field(default=Path.home() / ".cache" / "tock" / "kube",
+                             description="where infra/scripts/build-kube.sh keeps kube-apiserver and etcd")
     kube_parallelism: int = Field(default=64, ge=1, description="tries the Kubernetes executor runs at once, "
                                                                 "counted from the log")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

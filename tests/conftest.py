@@ -7,14 +7,17 @@ Each test gets its own topic prefix (and, for PostgreSQL, its own schema).
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from infra.broker import LocalKafkaBroker
+from infra.kube import KubeError, LocalKube
 from infra.settings import Settings, load_settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -105,3 +108,90 @@ def kafka_settings(make_settings: Callable[..., Settings]) -> Settings:
     ensure_topics(AdminClient({"bootstrap.servers": settings.bootstrap}), settings.topic_prefix,
                   settings.partitions)
     return settings
+
+
+# -- Kubernetes: one real control plane (etcd + kube-apiserver) per session ---------------------
+
+
+@dataclass(frozen=True)
+class KubeTarget:
+    """A test's place in the session's cluster: its kubeconfig and its own namespace."""
+
+    kubeconfig: Path
+    namespace: str
+
+    @property
+    def overrides(self) -> dict[str, str]:
+        """Keyword overrides for ``make_settings``: ``make_settings(**target.overrides)``."""
+        return {"kubeconfig": str(self.kubeconfig), "kube_namespace": self.namespace}
+
+
+def _free_port(pair: bool = False) -> int:
+    """A free loopback port (with ``pair``, the next one is free too: etcd's peer port)."""
+    while True:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        if not pair or _bindable(port + 1):
+            return port
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _kube_session_settings(home: Path) -> Settings:
+    """The TOCK_* environment with a home of its own and free ports (TOCK_KUBE_*_PORT override);
+    never TOCK_KUBECONFIG, so a developer's kubeconfig is neither used nor overwritten."""
+    environment = {key: value for key, value in os.environ.items()
+                   if key.startswith("TOCK_") and key not in ("TOCK_KUBECONFIG", "TOCK_HOME")}
+    ports = {"TOCK_KUBE_APISERVER_PORT": str(_free_port()), "TOCK_KUBE_ETCD_PORT": str(_free_port(pair=True))}
+    return load_settings({**ports, **environment, "TOCK_HOME": str(home)})
+
+
+@pytest.fixture(scope="session")
+def kube_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
+    """The session's own real kube-apiserver and etcd (no node agent: tests start their own),
+    under a home of the session; returns the Settings it was started with
+    (``.resolved_kubeconfig``, ``.kube_apiserver_port``, ...). Stopped at the end of the session."""
+    local = LocalKube(_kube_session_settings(tmp_path_factory.mktemp("kube-home")))
+    if not local.built():
+        pytest.fail(f"kube-apiserver and etcd are not built in {local.bin_dir}: run `make kube` "
+                    "(infra/scripts/build-kube.sh, once per machine, ~13 minutes)", pytrace=False)
+    try:
+        local.start(with_agent=False)
+    except KubeError as error:
+        local.stop()
+        pytest.fail(f"the session's Kubernetes control plane did not start: {error}", pytrace=False)
+    yield local.settings
+    local.stop()
+
+
+@pytest.fixture
+def kube_namespace(kube_cluster: Settings) -> Iterator[KubeTarget]:
+    """A fresh namespace (with its default ServiceAccount) in the session's cluster, deleted afterwards."""
+    from infra.kube_client import ensure_namespace, kube_api
+
+    target = KubeTarget(kube_cluster.resolved_kubeconfig, f"t-{uuid.uuid4().hex[:12]}")
+    with kube_api(kube_cluster) as api:
+        ensure_namespace(api, target.namespace)
+    yield target
+    with kube_api(kube_cluster) as api:
+        _delete_namespace(api, target.namespace)
+
+
+def _delete_namespace(api, name: str) -> None:
+    """Delete the namespace's pods at once, then the namespace. No namespace controller runs
+    beside the local API server, so its finalizer is cleared here, as that controller would."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(api)
+    core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+    core.delete_namespace(name)
+    core.replace_namespace_finalize(name, client.V1Namespace(
+        metadata=client.V1ObjectMeta(name=name), spec=client.V1NamespaceSpec(finalizers=[])))

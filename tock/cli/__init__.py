@@ -25,6 +25,7 @@ app = typer.Typer(
 COMMAND_MODULES = [
     "tock.cli.groups",
     "tock.cli.infra_commands",
+    "tock.cli.kube_commands",
     "tock.cli.dag_commands",
     "tock.cli.query_commands",
     "tock.cli.scheduler_commands",
