@@ -18,12 +18,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from kubernetes import client as kube
-from kubernetes import config as kube_config
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
 from infra.executors.kube_watch import PodView, PodWatcher
 from infra.executors.requests import TryRequest
+from infra.kube_client import kube_api
 from infra.log import partition_for
 from infra.settings import Settings
 from schemas import PodFinished, PodStarted
@@ -39,11 +39,6 @@ CREATE_THREADS = 8
 SEND_BACKOFF_FIRST, SEND_BACKOFF_MOST = 0.5, 5.0
 # What a try's runner needs of the scheduler's settings, passed to its pod's environment.
 RUNNER_SETTINGS = ("topic_prefix", "partitions", "task_heartbeat_seconds", "task_log_ship_limit_bytes", "log_level")
-
-
-def api_client(settings: Settings) -> kube.ApiClient:
-    """A client of the cluster in TOCK_KUBECONFIG (or the local API server's kubeconfig)."""
-    return kube_config.new_client_from_config(config_file=str(settings.resolved_kubeconfig))
 
 
 def installation_label(prefix: str) -> str:
@@ -108,7 +103,7 @@ class KubernetesExecutor:
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
-        self._api = api_client(settings)
+        self._api = kube_api(settings)
         self._core = kube.CoreV1Api(self._api)
         self._creates = ThreadPoolExecutor(CREATE_THREADS, thread_name_prefix="tock-pod-create")
         self.watcher = PodWatcher(self._core, settings.kube_namespace,
