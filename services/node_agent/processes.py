@@ -26,6 +26,8 @@ from services.runner.watcher import GroupWatcher
 
 log = logging.getLogger("tock.node_agent")
 
+# By path, isolated (-I -S): the shim needs only the standard library, whatever the pod's env and cwd.
+SHIM = str(Path(__file__).with_name("shim.py"))
 SIGNALS = {"TERM": signal.SIGTERM, "KILL": signal.SIGKILL}
 
 
@@ -59,8 +61,7 @@ class ProcessTable:
         self._paths.log_file(name).parent.mkdir(parents=True, exist_ok=True)
         self._paths.exit_file(name).unlink(missing_ok=True)
         self._paths.record(name).parent.mkdir(parents=True, exist_ok=True)
-        shim = [sys.executable, "-m", "services.node_agent.shim", str(self._paths.exit_file(name)), "--",
-                *pod.container.command]
+        shim = [sys.executable, "-I", "-S", SHIM, str(self._paths.exit_file(name)), "--", *pod.container.command]
         with open(self._paths.log_file(name), "ab") as output:
             child = subprocess.Popen(shim, cwd=pod_home, stdin=subprocess.DEVNULL, stdout=output, stderr=output,
                                      env=pod_environment(pod, self._base_env, self._node, pod_home),

@@ -2,7 +2,7 @@
 writes its exit status to a file, so an agent restarted after a clean stop learns how a pod
 it did not start ended (what containerd-shim does for a real kubelet).
 
-``python -m services.node_agent.shim EXIT_FILE -- COMMAND [ARGS...]``
+``python -I -S .../services/node_agent/shim.py EXIT_FILE -- COMMAND [ARGS...]`` (standard library only)
 
 It ignores SIGTERM/SIGINT/SIGHUP sent to the group (the command gets them, with default
 handling) and dies only by SIGKILL, which also leaves no exit file: "status unknown".
