@@ -24,7 +24,7 @@ from services.node_agent.core.evolve import fold
 from services.node_agent.core.model import OWN, PENDING, AgentState
 from services.node_agent.core.status import final_status, running_status
 from services.node_agent.heartbeat import NodeHeartbeat, utc_now
-from services.node_agent.kube_api import ApiUnavailable, KubeNodeApi
+from services.node_agent.kube_api import ApiUnavailable, KubeNodeApi, OutageLog
 from services.node_agent.paths import AgentPaths
 from services.node_agent.processes import ProcessTable
 from services.node_agent.streams import PodStream
@@ -52,6 +52,7 @@ class NodeAgent:
         self._inbox: queue.Queue = queue.Queue()
         self._stopping = threading.Event()
         self._api_retry_at = 0.0
+        self._outage = OutageLog("pod status")
         self.state = AgentState()
 
     def run(self) -> int:
@@ -108,12 +109,15 @@ class NodeAgent:
         if time.monotonic() < self._api_retry_at:
             return []
         try:
-            return self._call_api(action)
+            events = self._call_api(action)
         except ApiUnavailable as error:
-            log.warning("API server unavailable (%s); retrying in %.1f s", error, self._options.api_backoff_seconds)
+            self._outage.failed(error)
         except ApiException as error:  # refused: say so loudly, retry later rather than lose the report
             log.error("%s refused by the API server: %s %s %s", type(action).__name__, error.status, error.reason,
                       error.body)
+        else:
+            self._outage.succeeded()
+            return events
         self._api_retry_at = time.monotonic() + self._options.api_backoff_seconds
         return []
 
@@ -124,9 +128,10 @@ class NodeAgent:
             case act.ReportRunning(pod, container):
                 return self._patched(pod.name, running_status(pod, container, utc_now()), ev.RunningReported(pod.name))
             case act.ReportFinal(pod, container, outcome):
+                events = self._patched(pod.name, final_status(pod, container, outcome, utc_now()),
+                                       ev.FinalReported(pod.name))
                 log.info("pod %s: %s (%s, exit code %d)", pod.name, outcome.phase, outcome.reason, outcome.exit_code)
-                return self._patched(pod.name, final_status(pod, container, outcome, utc_now()),
-                                     ev.FinalReported(pod.name))
+                return events
             case act.FinalizePod(pod):
                 self._api.delete_now(pod.name, pod.uid)
                 log.info("pod %s: deleted", pod.name)

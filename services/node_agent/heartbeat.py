@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 import psutil
 
 from services.node_agent.core.status import lease_body, node_body, node_status
-from services.node_agent.kube_api import LEASE_NAMESPACE, ApiUnavailable, KubeNodeApi
+from services.node_agent.kube_api import LEASE_NAMESPACE, ApiUnavailable, KubeNodeApi, OutageLog
 
 log = logging.getLogger("tock.node_agent")
 
@@ -39,6 +39,7 @@ class NodeHeartbeat(threading.Thread):
         super().__init__(name="node-heartbeat", daemon=True)
         self._api, self._interval, self._stopping, self._now = api, interval, stopping, now
         self._registered = False
+        self._outage = OutageLog("node heartbeat")
 
     def register(self) -> None:
         """Namespace of leases, Node, first Lease: once at start (raises if the API is away)."""
@@ -54,7 +55,9 @@ class NodeHeartbeat(threading.Thread):
             try:
                 self._beat(beat)
             except ApiUnavailable as error:
-                log.warning("node heartbeat: %s", error)
+                self._outage.failed(error)
+            else:
+                self._outage.succeeded()
 
     def _beat(self, beat: int) -> None:
         if not self._registered:

@@ -6,11 +6,14 @@ its processes and retries later.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+
+log = logging.getLogger("tock.node_agent")
 
 LEASE_NAMESPACE = "kube-node-lease"
 TIMEOUT = (3, 10)  # connect, read seconds
@@ -21,10 +24,31 @@ class ApiUnavailable(RuntimeError):
 
 
 def load_api_client(kubeconfig: Path) -> client.ApiClient:
-    """An API client for the kubeconfig (a tiny loader until infra/kube* offers one)."""
+    """An API client for the kubeconfig (a tiny loader until infra/kube* offers one), without
+    urllib3's own retries: the agent retries with its own backoff and keeps supervising meanwhile."""
     if not kubeconfig.is_file():
         raise FileNotFoundError(f"no kubeconfig at {kubeconfig}: run `tock kube start` or set TOCK_KUBECONFIG")
-    return config.new_client_from_config(config_file=str(kubeconfig))
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration, persist_config=False)
+    configuration.retries = 0
+    return client.ApiClient(configuration)
+
+
+class OutageLog:
+    """Says once that the API server went away, and once that it is back (not on every retry)."""
+
+    def __init__(self, who: str) -> None:
+        self._who, self._down = who, False
+
+    def failed(self, error: Exception) -> None:
+        if not self._down:
+            log.warning("%s: API server unavailable (%s); retrying until it is back", self._who, error)
+        self._down = True
+
+    def succeeded(self) -> None:
+        if self._down:
+            log.info("%s: API server back", self._who)
+        self._down = False
 
 
 class KubeNodeApi:

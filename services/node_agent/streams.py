@@ -13,7 +13,7 @@ from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
 from services.node_agent.core import events as ev
-from services.node_agent.kube_api import ApiUnavailable, KubeNodeApi
+from services.node_agent.kube_api import ApiUnavailable, KubeNodeApi, OutageLog
 from services.node_agent.views import pod_view
 
 log = logging.getLogger("tock.node_agent")
@@ -36,19 +36,19 @@ class PodStream(threading.Thread):
         self._sink, self._stopping = sink, stopping
 
     def run(self) -> None:
-        backoff = 0.2
+        backoff, outage = 0.2, OutageLog(f"pods {self._stream}")
         while not self._stopping.is_set():
             try:
-                self._follow(self._relist())
+                version = self._relist()
+                outage.succeeded()
+                backoff = 0.2
+                self._follow(version)
             except Relist:
                 log.info("pods %s: watch expired (410 Gone), listing again", self._stream)
-                continue
             except (ApiUnavailable, ApiException, urllib3.exceptions.HTTPError, OSError, ValueError) as error:
-                log.warning("pods %s: %s; again in %.1f s", self._stream, error, backoff)
+                outage.failed(error)
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF)
-                continue
-            backoff = 0.2
 
     def _relist(self) -> str:
         listing = self._api.list_pods(self._selector)

@@ -180,4 +180,48 @@ def start_agent(node: str, kubeconfig: Path, namespace: str, home: Path) -> Agen
         process = subprocess.Popen([sys.executable, "-m", "tock.cli", "node-agent", "--node", node,
                                     "--lease-seconds", "1"], env=environment, stdout=output, stderr=output,
                                    cwd=REPO)
-    return AgentProcess(node, process, log)
+    agent = AgentProcess(node, process, log)
+    wait_for(lambda: process.poll() is not None or "registered" in log.read_text(), 30, f"agent {node} to start")
+    assert process.poll() is None, f"agent {node} exited at start:\n{log.read_text()[-3000:]}"
+    return agent
+
+
+@pytest.fixture(scope="session")
+def kube_servers(tmp_path_factory) -> KubeServers:
+    """The session's real etcd + kube-apiserver."""
+    servers = KubeServers(tmp_path_factory.mktemp("kube")).start()
+    yield servers
+    servers.stop()
+
+
+@pytest.fixture
+def kube_core(kube_servers):
+    """A CoreV1Api on the session's API server."""
+    from kubernetes import client, config
+
+    api_client = config.new_client_from_config(config_file=str(kube_servers.kubeconfig))
+    yield client.CoreV1Api(api_client)
+    api_client.close()
+
+
+@pytest.fixture
+def namespace(kube_core) -> str:
+    """A fresh namespace for the test's pods."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    kube_core.create_namespace({"metadata": {"name": name}})
+    return name
+
+
+@pytest.fixture
+def agents(kube_servers, namespace, tmp_path):
+    """Start agents with ``agents(node)``; whatever still runs at the end is killed (its pods with it)."""
+    started: list[AgentProcess] = []
+
+    def start(node: str, home: Path | None = None) -> AgentProcess:
+        started.append(start_agent(node, kube_servers.kubeconfig, namespace, home or tmp_path / node))
+        return started[-1]
+
+    yield start
+    for agent in started:
+        if agent.process.poll() is None:
+            agent.kill()
