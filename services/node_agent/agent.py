@@ -16,19 +16,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubernetes.client.exceptions import ApiException
-
+from services.node_agent.api_actions import ActionDone, ApiWorker, action_key
 from services.node_agent.core import decide as act
 from services.node_agent.core import events as ev
 from services.node_agent.core.evolve import fold
 from services.node_agent.core.model import OWN, PENDING, AgentState
-from services.node_agent.core.status import final_status, running_status
 from services.node_agent.heartbeat import NodeHeartbeat, utc_now
-from services.node_agent.kube_api import ApiUnavailable, KubeNodeApi, OutageLog
+from services.node_agent.kube_api import ApiUnavailable, KubeNodeApi
 from services.node_agent.paths import AgentPaths
 from services.node_agent.processes import ProcessTable
 from services.node_agent.streams import PodStream
-from services.node_agent.views import pod_view
 from services.runner.watcher import GroupWatcher
 
 log = logging.getLogger("tock.node_agent")
@@ -51,8 +48,8 @@ class NodeAgent:
         self._policy = act.Policy(options.node, options.grace_cap_seconds)
         self._inbox: queue.Queue = queue.Queue()
         self._stopping = threading.Event()
-        self._api_retry_at = 0.0
-        self._outage = OutageLog("pod status")
+        self._in_flight: set[tuple[str, str]] = set()
+        self._api_worker = ApiWorker(api, self._inbox, self._stopping, options.api_backoff_seconds)
         self.state = AgentState()
 
     def run(self) -> int:
@@ -81,7 +78,7 @@ class NodeAgent:
         except ApiUnavailable as error:
             log.warning("node %s not registered yet (%s); the heartbeat retries", self._options.node, error)
         node = self._options.node
-        for thread in (heartbeat, PodStream(self._api, OWN, f"spec.nodeName={node}", self._inbox, self._stopping),
+        for thread in (heartbeat, self._api_worker, PodStream(self._api, OWN, f"spec.nodeName={node}", self._inbox, self._stopping),
                        PodStream(self._api, PENDING, "spec.nodeName=", self._inbox, self._stopping)):
             thread.start()
 
@@ -91,14 +88,21 @@ class NodeAgent:
             self.state = fold(self.state, self._perform(action, processes))
 
     def _drained(self) -> list[ev.Event]:
+        """Events from the pod streams and from API actions done (those are no longer in flight)."""
         events = []
         while True:
             try:
-                events.append(self._inbox.get_nowait())
+                item = self._inbox.get_nowait()
             except queue.Empty:
                 return events
+            if isinstance(item, ActionDone):
+                self._in_flight.discard(item.key)
+                events.extend(item.events)
+            else:
+                events.append(item)
 
     def _perform(self, action: act.Action, processes: ProcessTable) -> list[ev.Event]:
+        """Process actions now; API actions go to the API worker (once per kind and pod in flight)."""
         match action:
             case act.StartContainer(pod):
                 return [processes.start(pod, utc_now())]
@@ -106,46 +110,7 @@ class NodeAgent:
                 return [processes.signal(name, signal_name, reason, time.monotonic())]
             case act.ForgetContainer(name):
                 return [processes.forget(name)]
-        if time.monotonic() < self._api_retry_at:
-            return []
-        try:
-            events = self._call_api(action)
-        except ApiUnavailable as error:
-            self._outage.failed(error)
-        except ApiException as error:  # refused: say so loudly, retry later rather than lose the report
-            log.error("%s refused by the API server: %s %s %s", type(action).__name__, error.status, error.reason,
-                      error.body)
-        else:
-            self._outage.succeeded()
-            return events
-        self._api_retry_at = time.monotonic() + self._options.api_backoff_seconds
+        if action_key(action) not in self._in_flight:
+            self._in_flight.add(action_key(action))
+            self._api_worker.todo.put(action)
         return []
-
-    def _call_api(self, action: act.Action) -> list[ev.Event]:
-        match action:
-            case act.BindPod(pod):
-                return self._bind(pod)
-            case act.ReportRunning(pod, container):
-                return self._patched(pod.name, running_status(pod, container, utc_now()), ev.RunningReported(pod.name))
-            case act.ReportFinal(pod, container, outcome):
-                events = self._patched(pod.name, final_status(pod, container, outcome, utc_now()),
-                                       ev.FinalReported(pod.name))
-                log.info("pod %s: %s (%s, exit code %d)", pod.name, outcome.phase, outcome.reason, outcome.exit_code)
-                return events
-            case act.FinalizePod(pod):
-                self._api.delete_now(pod.name, pod.uid)
-                log.info("pod %s: deleted", pod.name)
-                return [ev.PodVanished(OWN, pod.name)]
-        raise TypeError(f"the node agent cannot perform {type(action).__name__}")
-
-    def _bind(self, pod) -> list[ev.Event]:
-        try:
-            if self._api.bind(pod.name, pod.uid):
-                log.info("pod %s: bound to %s", pod.name, self._options.node)
-        except ApiException as error:  # refused for good (e.g. invalid): do not retry every tick
-            log.warning("pod %s: binding refused: %s %s", pod.name, error.status, error.reason)
-        return [ev.BindAttempted(pod.uid)]
-
-    def _patched(self, name: str, body: dict, reported: ev.Event) -> list[ev.Event]:
-        pod = self._api.patch_status(name, body)
-        return [reported] + ([ev.PodObserved(OWN, pod_view(pod))] if pod is not None else [])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 import uuid
 
@@ -176,7 +177,7 @@ def test_a_pod_that_vanished_while_its_agent_was_away_is_reported_unknown(kube_c
     make_pod(kube_core, namespace, "lost", ["sleep", "300"])
     shim = psutil.Process(shim_pid(pod_in_phase(kube_core, namespace, "lost", "Running")))
     first.stop()
-    for process in [*shim.children(recursive=True), shim]:
+    for process in [shim, *shim.children(recursive=True)]:  # the shim first: it would record its child's end
         process.kill()  # as a reboot would
     agents(node, tmp_path / "home")
     state = terminated(pod_in_phase(kube_core, namespace, "lost", "Failed"))
@@ -204,3 +205,25 @@ def test_the_agent_survives_an_api_server_restart_and_reports_what_ended_meanwhi
 
 def _text(home) -> str:
     return "".join(path.read_text() for path in home.glob("agent-*.log"))
+
+
+def test_memory_limits_hold_while_the_api_server_hangs(kube_servers, kube_core, namespace, agents, tmp_path):
+    node = node_name()
+    agents(node)
+    hog = "import os, time\nwhile not os.path.exists('go'): time.sleep(0.05)\nx = b'a' * (200 * 2**20)\ntime.sleep(60)"
+    make_pod(kube_core, namespace, "hog", ["python3", "-c", hog], memory="64Mi")
+    make_pod(kube_core, namespace, "first", ["sh", "-c", "until [ -f go ]; do sleep 0.05; done"])
+    shim = psutil.Process(shim_pid(pod_in_phase(kube_core, namespace, "hog", "Running")))
+    pod_in_phase(kube_core, namespace, "first", "Running")
+    pods = tmp_path / node / "node-agent" / node / "pods"
+    apiserver = kube_servers.processes["apiserver"]
+    apiserver.send_signal(signal.SIGSTOP)  # connections accepted, never answered
+    try:
+        (pods / "first" / "go").touch()  # its end is to be reported: that call hangs
+        time.sleep(1.0)
+        (pods / "hog" / "go").touch()
+        wait_for(lambda: not shim.is_running(), 3, "the hog to be killed while the API server hangs")
+    finally:
+        apiserver.send_signal(signal.SIGCONT)
+    state = terminated(pod_in_phase(kube_core, namespace, "hog", "Failed", seconds=60))
+    assert (state.exit_code, state.reason) == (137, "OOMKilled")
