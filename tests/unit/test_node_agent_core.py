@@ -81,6 +81,13 @@ def test_a_pending_pod_is_bound_once_per_uid():
     assert decide(evolve(state, ev.BindAttempted("u1")), POLICY, 0) == []
 
 
+def test_bind_attempts_are_forgotten_once_their_pod_is_no_longer_pending():
+    state = fold(LISTED, [ev.PodObserved(PENDING, pod(node_name="")), ev.BindAttempted("u1"),
+                          ev.PodObserved(PENDING, pod(name="q", uid="u2", node_name="")), ev.BindAttempted("u2")])
+    assert evolve(state, ev.PodVanished(PENDING, "p")).bind_tried == {"u2"}
+    assert evolve(state, ev.StreamListed(PENDING, ())).bind_tried == frozenset()
+
+
 def test_a_pod_bound_here_starts_then_is_reported_running():
     state = with_pod(pod())
     assert decide(state, POLICY, 0) == [StartContainer(pod())]

@@ -7,7 +7,7 @@ from dataclasses import replace
 from types import MappingProxyType
 
 from services.node_agent.core import events as ev
-from services.node_agent.core.model import AgentState, Container
+from services.node_agent.core.model import PENDING, AgentState, Container
 
 
 def fold(state: AgentState, events: Iterable[ev.Event]) -> AgentState:
@@ -61,14 +61,17 @@ def _observed(state: AgentState, event: ev.PodObserved) -> AgentState:
 @_handles(ev.PodVanished)
 def _vanished(state: AgentState, event: ev.PodVanished) -> AgentState:
     pods = dict(state.streams[event.stream])
-    pods.pop(event.name, None)
-    return _with_stream(state, event.stream, pods)
+    gone = pods.pop(event.name, None)
+    state = _with_stream(state, event.stream, pods)
+    return replace(state, bind_tried=state.bind_tried - {gone.uid}) if gone else state
 
 
 @_handles(ev.StreamListed)
 def _listed(state: AgentState, event: ev.StreamListed) -> AgentState:
     state = _with_stream(state, event.stream, {pod.name: pod for pod in event.pods})
-    return replace(state, listed=state.listed | {event.stream})
+    # Bind attempts are remembered while their pod is pending, no longer (kept small).
+    tried = state.bind_tried & {pod.uid for pod in event.pods} if event.stream == PENDING else state.bind_tried
+    return replace(state, listed=state.listed | {event.stream}, bind_tried=tried)
 
 
 @_handles(ev.BindAttempted)
