@@ -46,6 +46,16 @@ class GroupWatcher:
         """The try whose group this is was reaped: what is left of it is no longer the watcher's."""
         os.write(self._pipe, f"-{group}\n".encode())
 
+    def adopt(self, group: int) -> None:
+        """From the watcher's owner: enroll a group it did not fork itself (a node agent's pod,
+        started in its own session or found again after a restart)."""
+        os.write(self._pipe, f"+{group}\n".encode())
+
+    def release(self, group: int) -> None:
+        """Let a group go alive: the owner stops cleanly and means it to outlive it (a node agent
+        on SIGTERM releases its pods, so a restarted agent finds them running)."""
+        self.ended(group)
+
     def close(self) -> None:
         """The runner is done: the watcher reads end of file, kills nothing left enrolled, and is reaped."""
         os.close(self._pipe)

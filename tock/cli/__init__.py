@@ -33,6 +33,7 @@ COMMAND_MODULES = [
     "tock.cli.backfill_commands",
     "tock.cli.worker_commands",
     "tock.cli.executor_commands",
+    "tock.cli.node_agent_commands",
 ]
 
 

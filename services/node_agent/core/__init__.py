@@ -1,0 +1,1 @@
+"""The node agent's pure core: quantities, the fold of its pods, what to do next, status bodies."""
