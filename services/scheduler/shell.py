@@ -224,7 +224,7 @@ class Scheduler:
 
     def _tend_pods(self) -> None:
         """Write what the watchers saw of the owned partitions' pods (once per pod), and delete the
-        finished pods whose try's outcome is folded."""
+        finished pods whose end is written and whose try's outcome is folded."""
         for executor in self._watching_executors():
             by_partition: dict[int, list] = {}
             for event in executor.observations():
@@ -234,7 +234,8 @@ class Scheduler:
                 if memory is not None:
                     self.pending += [(partition, event) for event in
                                      worth_writing(memory.state, observed, self._pods_written)]
-            executor.delete_finished([pod.name for pod in executor.finished_pods() if self._try_ended(pod.key)])
+            executor.delete_finished([pod.name for pod in executor.finished_pods() if self._try_ended(pod.key)
+                                      and ("PodFinished", pod.uid) in self._pods_written])
 
     def _try_ended(self, key: tuple[str, str, str, int]) -> bool:
         memory = self.memories.get(partition_for(key[0], self.settings.partitions))

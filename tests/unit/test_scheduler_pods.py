@@ -46,9 +46,10 @@ def test_a_pod_ending_after_its_runner_reported_changes_nothing():
     assert [type(event).__name__ for event in decide(state, 8.0, POLICY)] == ["DagRunFinished"]
 
 
-def test_the_watchers_observations_are_written_once_and_only_for_current_active_tries():
+def test_the_watchers_observations_are_written_once_each_a_pods_end_whatever_became_of_its_try():
     state, written = state_of(*running()), set()
     assert worth_writing(state, [pod_started(), pod_finished()], written) == [pod_started(), pod_finished()]
     assert worth_writing(state, [pod_started(), pod_finished()], written) == []  # a relist repeats them
-    assert worth_writing(state, [pod_finished(try_number=2, uid="u2")], written) == []  # not the current try
-    assert worth_writing(state_of(*running(), succeeded("a")), [pod_finished(uid="u3")], set()) == []
+    assert worth_writing(state, [pod_started(try_number=2, uid="u2")], written) == []  # not the current try
+    ended = state_of(*running(), succeeded("a"))
+    assert worth_writing(ended, [pod_started(uid="u3"), pod_finished(uid="u3")], set()) == [pod_finished(uid="u3")]

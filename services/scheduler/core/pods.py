@@ -34,21 +34,26 @@ def pod_ended_without_outcome(instance: TaskInstance) -> bool:
 
 def worth_writing(state: SchedulerState, observed: Iterable[PodStarted | PodFinished],
                   written: set[tuple[str, str]]) -> list[PodStarted | PodFinished]:
-    """The observations about current, active tries not written before (``written``: (kind, pod uid),
-    updated). A relist after a watch broke repeats what was seen; a pod of an ended try is history."""
+    """The observations to write, each once per pod (``written``: (kind, pod uid), updated; a relist
+    after a broken watch repeats what was seen). Every pod's end is history worth keeping, whatever
+    became of its try; a pod's start only while its try is current and active."""
     worth = []
     for event in observed:
-        instance = state.instance((event.dag_id, event.run_id, event.task_id))
         mark = (type(event).__name__, event.pod_uid)
-        if instance is None or instance.try_number != event.try_number or instance.state not in ACTIVE \
-                or mark in written:
+        if mark in written or (isinstance(event, PodStarted) and not _current_and_active(state, event)):
             continue
         written.add(mark)
         worth.append(event)
     return worth
 
 
+def _current_and_active(state: SchedulerState, event: PodStarted) -> bool:
+    instance = state.instance((event.dag_id, event.run_id, event.task_id))
+    return instance is not None and instance.try_number == event.try_number and instance.state in ACTIVE
+
+
 def try_has_ended(state: SchedulerState, key: tuple[str, str, str, int]) -> bool:
-    """Whether the try a finished pod ran has its outcome folded (so the pod may be deleted)."""
+    """Whether the try a finished pod ran has its outcome folded (so the pod may be deleted once its
+    PodFinished is written)."""
     instance = state.instance(key[:3])
     return instance is None or instance.try_number != key[3] or instance.state not in ACTIVE
