@@ -49,6 +49,8 @@ class Settings(BaseSettings):
                               description="runners the local executor keeps started and connected, ready for a try")
     task_heartbeat_seconds: float = Field(default=5.0, gt=0, description="seconds between task heartbeats")
     task_heartbeat_timeout: float = Field(default=60.0, gt=0, description="silence after which a try is dead")
+    task_start_timeout: float = Field(default=600.0, gt=0, description="seconds a launched try may wait for its "
+                                      "runner to start (a busy Celery queue, a pending pod) before it is dead")
     scheduler_session_timeout: float = Field(default=10.0, ge=6, le=300,
                                              description="seconds before a silent scheduler's partitions move")
     task_log_ship_limit_bytes: int = Field(default=10 * 1024 * 1024, ge=0,

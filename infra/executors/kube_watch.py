@@ -185,9 +185,13 @@ class PodWatcher:
     def _apply(self, event: dict, generation: int) -> str | None:
         kind, pod = event["type"], event["object"]
         if kind == "ERROR":
-            raise ApiException(status=getattr(pod, "code", None) or 410, reason="watch error")
+            code = pod.get("code") if isinstance(pod, dict) else getattr(pod, "code", None)
+            raise ApiException(status=code or 410, reason="watch error")
+        if kind == "BOOKMARK" or isinstance(pod, dict):  # a bookmark comes as a bare object: its version only
+            metadata = pod.get("metadata", {}) if isinstance(pod, dict) else pod.metadata.to_dict()
+            return metadata.get("resourceVersion") or metadata.get("resource_version")
         version = pod.metadata.resource_version
-        view = pod_view(pod) if kind != "BOOKMARK" else None
+        view = pod_view(pod)
         if view is None:
             return version
         with self._lock:

@@ -49,7 +49,7 @@ class Scheduler:
                  scheduler_id: str | None = None) -> None:
         self.settings = settings
         self.scheduler_id = scheduler_id or new_scheduler_id()
-        self.policy = Policy(self.scheduler_id, settings.task_heartbeat_timeout)
+        self.policy = Policy(self.scheduler_id, settings.task_heartbeat_timeout, settings.task_start_timeout)
         self.executors = executors
         self.launcher = Launcher(executors, settings.executor_parallelism, self.scheduler_id)
         self.memories: dict[int, PartitionMemory] = {}
@@ -155,7 +155,8 @@ class Scheduler:
             return 0.0
         now = time.time()
         wakeups = [wakeup for memory in self.memories.values()
-                   if (wakeup := next_wakeup(memory.state, self.policy.heartbeat_timeout, now)) is not None]
+                   if (wakeup := next_wakeup(memory.state, self.policy.heartbeat_timeout, now,
+                                             self.policy.start_timeout)) is not None]
         wait = min(wakeups, default=now + MAX_POLL_WAIT) - now
         return min(max(wait, 0.0), MAX_POLL_WAIT)
 
@@ -197,7 +198,8 @@ class Scheduler:
         for partition, memory in self.memories.items():
             self.evidence.read_up_to(partition, memory.positions[HEARTBEATS])
             if partition not in self.adoption_due and overdue_tries(memory.state, now, timeout,
-                                                                    self.evidence.reachable_since):
+                                                                    self.evidence.reachable_since,
+                                                                    self.policy.start_timeout):
                 self.evidence.request(partition)
 
     def _adoptions(self, now: float) -> list[tuple[int, object]]:

@@ -11,8 +11,8 @@ from dataclasses import replace
 
 import pytest
 
-from infra.log import KafkaEventLog
-from schemas import (PodFinished, PodStarted, TaskAdopted, TaskDeclaredDead, TaskFailed, TaskLaunched, TaskQueued,
+from infra.log import EventReader, KafkaEventLog, partition_for
+from schemas import (SCHEDULERS, PodFinished, SchedulerHeartbeat, PodStarted, TaskAdopted, TaskDeclaredDead, TaskFailed, TaskLaunched, TaskQueued,
                      TaskStarted, TaskSucceeded)
 from tests.scenarios.celery_support import Workers, lines_of, pids_alive
 from tests.scenarios.kube_support import Agents, kube_settings, pods
@@ -131,25 +131,25 @@ def test_two_schedulers_one_killed_the_survivor_adopts_only_its_partitions_then_
     agents.start("node-b")
     publish_dags(settings, dag_file(tmp_path, SLEEPERS, dags=6, count=1, ran=ran, seconds=12, queue="pods"))
     survivor, doomed = processes.scheduler("survivor"), processes.scheduler("doomed")
+    owners = settled_ownership(settings, {"survivor", "doomed"})
+    doomed_dags = {f"pods_{index}" for index in range(6)
+                   if partition_for(f"pods_{index}", settings.partitions) in owners["doomed"]}
+    assert doomed_dags and len(doomed_dags) < 6, "both schedulers should own some of the DAGs"
     run_ids = {f"pods_{index}": trigger(settings, f"pods_{index}") for index in range(6)}
     tail.wait_for(lambda _events: len(tail.of_type(TaskStarted)) >= 6, 120, "6 tries to start")
-    launched_by = {event.dag_id: event.scheduler_id for event in tail.of_type(TaskLaunched)}
-    assert set(launched_by.values()) == {"survivor", "doomed"}, "both schedulers should own some DAGs"
+    killed_at = time.time()
     kill_hard(doomed.pid)
     for run_id in run_ids.values():
         assert tail.run_finished(run_id, 120).state == "success"
-    adopted = tail.of_type(TaskAdopted)
-    assert adopted and {event.from_scheduler for event in adopted} == {"doomed"}
-    assert {event.dag_id for event in adopted} == {dag for dag, owner in launched_by.items() if owner == "doomed"}
+    adopted = [event for event in tail.of_type(TaskAdopted) if event.at >= killed_at]
+    assert {(event.by_scheduler, event.from_scheduler) for event in adopted} == {("survivor", "doomed")}
+    assert {event.dag_id for event in adopted} == doomed_dags
     assert tail.of_type(TaskDeclaredDead) == []
     assert survivor.poll() is None
 
-    many = dag_file(tmp_path, '''
-from tock import DAG, BashTask
-with DAG("many") as dag:
-    for index in range(200):
-        BashTask(f"t{index}", "true", executor="kubernetes")
-''')
+    many = tmp_path / "dags" / "many.py"
+    many.write_text("from tock import DAG, BashTask\nwith DAG('many') as dag:\n"
+                    "    for index in range(200):\n        BashTask(f't{index}', 'true', executor='kubernetes')\n")
     publish_dags(settings, many)
     run_id = trigger(settings, "many")
     assert tail.run_finished(run_id, 600).state == "success"
@@ -243,6 +243,26 @@ def test_the_api_server_restarted_mid_run_loses_no_pod_end_and_runs_nothing_twic
     assert sorted(line.rsplit(" ", 1)[0] for line in lines_of(ran)) == [
         f"pods_0.sleep_{index} 1" for index in range(3)]
     wait_until(lambda: not pods(settings), 60, "the finished pods to be deleted")
+
+
+def settled_ownership(settings, schedulers: set[str], timeout: float = 60.0) -> dict[str, set[int]]:
+    """The partitions each scheduler owns once every partition is owned by exactly one of them,
+    as their latest SchedulerHeartbeats say."""
+    reader = EventReader(settings, [], client_id="test-schedulers")
+    reader.assign([(SCHEDULERS, partition, 0) for partition in range(settings.partitions)])
+    latest: dict[str, set[int]] = {}
+    try:
+        def settled():
+            for record in reader.poll(0.2):
+                if isinstance(record.event, SchedulerHeartbeat):
+                    latest[record.event.scheduler_id] = set(record.event.partitions)
+            owned = [latest.get(name, set()) for name in schedulers]
+            everything = set().union(*owned)
+            return (all(owned) and sum(map(len, owned)) == len(everything) == settings.partitions
+                    and {name: latest[name] for name in schedulers})
+        return wait_until(settled, timeout, "the two schedulers to share the partitions")
+    finally:
+        reader.close()
 
 
 def tock_json(settings, *arguments: str):

@@ -14,7 +14,8 @@ from schemas import (
     TaskRetryScheduled,
     TriggerDagRun,
 )
-from services.scheduler.core import Evidence, decide, decide_adoption, evolve, manual_run_id, next_wakeup, orphans
+from services.scheduler.core import (Evidence, Policy, decide, decide_adoption, evolve, manual_run_id, next_wakeup,
+                                     orphans)
 from tests.unit.scheduler_fixtures import (
     ME,
     POLICY,
@@ -238,3 +239,27 @@ def test_retry_scheduled_echo_of_an_older_try_is_ignored():
     evolve(state, queued("a", try_number=2, at=8.0))
     evolve(state, retry)
     assert state.runs[("etl", RUN)].tasks["a"].state == "queued"
+
+
+class TestStartTimeout:
+    """A launched try waiting for its runner (a Celery queue behind busy workers, a pending pod) has the
+    start timeout; once its runner started, the heartbeat timeout runs from its last sign of life."""
+
+    def test_a_launched_try_not_started_is_not_overdue_at_the_heartbeat_timeout(self):
+        from services.scheduler.core import overdue_tries
+
+        state = state_of(parsed(), created(), queued("a"), launched("a", at=3.0))
+        assert overdue_tries(state, 3.0 + 31, 30.0, start_timeout=600.0) == set()
+        assert overdue_tries(state, 3.0 + 601, 30.0, start_timeout=600.0) == {("etl", RUN, "a")}
+
+    def test_once_started_the_heartbeat_timeout_applies(self):
+        from services.scheduler.core import overdue_tries
+
+        state = state_of(parsed(), created(), queued("a"), launched("a", at=3.0), started("a", at=4.0))
+        assert overdue_tries(state, 4.0 + 31, 30.0, start_timeout=600.0) == {("etl", RUN, "a")}
+
+    def test_the_death_says_which_wait_ran_out(self):
+        state = state_of(parsed(), created(), queued("a"), launched("a", at=3.0))
+        policy = Policy(scheduler_id=ME, heartbeat_timeout=30.0, start_timeout=600.0)
+        [dead, *_rest] = decide(state, 700.0, policy, evidence=Evidence(heard_until=700.0))
+        assert dead.reason == "launched and not started within 600 s"

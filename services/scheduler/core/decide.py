@@ -50,6 +50,7 @@ class Policy:
 
     scheduler_id: str
     heartbeat_timeout: float
+    start_timeout: float | None = None  # launched, not started: None = the heartbeat timeout
 
 
 def decide(state: SchedulerState, now: float, policy: Policy,
@@ -59,7 +60,8 @@ def decide(state: SchedulerState, now: float, policy: Policy,
     Without ``evidence`` nothing is declared dead."""
     events: list = decide_runs(state, now, policy.scheduler_id)
     events += decide_backfills(state, now, policy.scheduler_id) + decide_rejections(state, now, policy.scheduler_id)
-    dead = dead_tries(state, evidence, policy.heartbeat_timeout) if evidence is not None else set()
+    dead = dead_tries(state, evidence, policy.heartbeat_timeout, policy.start_timeout) if evidence is not None \
+        else set()
     for run in _runs_to_walk(state, now, touched, dead):
         dag, gone = state.dags.get(run.dag_id), state.removed_dags.get(run.dag_id)
         if dag is not None:
@@ -97,7 +99,8 @@ def _decide_task(run: DagRun, dag: DagEntry, instance: TaskInstance, ups: list[s
     dead_try, pod_ended = (run.dag_id, run.run_id, instance.task_id) in dead, pod_ended_without_outcome(instance)
     if dead_try or pod_ended:
         events.append(failed_with_pod(run, instance, now) if pod_ended and not dead_try
-                      else declared_dead(run, instance, now, policy.scheduler_id, policy.heartbeat_timeout))
+                      else declared_dead(run, instance, now, policy.scheduler_id, policy.heartbeat_timeout,
+                                         policy.start_timeout))
         if instance.pending:  # what a command asked for follows once the death is folded
             return events, instance.state
         instance = _as_failed(instance, now)

@@ -28,41 +28,57 @@ class Evidence:
 
 
 def declared_dead(run: DagRun, instance: TaskInstance, now: float, scheduler_id: str,
-                  timeout: float) -> TaskDeclaredDead:
+                  timeout: float, start_timeout: float | None = None) -> TaskDeclaredDead:
+    reason = f"no heartbeat for {timeout:g} s" if _has_started(instance) or start_timeout is None \
+        else f"launched and not started within {start_timeout:g} s"
     return TaskDeclaredDead(dag_id=run.dag_id, run_id=run.run_id, task_id=instance.task_id,
                             try_number=instance.try_number, last_heartbeat_at=instance.last_heartbeat_at,
-                            reason=f"no heartbeat for {timeout:g} s", scheduler_id=scheduler_id, at=now)
+                            reason=reason, scheduler_id=scheduler_id, at=now)
 
 
 # -- timers ----------------------------------------------------------------------------------
 
-def silence_deadline(instance: TaskInstance, timeout: float) -> float | None:
-    """When a launched or started try counts as dead if nothing more is heard from it."""
-    seen = [at for at in (instance.launched_at, instance.started_at, instance.last_heartbeat_at,
-                          instance.adopted_at) if at is not None]
-    return max(seen) + timeout if seen else None
+def _has_started(instance: TaskInstance) -> bool:
+    return instance.started_at is not None or instance.last_heartbeat_at is not None
 
 
-def overdue_tries(state: SchedulerState, at: float, timeout: float, reachable_since: float = 0.0) -> set[TryKey]:
-    """Live tries that had been silent past the heartbeat timeout at ``at`` (and for a whole
+def silence_deadline(instance: TaskInstance, timeout: float, start_timeout: float | None = None) -> float | None:
+    """When a launched or started try counts as dead if nothing more is heard from it.
+
+    A try launched but not started yet (a Celery message waiting for a free worker, a pod
+    waiting for a node) has ``start_timeout`` (default: the heartbeat timeout) from its launch
+    or adoption; once its runner started, the heartbeat timeout runs from its last sign of life."""
+    if _has_started(instance) or start_timeout is None:
+        seen = [instance.launched_at, instance.started_at, instance.last_heartbeat_at, instance.adopted_at]
+        wait = timeout
+    else:
+        seen, wait = [instance.launched_at, instance.adopted_at], start_timeout
+    seen = [at for at in seen if at is not None]
+    return max(seen) + wait if seen else None
+
+
+def overdue_tries(state: SchedulerState, at: float, timeout: float, reachable_since: float = 0.0,
+                  start_timeout: float | None = None) -> set[TryKey]:
+    """Live tries that had been silent past their deadline at ``at`` (and for a whole heartbeat
     timeout since the log became reachable again)."""
     overdue = set()
     for key in state.live:
         instance = state.instance(key)
         if instance is None or instance.state not in ACTIVE:
             continue
-        deadline = silence_deadline(instance, timeout)
+        deadline = silence_deadline(instance, timeout, start_timeout)
         if deadline is not None and at > max(deadline, reachable_since + timeout):
             overdue.add(key)
     return overdue
 
 
-def dead_tries(state: SchedulerState, evidence: Evidence, timeout: float) -> set[TryKey]:
+def dead_tries(state: SchedulerState, evidence: Evidence, timeout: float,
+               start_timeout: float | None = None) -> set[TryKey]:
     """Live tries proven silent: overdue as of the point up to which their heartbeats were read."""
-    return overdue_tries(state, evidence.heard_until, timeout, evidence.reachable_since)
+    return overdue_tries(state, evidence.heard_until, timeout, evidence.reachable_since, start_timeout)
 
 
-def next_wakeup(state: SchedulerState, timeout: float, now: float) -> float | None:
+def next_wakeup(state: SchedulerState, timeout: float, now: float, start_timeout: float | None = None) -> float | None:
     """The earliest time after ``now`` a retry falls due or a live try's silence deadline passes.
 
     Times already past are left out: what is due is decided on every turn, and a time a
@@ -72,7 +88,7 @@ def next_wakeup(state: SchedulerState, timeout: float, now: float) -> float | No
              if (instance := state.instance(key)) is not None and instance.not_before is not None]
     times += [deadline for key in state.live
               if (instance := state.instance(key)) is not None
-              and (deadline := silence_deadline(instance, timeout)) is not None]
+              and (deadline := silence_deadline(instance, timeout, start_timeout)) is not None]
     return min((time for time in times if time > now), default=None)
 
 

@@ -68,7 +68,7 @@ def decide_deleted_dag_run(run: DagRun, gone: DagEntry, now: float, policy, dead
 def _remove(run: DagRun, instance: TaskInstance, now: float, policy, dead: Collection[TryKey],
             reason: str) -> list:
     if (run.dag_id, run.run_id, instance.task_id) in dead:
-        return [declared_dead(run, instance, now, policy.scheduler_id, policy.heartbeat_timeout)]
+        return [declared_dead(run, instance, now, policy.scheduler_id, policy.heartbeat_timeout, policy.start_timeout)]
     if instance.state in ACTIVE:
         return stop(run, instance, now, policy.scheduler_id, reason)
     if instance.state in (SUCCESS, SKIPPED, REMOVED):
