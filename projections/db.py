@@ -6,6 +6,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event, inspect
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from infra.settings import Settings
 from projections.tables import LIVE, Tables
@@ -31,9 +32,20 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cursor.close()
 
 
+CREATE_ATTEMPTS = 5
+
+
 def create_tables(engine: Engine, tables: Tables = LIVE) -> None:
-    """Create missing tables (live ones with their secondary indexes)."""
-    tables.metadata.create_all(engine)
+    """Create missing tables (live ones with their secondary indexes). Another process creating
+    them at the same moment (a projector starting while a CLI command reads) is not an error:
+    each attempt creates what is still missing."""
+    for attempt in range(CREATE_ATTEMPTS):
+        try:
+            tables.metadata.create_all(engine)
+            return
+        except (OperationalError, ProgrammingError, IntegrityError) as error:
+            if "already exists" not in str(error) or attempt == CREATE_ATTEMPTS - 1:
+                raise
 
 
 def drop_tables(engine: Engine, tables: Tables) -> None:
