@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export TOCK_HOME ?= $(CURDIR)/.tock
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench services stop clean venv unit kube
+.PHONY: run run-kubernetes test bench services stop clean venv unit kube
 
 venv: $(STAMP)
 
@@ -26,6 +26,12 @@ services: venv
 run: services
 	$(BIN)/tock standalone --dags-folder $(CURDIR)/examples/dags
 
+# `make run` with the Kubernetes executor too: the local kube-apiserver, etcd and a node agent
+# (the kubelet stand-in), then every service on examples/kubernetes_dags (local, Celery and pods).
+run-kubernetes: services kube
+	@$(BIN)/tock kube start
+	TOCK_EXECUTORS=local,celery,kubernetes $(BIN)/tock standalone --dags-folder $(CURDIR)/examples/kubernetes_dags
+
 # The real kube-apiserver and etcd the Kubernetes tests run against: built from the Go module
 # proxy once per machine (~13 minutes on 2 cores) into ~/.cache/tock/kube; later calls return at
 # once. Not part of `services`, so `make run` stays fast (`tock kube start` builds on first use).
@@ -38,7 +44,7 @@ test: services kube
 unit: venv
 	$(BIN)/pytest -q -p no:cacheprovider tests/unit
 
-bench: services
+bench: services kube
 	$(BIN)/python -m tests.benchmarks
 
 stop:

@@ -203,8 +203,10 @@ def wait_for_node(settings: Settings, node: str, timeout: float = 60.0) -> None:
 def api_requests(settings: Settings) -> float:
     """The API server's count of requests it served (apiserver_request_total, summed)."""
     with kube_api(settings) as api:
-        text = api.call_api("/metrics", "GET", auth_settings=["BearerToken"], response_type="str",
-                            _preload_content=False)[0].data.decode()
+        method, url, headers, body, _post = api.param_serialize("GET", "/metrics", auth_settings=["BearerToken"])
+        response = api.call_api(method, url, header_params=headers, body=body)
+        response.read()
+        text = response.data.decode()
     return sum(float(match) for match in re.findall(r"^apiserver_request_total\{[^}]*\} (\S+)$", text, re.M))
 
 
