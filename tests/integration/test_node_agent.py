@@ -1,7 +1,12 @@
-"""``tock node-agent`` (the kubelet stand-in) against a real kube-apiserver, as real processes."""
+"""``tock node-agent`` (the kubelet stand-in) against a real kube-apiserver, as real processes.
+
+Each test has its own namespace of the session's shared API server, except those that stop or
+freeze the API server: they run against a private control plane (``TestWhileTheApiServerIsAway``).
+"""
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 import uuid
@@ -11,7 +16,9 @@ import pytest
 from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
-from tests.integration.node_agent_support import agents, kube_core, kube_servers, namespace, wait_for  # noqa: F401
+from infra.kube_client import kube_api
+from tests.integration.node_agent_support import (  # noqa: F401
+    agents, kube_core, kube_settings, kube_target, namespace, private_kube, private_namespace, wait_for)
 
 pytestmark = pytest.mark.integration
 
@@ -87,14 +94,15 @@ def test_a_pod_that_exits_0_succeeds_through_running_with_a_full_status(kube_cor
     assert ready["Ready"] == "True" and kube_core.read_node(node).metadata.labels["kubernetes.io/hostname"] == node
 
 
-def test_the_node_lease_is_renewed(kube_servers, agents):
-    from kubernetes import client, config
+def test_the_node_lease_is_renewed(kube_settings, agents):
+    from kubernetes import client
 
     node = node_name()
     agents(node)
-    leases = client.CoordinationV1Api(config.new_client_from_config(config_file=str(kube_servers.kubeconfig)))
-    first = wait_for(lambda: _lease(leases, node), 30, "the node's lease").spec.renew_time
-    wait_for(lambda: _lease(leases, node).spec.renew_time > first, 10, "a renewal of the lease")
+    with kube_api(kube_settings) as api:
+        leases = client.CoordinationV1Api(api)
+        first = wait_for(lambda: _lease(leases, node), 30, "the node's lease").spec.renew_time
+        wait_for(lambda: _lease(leases, node).spec.renew_time > first, 10, "a renewal of the lease")
 
 
 def _lease(leases, node):
@@ -184,46 +192,55 @@ def test_a_pod_that_vanished_while_its_agent_was_away_is_reported_unknown(kube_c
     assert state.reason == "ContainerStatusUnknown"
 
 
-def test_the_agent_survives_an_api_server_restart_and_reports_what_ended_meanwhile(
-        kube_servers, kube_core, namespace, agents, tmp_path):
-    node = node_name()
-    agent = agents(node)
-    make_pod(kube_core, namespace, "through", ["sh", "-c", "until [ -f go ]; do sleep 0.1; done; exit 0"])
-    pod_in_phase(kube_core, namespace, "through", "Running")
-    kube_servers.stop_apiserver()
-    try:
-        (tmp_path / node / "node-agent" / node / "pods" / "through" / "go").touch()
-        time.sleep(3)  # the pod ends while the API server is away; the agent keeps going
-        assert agent.process.poll() is None
-    finally:
-        kube_servers.start_apiserver()
-    state = terminated(pod_in_phase(kube_core, namespace, "through", "Succeeded", seconds=60))
-    assert state.exit_code == 0
-    make_pod(kube_core, namespace, "after", ["true"])  # its watches are back too
-    pod_in_phase(kube_core, namespace, "after", "Succeeded", seconds=60)
-
-
 def _text(home) -> str:
     return "".join(path.read_text() for path in home.glob("agent-*.log"))
 
 
-def test_memory_limits_hold_while_the_api_server_hangs(kube_servers, kube_core, namespace, agents, tmp_path):
-    node = node_name()
-    agents(node)
-    hog = "import os, time\nwhile not os.path.exists('go'): time.sleep(0.05)\nx = b'a' * (200 * 2**20)\ntime.sleep(60)"
-    make_pod(kube_core, namespace, "hog", ["python3", "-c", hog], memory="64Mi")
-    make_pod(kube_core, namespace, "first", ["sh", "-c", "until [ -f go ]; do sleep 0.05; done"])
-    shim = psutil.Process(shim_pid(pod_in_phase(kube_core, namespace, "hog", "Running")))
-    pod_in_phase(kube_core, namespace, "first", "Running")
-    pods = tmp_path / node / "node-agent" / node / "pods"
-    apiserver = kube_servers.processes["apiserver"]
-    apiserver.send_signal(signal.SIGSTOP)  # connections accepted, never answered
-    try:
-        (pods / "first" / "go").touch()  # its end is to be reported: that call hangs
-        time.sleep(1.0)
-        (pods / "hog" / "go").touch()
-        wait_for(lambda: not shim.is_running(), 3, "the hog to be killed while the API server hangs")
-    finally:
-        apiserver.send_signal(signal.SIGCONT)
-    state = terminated(pod_in_phase(kube_core, namespace, "hog", "Failed", seconds=60))
-    assert (state.exit_code, state.reason) == (137, "OOMKilled")
+class TestWhileTheApiServerIsAway:
+    """Faults of the API server itself: on a private control plane, never the session's shared one."""
+
+    @pytest.fixture
+    def kube_target(self, private_namespace):
+        return private_namespace
+
+    def test_the_agent_survives_an_api_server_restart_and_reports_what_ended_meanwhile(
+            self, private_kube, kube_core, namespace, agents, tmp_path):
+        node = node_name()
+        agent = agents(node)
+        make_pod(kube_core, namespace, "through",
+                 ["sh", "-c", "until [ -f go ]; do sleep 0.1; done; exit 0"])
+        pod_in_phase(kube_core, namespace, "through", "Running")
+        private_kube.apiserver.stop(timeout=15)
+        try:
+            (tmp_path / node / "node-agent" / node / "pods" / "through" / "go").touch()
+            time.sleep(3)  # the pod ends while the API server is away; the agent keeps going
+            assert agent.process.poll() is None
+        finally:
+            private_kube.start(with_agent=False)
+        state = terminated(pod_in_phase(kube_core, namespace, "through", "Succeeded", seconds=60))
+        assert state.exit_code == 0
+        make_pod(kube_core, namespace, "after", ["true"])  # its watches are back too
+        pod_in_phase(kube_core, namespace, "after", "Succeeded", seconds=60)
+
+    def test_memory_limits_hold_while_the_api_server_hangs(
+            self, private_kube, kube_core, namespace, agents, tmp_path):
+        node = node_name()
+        agents(node)
+        hog = ("import os, time\nwhile not os.path.exists('go'): time.sleep(0.05)\n"
+               "x = b'a' * (200 * 2**20)\ntime.sleep(60)")
+        make_pod(kube_core, namespace, "hog", ["python3", "-c", hog], memory="64Mi")
+        make_pod(kube_core, namespace, "first", ["sh", "-c", "until [ -f go ]; do sleep 0.05; done"])
+        shim = psutil.Process(shim_pid(pod_in_phase(kube_core, namespace, "hog", "Running")))
+        pod_in_phase(kube_core, namespace, "first", "Running")
+        pods = tmp_path / node / "node-agent" / node / "pods"
+        apiserver = private_kube.apiserver.live_pid()
+        os.kill(apiserver, signal.SIGSTOP)  # connections accepted, never answered
+        try:
+            (pods / "first" / "go").touch()  # its end is to be reported: that call hangs
+            time.sleep(1.0)
+            (pods / "hog" / "go").touch()
+            wait_for(lambda: not shim.is_running(), 3, "the hog to be killed while the API server hangs")
+        finally:
+            os.kill(apiserver, signal.SIGCONT)
+        state = terminated(pod_in_phase(kube_core, namespace, "hog", "Failed", seconds=60))
+        assert (state.exit_code, state.reason) == (137, "OOMKilled")
