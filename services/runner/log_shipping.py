@@ -95,9 +95,18 @@ class LogShipping:
     def _run(self) -> None:
         while not self._stopping.wait(TICK_SECONDS):
             self._ship_all()
-        self._ship_all()
+        # Closing: ship what is left, READ_LIMIT at a time, until every try is done or nothing moves
+        # (a try that wrote megabytes in its last moments has more than one pass left).
+        while self._tails and self._ship_all():
+            pass
 
-    def _ship_all(self) -> None:
+    def _progress(self) -> tuple:
+        with self._lock:
+            return tuple((tail.state.offset, len(tail.state.pending), tail.state.done) for tail in self._tails.values())
+
+    def _ship_all(self) -> bool:
+        """One pass over the tries; whether it moved anything."""
+        before = self._progress()
         with self._lock:
             tails = list(self._tails.values())
         for tail in tails:
@@ -111,6 +120,7 @@ class LogShipping:
                 self._tails.pop(tail.request.key, None)
                 if tail.file is not None:
                     tail.file.close()
+        return self._progress() != before
 
     def _ship(self, tail: _Tail) -> None:
         ended = tail.ended  # read first: once ended, the file read below is complete

@@ -44,7 +44,12 @@ with DAG("shiplog") as dag:
             time.sleep(0.05)
         print("line 2")
 
-    talk(); chatty(); slow()
+    @task
+    def flood():
+        for index in range(100_000):  # ~7 MB in a fraction of a second: several reads left at its end
+            print(f"line {index:06d} of the flood, some text to make it a typical log line")
+
+    talk(); chatty(); slow(); flood()
 '''
 
 
@@ -56,12 +61,12 @@ def make_shipping(make_settings, tmp_path):
         dag_file = tmp_path / "shiplog.py"
         dag_file.write_text(DAG_FILE)
         at = time.time()
-        project(settings, [dag_parsed("shiplog", at, tasks=("talk", "chatty", "slow"), path=str(dag_file)),
+        project(settings, [dag_parsed("shiplog", at, tasks=("talk", "chatty", "slow", "flood"), path=str(dag_file)),
                            DagRunCreated(dag_id="shiplog", run_id=RUN, logical_date=at, run_type="manual",
                                          dag_fingerprint="f", scheduler_id="s1", at=at),
                            *[TaskQueued(dag_id="shiplog", run_id=RUN, task_id=task_id, try_number=1,
                                         executor="local", queue="default", scheduler_id="s1", at=at)
-                             for task_id in ("talk", "chatty", "slow")]])
+                             for task_id in ("talk", "chatty", "slow", "flood")]])
         return settings, dag_file
     return make
 
@@ -97,6 +102,13 @@ def test_a_try_s_lines_are_read_from_the_topic_by_the_cli_and_the_api(make_shipp
     assert tock(settings, "tasks", "logs", "shiplog", RUN, "talk", "--follow").stdout == expected
     assert api_log(settings, "talk") == expected
     assert api_log(settings, "talk", follow="true") == expected
+
+
+def test_a_try_that_wrote_megabytes_in_its_last_moments_has_every_line_shipped(make_shipping, tmp_path):
+    settings, dag_file = make_shipping()
+    ran(settings, dag_file, "flood", tmp_path)
+    lines = tock(settings, "tasks", "logs", "shiplog", RUN, "flood").stdout.splitlines()
+    assert len(lines) == 100_000 and lines[-1].startswith("line 099999 ")
 
 
 def test_past_the_budget_a_truncation_marker_names_the_whole_file(make_shipping, tmp_path):
