@@ -12,7 +12,7 @@ import typer
 
 from infra.settings import Settings, SettingsError, load_settings
 
-app = typer.Typer(
+_app = typer.Typer(
     name="tock",
     help="Tock: a workflow scheduler whose truth is a Kafka log.",
     no_args_is_help=True,
@@ -29,6 +29,7 @@ COMMAND_MODULES = [
     "tock.cli.dag_commands",
     "tock.cli.query_commands",
     "tock.cli.scheduler_commands",
+    "tock.cli.runner_commands",
     "tock.cli.operator_commands",
     "tock.cli.backfill_commands",
     "tock.cli.worker_commands",
@@ -37,7 +38,28 @@ COMMAND_MODULES = [
 ]
 
 
-@app.callback()
+# Commands whose process should not pay for importing every other command (and sqlalchemy,
+# kubernetes, rich...): `tock run-task` starts for every try, in every pod.
+LIGHT_COMMANDS = {"run-task": ["tock.cli.runner_commands"]}
+_registered: set[str] = set()
+
+
+def _register(modules: list[str]) -> typer.Typer:
+    for module in modules:
+        if module not in _registered:
+            importlib.import_module(module).register(_app)
+            _registered.add(module)
+    return _app
+
+
+def __getattr__(name: str):
+    # ``from tock.cli import app``: the whole command line, every command registered.
+    if name == "app":
+        return _register(COMMAND_MODULES)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@_app.callback()
 def _load(ctx: typer.Context) -> None:
     """Read TOCK_* settings once; every command receives them as ctx.obj."""
     try:
@@ -61,12 +83,9 @@ def settings_of(ctx: typer.Context) -> Settings:
     return ctx.find_root().obj
 
 
-for _module in COMMAND_MODULES:
-    importlib.import_module(_module).register(app)
-
-
 def main() -> None:
     # `kill -USR1 <pid>` prints every thread's stack to stderr: how to see where a live
     # service is stuck without stopping it.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-    app()
+    command = sys.argv[1] if len(sys.argv) > 1 else ""
+    _register(LIGHT_COMMANDS.get(command, COMMAND_MODULES))()
