@@ -16,12 +16,14 @@ from infra.settings import Settings
 from projections import queries
 from projections.db import create_tables, open_engine
 from services.api import models
+from services.api.auth import VIEWER
 from services.api.backfills import status
 from services.api.commands import CommandLog, commands
 from services.api.executors import executors
 from services.api.logs import logs
 from services.api.metrics import ApiMetrics
 from services.api.targets import Refused
+from services.api.users import users
 import services.api.task_commands  # noqa: F401 - adds the task commands to the commands router
 
 LIMIT = Query(100, ge=1, le=1000, description="at most this many items")
@@ -34,7 +36,9 @@ Commands answer 202 once the log has acknowledged them; the owning scheduler the
 (or rejects them: see `GET /api/v1/commands/{request_id}`). Send an `Idempotency-Key` header to
 make a retry safe: the same key is the same request id, applied once, with the same response.
 Unknown DAGs, runs and task instances get 404; impossible commands 409 with the reason; malformed
-input 422. With TOCK_API_TOKEN set, commands need `Authorization: Bearer <token>`."""
+input 422. Every endpoint but /health needs `Authorization: Bearer <token>` (401 without, 403 when the
+token's role is too weak): viewers read, operators also run commands, admins also manage users.
+Tokens come from `tock tokens create`; TOCK_API_TOKEN, when set, is an admin token."""
 
 
 def engine_of(request: Request) -> Engine:
@@ -59,11 +63,12 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.metrics = ApiMetrics(app.state.engine)
     _add_error_handlers(app)
     _add_metrics(app)
-    app.include_router(reads)
-    app.include_router(status)
-    app.include_router(logs)
+    app.include_router(open_reads)
+    for router in (reads, status, logs, executors):
+        app.include_router(router, dependencies=[Depends(VIEWER)],
+                           responses={401: {"description": "missing or wrong bearer token"}})
     app.include_router(commands)
-    app.include_router(executors)
+    app.include_router(users)
     return app
 
 
@@ -101,7 +106,7 @@ def _add_metrics(app: FastAPI) -> None:
         metrics.latency.labels(request.method, path).observe(time.perf_counter() - started)
         return response
 
-    @app.get("/metrics", include_in_schema=False)
+    @app.get("/metrics", include_in_schema=False, dependencies=[Depends(VIEWER)])
     def prometheus(request: Request) -> Response:
         return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
@@ -109,6 +114,7 @@ def _add_metrics(app: FastAPI) -> None:
 # --- reads ---------------------------------------------------------------------------
 
 reads = APIRouter()
+open_reads = APIRouter()  # for probes that carry no credentials
 
 
 def _found(row, what: str):
@@ -117,7 +123,7 @@ def _found(row, what: str):
     return row
 
 
-@reads.get("/health", response_model=models.Health, tags=["health"],
+@open_reads.get("/health", response_model=models.Health, tags=["health"],
            responses={503: {"model": models.Health}})
 def health(engine: Engine = Depends(engine_of)):
     """ok when the database answers."""
