@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from urllib.parse import quote
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DataError, SQLAlchemyError, StatementError
@@ -23,6 +25,9 @@ from services.api.executors import executors
 from services.api.logs import logs
 from services.api.metrics import ApiMetrics
 from services.api.targets import Refused
+from services.api.ui.actions import actions
+from services.api.ui.pages import pages
+from services.api.ui.web import STATIC, LoginRequired, UiState, web
 from services.api.users import users
 import services.api.task_commands  # noqa: F401 - adds the task commands to the commands router
 
@@ -61,6 +66,7 @@ def create_app(settings: Settings) -> FastAPI:
     create_tables(app.state.engine)  # an API started before the projector answers with empty lists
     app.state.command_log = CommandLog(settings)
     app.state.metrics = ApiMetrics(app.state.engine)
+    app.state.ui = UiState(settings)
     _add_error_handlers(app)
     _add_metrics(app)
     app.include_router(open_reads)
@@ -69,6 +75,9 @@ def create_app(settings: Settings) -> FastAPI:
                            responses={401: {"description": "missing or wrong bearer token"}})
     app.include_router(commands)
     app.include_router(users)
+    for router in (web, pages, actions):
+        app.include_router(router)
+    app.mount("/ui/static", StaticFiles(directory=STATIC), name="static")
     return app
 
 
@@ -78,6 +87,10 @@ def _add_error_handlers(app: FastAPI) -> None:
         problems = [f"{'.'.join(str(part) for part in item['loc'])}: {item['msg']}" for item in error.errors()]
         return JSONResponse(status_code=422, content={"detail": "invalid request: " + "; ".join(problems),
                                                       "errors": jsonable_errors(error)})
+
+    @app.exception_handler(LoginRequired)
+    async def login_first(_request: Request, error: LoginRequired) -> RedirectResponse:
+        return RedirectResponse(f"/login?next={quote(error.next_path)}", status_code=303)
 
     @app.exception_handler(Refused)
     async def refused(_request: Request, error: Refused) -> JSONResponse:
