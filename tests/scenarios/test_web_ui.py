@@ -10,6 +10,7 @@ import sys
 import httpx
 import pytest
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
 
 from tests.scenarios.scheduler_support import REPO, Processes, create_topics, environment
 from tests.scenarios.web_ui_support import (PASSWORD_LINE, browser, free_port, log_in, screenshots_folder, wait,
@@ -75,10 +76,52 @@ def test_an_operator_triggers_a_dag_and_watches_its_grid_turn_green(system, requ
         driver.find_element(By.CSS_SELECTOR, 'a.cell[data-task="report"]').click()
         wait(driver, lambda: "TaskSucceeded" in driver.find_element(By.CLASS_NAME, "timeline").text, 30,
              "the task's timeline")
-        assert "report for" in driver.find_element(By.ID, "log").text
+        wait(driver, lambda: "report for" in driver.find_element(By.ID, "log").text, 30, "the try's log")
         driver.save_screenshot(str(shots / "task.png"))
+        _clear_a_failed_flaky_task(driver, base, shots)
     finally:
         driver.quit()
+
+
+def _clear_a_failed_flaky_task(driver, base: str, shots) -> None:
+    """example_flaky's run succeeds on flaky's second try; marked failed by hand, then cleared with its
+    downstream task from the UI, flaky runs a third time and the open task page shows it live."""
+    driver.get(base + "/actions/trigger?dag_id=example_flaky")
+    driver.find_element(By.ID, "confirm").click()
+    wait(driver, lambda: _green_cells(driver) == 2, 120, "example_flaky's run to succeed")
+    flaky = driver.find_element(By.CSS_SELECTOR, 'a.cell[data-task="flaky"]')
+    assert flaky.text.strip() == "✓2", flaky.text  # the success came on the second try
+    flaky.click()
+    task_page = driver.current_url
+    _act(driver, "mark", lambda: Select(driver.find_element(By.NAME, "state")).select_by_visible_text("failed"))
+    wait(driver, lambda: "✗ failed" in driver.find_element(By.ID, "try-state").text, 30, "flaky marked failed")
+    driver.save_screenshot(str(shots / "task-failed.png"))
+    _act(driver, "clear", lambda: driver.find_element(By.CSS_SELECTOR, 'input[name="downstream"]').click())
+    assert driver.current_url.startswith(task_page)
+    page = driver.execute_script("return window.performance.timeOrigin")
+    wait(driver, lambda: _tries_succeeded(driver) == 3, 120, "flaky's third try to succeed, shown live")
+    assert driver.execute_script("return window.performance.timeOrigin") == page, "the page was reloaded"
+    wait(driver, lambda: "second try: succeeding" in driver.find_element(By.ID, "log").text, 30,
+         "the third try's log, followed live")
+    driver.save_screenshot(str(shots / "task-cleared.png"))
+    driver.get(base + "/dags/example_flaky")
+    wait(driver, lambda: _green_cells(driver) == 2, 60, "after, cleared downstream, to run again")
+
+
+def _act(driver, action: str, choose) -> None:
+    """Open the task page's action, make the choice on its confirmation form and confirm."""
+    driver.find_element(By.CSS_SELECTOR, f'a.button[href^="/actions/{action}?"]').click()
+    choose()
+    driver.find_element(By.ID, "confirm").click()
+    wait(driver, lambda: "sent to the log" in driver.page_source, 30, f"the {action} to be accepted")
+
+
+def _tries_succeeded(driver) -> int:
+    """The highest try the timeline shows a TaskSucceeded of."""
+    tries = [int(item.get_attribute("data-try")) for item in
+             driver.find_elements(By.CSS_SELECTOR, 'ol.timeline li[data-event="TaskSucceeded"]')
+             if item.get_attribute("data-try")]
+    return max(tries, default=0)
 
 
 def test_a_viewer_cannot_trigger_and_anonymous_users_are_turned_away(system, settings, request):

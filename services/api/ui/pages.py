@@ -17,6 +17,7 @@ from sqlalchemy import Engine
 from projections import queries
 from services.api.auth import Principal
 from services.api.commands import engine_of
+from services.api.logs import log_response
 from services.api.task_logs import TryRef, shipped_texts, try_start
 from services.api.ui import views
 from services.api.ui.web import page_user, render, templates
@@ -85,6 +86,15 @@ def _log(request: Request, engine: Engine, context: dict) -> str:
     try_ref = TryRef(context["dag_id"], context["run_id"], context["task_id"], instance["try_number"])
     since = try_start(engine, try_ref, instance)
     return "".join(text for batch in shipped_texts(request.app.state.settings, try_ref, since) for text in batch.texts)
+
+
+@pages.get("/ui/log/dags/{dag_id}/runs/{run_id}/tasks/{task_id}")
+def follow_log(dag_id: str, run_id: str, task_id: str, request: Request,
+               try_number: int | None = Query(None, alias="try", ge=1), _user: Principal = Depends(page_user),
+               engine: Engine = Depends(engine_of)) -> Response:
+    """The task page's live log: the API's log stream (whole, then followed until the try ends)
+    with the session's login, read by ui.js as it arrives: one Kafka reader per open page."""
+    return log_response(request, engine, dag_id, run_id, task_id, try_number, follow=True)
 
 
 @pages.get("/ui/live/dags")
