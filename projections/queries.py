@@ -254,10 +254,15 @@ def tokens(engine: Engine, *, username: str | None = None, limit: int = DEFAULT_
 
 def instances_of_runs(engine: Engine, dag_id: str, run_ids: list[str]) -> list[Row]:
     """Every task instance of these runs of the DAG (the web UI's grid), in one query."""
+    # Plain tuples zipped into dicts: a 100 x 200 grid is 20,000 rows, and mapping each through
+    # _decoded cost more than the query.
     table = LIVE["task_instance"]
-    columns = [table.c[name] for name in ("run_id", "task_id", "state", "try_number")]
-    query = select(*columns).where(table.c.dag_id == dag_id, table.c.run_id.in_(run_ids))
-    return _page(engine, query, 1_000_000, 0) if run_ids else []
+    names = ("run_id", "task_id", "state", "try_number")
+    query = select(*(table.c[name] for name in names)).where(table.c.dag_id == dag_id, table.c.run_id.in_(run_ids))
+    if not run_ids:
+        return []
+    with engine.connect() as connection:
+        return [dict(zip(names, row)) for row in connection.execute(query)]
 
 
 def latest_runs(engine: Engine, dag_ids: list[str], per_dag: int) -> dict[str, list[Row]]:

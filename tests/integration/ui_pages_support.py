@@ -17,16 +17,19 @@ CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 PASSWORD = "correct horse battery"
 
 
-def fold_into_tables(engine, events: list) -> None:
-    """Fold ``events`` into the projection tables in one batch, as the projector would."""
-    builder = LogBuilder()
+def fold_into_tables(engine, events: list, builder: LogBuilder | None = None) -> None:
+    """Fold ``events`` into the projection tables in one batch, as the projector would. Pass the same
+    ``builder`` to fold several batches of one log (a fresh one starts at offset 0 again, and the
+    writer skips records below the offsets it has stored)."""
+    builder = builder or LogBuilder()
+    first = len(builder.records)
     for event in events:
         builder.add(event)
 
     def refuse(record, reason):
         raise AssertionError(f"unexpected dead letter {record}: {reason}")
 
-    commit_batch(engine, builder.records, {}, {}, refuse)
+    commit_batch(engine, builder.records[first:], {}, {}, refuse)
 
 
 def dag_parsed(dag_id: str, upstream: dict[str, list[str]], at: float, **definition) -> DagParsed:

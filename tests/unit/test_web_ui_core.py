@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.api.ui import dag_list, graph, login_limits, sessions, views
+from services.api.ui import dag_list, graph, grid_html, login_limits, sessions, views
 
 LIMITS = login_limits.LoginLimits(attempts=3, window=60.0)
 KEY = b"k" * 32
@@ -156,3 +156,15 @@ def test_graph_nodes_carry_the_latest_runs_state_and_a_short_label():
     nodes = views.graph_nodes(result, {"b": {"state": "failed", "try_number": 2}})
     assert [(node["symbol"], node["try_number"], len(node["label"])) for node in nodes] == [
         ("·", None, 22), ("✗", 2, 1)]
+
+
+def test_grid_cells_are_links_with_colour_symbol_and_try_and_escaped_ids():
+    runs = [{"run_id": "r&1", "state": "running"}]
+    instances = [{"run_id": "r&1", "task_id": 'a"<b>', "state": "up_for_retry", "try_number": 2}]
+    built = views.grid([{"task_id": 'a"<b>'}, {"task_id": "c d"}], runs, instances, "my dag")
+    first, second = (str(grid_html.row_cells(row, built["columns"])) for row in built["rows"])
+    assert first == ('<td><a class="cell retry" data-task="a&quot;&lt;b&gt;" data-state="up_for_retry" '
+                     'href="/dags/my%20dag/runs/r%261/tasks/a%22%3Cb%3E" '
+                     'aria-label="a&quot;&lt;b&gt; in r&amp;1: up_for_retry, try 2">↻<sub>2</sub></a></td>')
+    assert 'class="cell none"' in second and 'href="/dags/my%20dag/runs/r%261/tasks/c%20d"' in second
+    assert 'aria-label="c d in r&amp;1: no state">·</a>' in second

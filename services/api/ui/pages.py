@@ -45,7 +45,7 @@ def _grid(engine: Engine, dag_id: str, shown: int = GRID_RUNS) -> dict:
     dag = known_dag(engine, dag_id)
     runs = queries.runs(engine, dag_id=dag_id, limit=shown)
     instances = queries.instances_of_runs(engine, dag_id, [run["run_id"] for run in runs])
-    return {"dag": dag, "grid": views.grid(dag["tasks"] or [], runs, instances), "shown": shown}
+    return {"dag": dag, "grid": views.grid(dag["tasks"] or [], runs, instances, dag_id), "shown": shown}
 
 
 def _task(engine: Engine, dag_id: str, run_id: str, task_id: str) -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import quote as url_quote
 
 from services.api.ui.graph import Layout, label
 
@@ -37,19 +38,30 @@ def parse_look(state: str | None) -> dict[str, str]:
     return {"state": state or "not parsed", "symbol": symbol, "css": css}
 
 
-def grid(tasks: list[dict[str, Any]], runs: list[dict[str, Any]], instances: list[dict[str, Any]]) -> dict:
-    """Runs as columns (oldest first), tasks as rows, each cell the instance's state look and try."""
+def grid(tasks: list[dict[str, Any]], runs: list[dict[str, Any]], instances: list[dict[str, Any]],
+         dag_id: str = "") -> dict:
+    """Runs as columns (oldest first), tasks as rows, each cell the instance's state look and try.
+
+    Each column carries the start of its cells' links (the DAG's and run's ids quoted once, not per cell).
+    """
     by_key = {(row["run_id"], row["task_id"]): row for row in instances}
-    columns = [{"run_id": run["run_id"], **state_look(run["state"])} for run in reversed(runs)]
+    looks = {state: state_look(state) for state in {row["state"] for row in instances} | {None}}  # a dozen, shared
+    columns = [{"run_id": run["run_id"], "href": f"/dags/{quote(dag_id)}/runs/{quote(run['run_id'])}/tasks/",
+                **state_look(run["state"])} for run in reversed(runs)]
     rows = []
     for task in tasks:
         cells = []
         for column in columns:
             instance = by_key.get((column["run_id"], task["task_id"]), {})
             cells.append({"run_id": column["run_id"], "try_number": instance.get("try_number"),
-                          **state_look(instance.get("state"))})
+                          **looks[instance.get("state")]})
         rows.append({"task_id": task["task_id"], "cells": cells})
     return {"columns": columns, "rows": rows}
+
+
+def quote(text: str) -> str:
+    """A path segment quoted as Jinja's ``urlencode`` filter does (``/`` kept)."""
+    return url_quote(text, safe="/")
 
 
 def timeline(history: list[dict[str, Any]]) -> list[dict[str, Any]]:

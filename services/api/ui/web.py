@@ -21,12 +21,13 @@ from sqlalchemy import Engine
 from projections import queries
 from services.api import accounts
 from services.api.auth import Principal
-from services.api.ui import login_limits, sessions, views
+from services.api.ui import grid_html, login_limits, sessions, views
 
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
 STATIC = Path(__file__).parent / "static"
 templates.env.filters["when"] = lambda at: time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at)) if at else "—"
 templates.env.filters["duration"] = views.duration
+templates.env.globals["row_cells"] = grid_html.row_cells
 web = APIRouter(include_in_schema=False)
 
 
