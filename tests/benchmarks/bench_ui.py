@@ -119,15 +119,26 @@ return {response: entry.responseEnd, dom: entry.domContentLoadedEventEnd, load: 
         cells: document.querySelectorAll('a.cell').length};"""
 
 
+SPENT = ("LayoutDuration", "RecalcStyleDuration", "ScriptDuration", "TaskDuration")
+
+
+def _spent(driver) -> dict[str, float]:
+    """chromium's seconds of layout, style, script and all tasks in the current document so far (DevTools
+    Performance metrics; they start again with each navigation)."""
+    metrics = driver.execute_cdp_cmd("Performance.getMetrics", {})["metrics"]
+    return {metric["name"]: metric["value"] for metric in metrics if metric["name"] in SPENT}
+
+
 def _load_times(driver, url: str) -> list[dict]:
     from selenium.webdriver.support.ui import WebDriverWait
 
+    driver.execute_cdp_cmd("Performance.enable", {})
     timings = []
     for _ in range(BROWSER_REPEATS + 1):  # the first load warms chromium's caches: not counted
         driver.get(url)
         WebDriverWait(driver, 60).until(lambda d: d.execute_script(
             "const e = performance.getEntriesByType('navigation')[0]; return e && e.loadEventEnd > 0"))
-        timings.append(driver.execute_script(NAVIGATION))
+        timings.append({**driver.execute_script(NAVIGATION), **_spent(driver)})
     return timings[1:]
 
 
@@ -154,6 +165,9 @@ def browser(app) -> None:
             print(f"      {spread(loads)} s; response end {statistics.median(t['response'] for t in timings):.0f} ms,"
                   f" DOMContentLoaded {statistics.median(t['dom'] for t in timings):.0f} ms;"
                   f" {timings[-1]['cells']:,} cells", flush=True)
+            print("      chromium's busy time per load (median): " + ", ".join(
+                f"{name.removesuffix('Duration').lower()} {statistics.median(t.get(name, 0.0) for t in timings):.3f} s"
+                for name in SPENT), flush=True)
     finally:
         driver.quit()
         uvicorn_server.should_exit = True
