@@ -120,7 +120,7 @@ def test_the_dag_list_shows_tags_and_the_next_scheduled_run(ui):
     # catch-up from 2024-01-01 with its latest scheduled run on 2024-01-02: the next is 2024-01-03
     assert '<td class="next-run">2024-01-03 00:00:00</td>' in row
     other = re.search(r'<tr data-dag="other">.*?</tr>', _page(ui, "/"), re.S).group(0)
-    assert '<td class="next-run">—</td>' in other and "⏸ paused" in other
+    assert '<td class="next-run">—</td>' in other and "‖ paused" in other
 
 
 def test_the_graph_shows_each_task_in_the_latest_run_state_with_its_edges(ui):
