@@ -39,8 +39,8 @@ def _etl() -> list:
     ids = {"dag_id": "etl", "run_id": "manual__m1", "try_number": 1}
     return [dag_parsed("etl", {"extract": [], "transform": ["extract"], "load": ["transform"], "report": ["load"]},
                        AT, schedule="@daily", start_date=JAN_1, catchup=True, tags=["finance", "nightly"]),
-            _run("etl", "scheduled__2024-01-01", JAN_1, AT), DagRunFinished(dag_id="etl", run_id="scheduled__2024-01-01",
-                                                                           state="success", at=AT + 100),
+            _run("etl", "scheduled__2024-01-01", JAN_1, AT),
+            DagRunFinished(dag_id="etl", run_id="scheduled__2024-01-01", state="success", at=AT + 100),
             _run("etl", "scheduled__2024-01-02", JAN_1 + DAY, AT + 200),
             DagRunFinished(dag_id="etl", run_id="scheduled__2024-01-02", state="failed", reason="load failed",
                            at=AT + 300),

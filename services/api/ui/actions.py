@@ -98,8 +98,8 @@ def _run(action: str, request: Request, engine: Engine, target: dict[str, str], 
         case "unpause":
             return commands.unpause(dag_id, request, request_id, engine)
         case "clear":
-            return task_commands.clear(dag_id, run_id, task_id, request, models.ClearRequest(downstream=form.downstream),
-                                       request_id, engine)
+            body = models.ClearRequest(downstream=form.downstream)
+            return task_commands.clear(dag_id, run_id, task_id, request, body, request_id, engine)
         case "mark":
             return task_commands.mark(dag_id, run_id, task_id, models.MarkRequest(state=form.state), request,
                                       request_id, engine)

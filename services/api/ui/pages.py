@@ -1,4 +1,5 @@
-"""The pages: DAGs, a DAG's grid, a task instance; and the small JSON the pages poll every second.
+"""The pages: DAGs, a DAG's grid, a task instance (the Graph and Runs tabs are in dag_pages.py, DAG files and
+the cluster in system_pages.py); and the small JSON the pages poll every second.
 
 Polling (not server-sent events): each poll is one short read of the tables, works through any
 proxy, needs no connection per open page on the server, and a state change shows within a
