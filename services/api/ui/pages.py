@@ -1,4 +1,5 @@
-"""The pages: DAGs, a DAG's grid, a task instance; and the small JSON the pages poll every second.
+"""The pages: DAGs, a DAG's grid, a task instance (the Graph and Runs tabs are in dag_pages.py, DAG files and
+the cluster in system_pages.py); and the small JSON the pages poll every second.
 
 Polling (not server-sent events): each poll is one short read of the tables, works through any
 proxy, needs no connection per open page on the server, and a state change shows within a
@@ -7,11 +8,10 @@ second of the projector committing it.
 
 from __future__ import annotations
 
-import hashlib
 import time
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from sqlalchemy import Engine
 
 from projections import queries
@@ -19,29 +19,35 @@ from services.api.auth import Principal
 from services.api.commands import engine_of
 from services.api.logs import log_response
 from services.api.task_logs import TryRef, shipped_texts, try_start
-from services.api.ui import views
-from services.api.ui.web import page_user, render, templates
+from services.api.ui import dag_list, views
+from services.api.ui.dag_pages import dag_pages
+from services.api.ui.system_pages import system_pages
+from services.api.ui.web import known_dag, live, page_user, render
 
 pages = APIRouter(include_in_schema=False)
-GRID_RUNS = 25
+pages.include_router(dag_pages)
+pages.include_router(system_pages)
+GRID_RUNS, GRID_MOST_RUNS = 25, 100
 DOTS = 8
 
 
-def _dags(engine: Engine) -> list[dict]:
-    dags = [dag for dag in queries.dags(engine, limit=1000) if dag["is_active"]]
+def _dags(engine: Engine, wanted: dag_list.DagFilter) -> dict:
+    dags = [dag for dag in queries.dags(engine, limit=100_000) if dag["is_active"]]
+    recent = queries.latest_runs(engine, [dag["dag_id"] for dag in dags], DOTS)
+    scheduled, now = queries.latest_scheduled_dates(engine), time.time()
     for dag in dags:
         dag["dots"] = [{"run_id": run["run_id"], **views.state_look(run["state"])}
-                       for run in reversed(queries.runs(engine, dag_id=dag["dag_id"], limit=DOTS))]
-    return dags
+                       for run in reversed(recent[dag["dag_id"]])]
+        dag["next_run"] = dag_list.next_run(dag, scheduled.get(dag["dag_id"]), now)
+    return {"dags": dag_list.filtered(dags, wanted), "tags": dag_list.all_tags(dags), "wanted": wanted,
+            "total": len(dags)}
 
 
-def _grid(engine: Engine, dag_id: str) -> dict:
-    dag = queries.dag(engine, dag_id)
-    if dag is None:
-        raise HTTPException(status_code=404, detail=f"no DAG {dag_id}")
-    runs = queries.runs(engine, dag_id=dag_id, limit=GRID_RUNS)
+def _grid(engine: Engine, dag_id: str, shown: int = GRID_RUNS) -> dict:
+    dag = known_dag(engine, dag_id)
+    runs = queries.runs(engine, dag_id=dag_id, limit=shown)
     instances = queries.instances_of_runs(engine, dag_id, [run["run_id"] for run in runs])
-    return {"dag": dag, "grid": views.grid(dag["tasks"] or [], runs, instances)}
+    return {"dag": dag, "grid": views.grid(dag["tasks"] or [], runs, instances, dag_id), "shown": shown}
 
 
 def _task(engine: Engine, dag_id: str, run_id: str, task_id: str) -> dict:
@@ -54,21 +60,23 @@ def _task(engine: Engine, dag_id: str, run_id: str, task_id: str) -> dict:
             "timeline": views.timeline(history)}
 
 
-def _live(request: Request, template: str, context: dict) -> JSONResponse:
-    html = templates.get_template(template).render({"request": request, **context})
-    return JSONResponse({"html": html, "version": hashlib.sha256(html.encode()).hexdigest()[:16]})
+def _wanted(search: str = Query("", max_length=200), tag: str = Query("", max_length=200),
+            last: str = Query("", max_length=20), paused: str = Query("all", max_length=20)) -> dag_list.DagFilter:
+    return dag_list.dag_filter(search, tag, last, paused)
 
 
 @pages.get("/")
-def dags_page(request: Request, _user: Principal = Depends(page_user), engine: Engine = Depends(engine_of)) -> Response:
-    return render(request, "dags.html", dags=_dags(engine), import_errors=queries.import_errors(engine, limit=50),
-                  done=request.query_params.get("done"))
+def dags_page(request: Request, wanted: dag_list.DagFilter = Depends(_wanted), _user: Principal = Depends(page_user),
+              engine: Engine = Depends(engine_of)) -> Response:
+    return render(request, "dags.html", **_dags(engine, wanted), last_states=dag_list.LAST_STATES,
+                  import_errors=queries.import_errors(engine, limit=50), done=request.query_params.get("done"))
 
 
 @pages.get("/dags/{dag_id}")
-def grid_page(dag_id: str, request: Request, _user: Principal = Depends(page_user),
-              engine: Engine = Depends(engine_of)) -> Response:
-    return render(request, "grid.html", **_grid(engine, dag_id), done=request.query_params.get("done"))
+def grid_page(dag_id: str, request: Request, runs: int = Query(GRID_RUNS, ge=1, le=GRID_MOST_RUNS),
+              _user: Principal = Depends(page_user), engine: Engine = Depends(engine_of)) -> Response:
+    return render(request, "grid.html", **_grid(engine, dag_id, runs), tab="grid",
+                  done=request.query_params.get("done"))
 
 
 @pages.get("/dags/{dag_id}/runs/{run_id}/tasks/{task_id}")
@@ -98,17 +106,18 @@ def follow_log(dag_id: str, run_id: str, task_id: str, request: Request,
 
 
 @pages.get("/ui/live/dags")
-def live_dags(request: Request, _user: Principal = Depends(page_user), engine: Engine = Depends(engine_of)):
-    return _live(request, "_dags.html", {"dags": _dags(engine), "csrf": ""})
+def live_dags(request: Request, wanted: dag_list.DagFilter = Depends(_wanted), _user: Principal = Depends(page_user),
+              engine: Engine = Depends(engine_of)):
+    return live(request, "_dags.html", {**_dags(engine, wanted), "csrf": ""})
 
 
 @pages.get("/ui/live/dags/{dag_id}/grid")
-def live_grid(dag_id: str, request: Request, _user: Principal = Depends(page_user),
-              engine: Engine = Depends(engine_of)):
-    return _live(request, "_grid.html", _grid(engine, dag_id))
+def live_grid(dag_id: str, request: Request, runs: int = Query(GRID_RUNS, ge=1, le=GRID_MOST_RUNS),
+              _user: Principal = Depends(page_user), engine: Engine = Depends(engine_of)):
+    return live(request, "_grid.html", _grid(engine, dag_id, runs))
 
 
 @pages.get("/ui/live/dags/{dag_id}/runs/{run_id}/tasks/{task_id}")
 def live_task(dag_id: str, run_id: str, task_id: str, request: Request, _user: Principal = Depends(page_user),
               engine: Engine = Depends(engine_of)):
-    return _live(request, "_timeline.html", _task(engine, dag_id, run_id, task_id))
+    return live(request, "_timeline.html", _task(engine, dag_id, run_id, task_id))

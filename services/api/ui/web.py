@@ -6,6 +6,7 @@ Pages depend on :func:`page_user` (anonymous: redirected to the login page); for
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import threading
 import time
@@ -13,17 +14,20 @@ from pathlib import Path
 from urllib.parse import quote
 
 from fastapi import APIRouter, Form, HTTPException, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
+from sqlalchemy import Engine
 
 from projections import queries
 from services.api import accounts
 from services.api.auth import Principal
-from services.api.ui import login_limits, sessions
+from services.api.ui import grid_html, login_limits, sessions, views
 
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
 STATIC = Path(__file__).parent / "static"
 templates.env.filters["when"] = lambda at: time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at)) if at else "—"
+templates.env.filters["duration"] = views.duration
+templates.env.globals["row_cells"] = grid_html.row_cells
 web = APIRouter(include_in_schema=False)
 
 
@@ -90,6 +94,20 @@ def render(request: Request, template: str, status_code: int = 200, **context) -
     csrf = csrf_of(request) if principal is not None else ""
     return templates.TemplateResponse(request, template, {"user": principal, "csrf": csrf, **context},
                                       status_code=status_code)
+
+
+def live(request: Request, template: str, context: dict) -> JSONResponse:
+    """A page fragment as the JSON ui.js polls: its HTML and a version that changes with it."""
+    html = templates.get_template(template).render({"request": request, **context})
+    return JSONResponse({"html": html, "version": hashlib.sha256(html.encode()).hexdigest()[:16]})
+
+
+def known_dag(engine: Engine, dag_id: str) -> dict:
+    """The DAG's row for a page (404 if the tables do not know it)."""
+    dag = queries.dag(engine, dag_id)
+    if dag is None:
+        raise HTTPException(status_code=404, detail=f"no DAG {dag_id}")
+    return dag
 
 
 def _secure(request: Request) -> bool:
