@@ -73,6 +73,8 @@ def test_an_operator_triggers_a_dag_and_watches_its_grid_turn_green(system, requ
         wait(driver, lambda: _green_cells(driver) == ETL_TASKS, 120, "every task of the run to succeed")
         assert driver.execute_script("return window.performance.timeOrigin") == page, "the page was reloaded"
         driver.save_screenshot(str(shots / "grid.png"))
+        _the_other_pages(driver, base, shots)
+        driver.get(base + "/dags/example_etl")
         driver.find_element(By.CSS_SELECTOR, 'a.cell[data-task="report"]').click()
         wait(driver, lambda: "TaskSucceeded" in driver.find_element(By.CLASS_NAME, "timeline").text, 30,
              "the task's timeline")
@@ -106,6 +108,23 @@ def _clear_a_failed_flaky_task(driver, base: str, shots) -> None:
     driver.save_screenshot(str(shots / "task-cleared.png"))
     driver.get(base + "/dags/example_flaky")
     wait(driver, lambda: _green_cells(driver) == 2, 60, "after, cleared downstream, to run again")
+
+
+def _the_other_pages(driver, base: str, shots) -> None:
+    """Graph, runs (with conf), DAG files and cluster pages of the system as it runs."""
+    driver.get(base + "/dags/example_etl/graph")
+    nodes = driver.find_elements(By.CSS_SELECTOR, "svg.dag-graph .node")
+    assert len(nodes) == ETL_TASKS and {node.get_attribute("data-state") for node in nodes} == {"success"}
+    driver.save_screenshot(str(shots / "graph.png"))
+    driver.get(base + "/dags/example_etl/runs")
+    assert "manual" in driver.find_element(By.TAG_NAME, "main").text
+    driver.save_screenshot(str(shots / "runs.png"))
+    driver.get(base + "/dag-files")
+    assert "etl_fan_out.py" in driver.find_element(By.TAG_NAME, "main").text
+    driver.save_screenshot(str(shots / "dag-files.png"))
+    driver.get(base + "/cluster")
+    wait(driver, lambda: driver.find_elements(By.CSS_SELECTOR, 'tr[data-scheduler="s1"]'), 30, "scheduler s1 listed")
+    driver.save_screenshot(str(shots / "cluster.png"))
 
 
 def _act(driver, action: str, choose) -> None:
