@@ -10,6 +10,7 @@ import sys
 import httpx
 import pytest
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
 
 from tests.scenarios.scheduler_support import REPO, Processes, create_topics, environment
@@ -153,6 +154,7 @@ def test_a_viewer_cannot_trigger_and_anonymous_users_are_turned_away(system, set
         assert driver.current_url.startswith(base + "/login") and driver.find_elements(By.ID, "password")
         driver.save_screenshot(str(shots / "login.png"))
         wait(driver, lambda: _logged_in(driver, base, "val", passwords["val"]), 60, "the projector to fold the user")
+        _keyboard_reaches_the_dag_list(driver)
         driver.get(base + "/actions/trigger?dag_id=example_etl")
         driver.find_element(By.ID, "confirm").click()
         wait(driver, lambda: "needs the operator role" in driver.page_source, 30, "the viewer's refusal")
@@ -174,6 +176,19 @@ def test_wrong_passwords_are_rate_limited(system, settings):
         answers = [client.post("/login", data={"username": "ops", "password": "wrong", "csrf": csrf}).status_code
                    for _ in range(settings.api_login_attempts + 1)]
     assert answers[:-1] == [303] * settings.api_login_attempts and answers[-1] == 429
+
+
+def _keyboard_reaches_the_dag_list(driver) -> None:
+    """Tab first lands on the skip link (shown when focused); Enter moves focus past the header."""
+    body = driver.find_element(By.TAG_NAME, "body")
+    body.send_keys(Keys.TAB)
+    skip = driver.switch_to.active_element
+    assert skip.get_attribute("class") == "skip" and skip.is_displayed() and skip.rect["y"] >= 0
+    skip.send_keys(Keys.ENTER)
+    assert driver.current_url.endswith("#content")
+    focused = driver.switch_to.active_element
+    focused.send_keys(Keys.TAB)
+    assert driver.switch_to.active_element.tag_name in ("a", "input", "select", "button")
 
 
 def _logged_in(driver, base: str, username: str, password: str) -> bool:
