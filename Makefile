@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export TOCK_HOME ?= $(CURDIR)/.tock
 STAMP := $(VENV)/.installed
 
-.PHONY: run run-kubernetes test bench services stop clean venv unit kube
+.PHONY: run run-kubernetes test bench services stop clean venv unit kube browser
 
 venv: $(STAMP)
 
@@ -38,8 +38,13 @@ run-kubernetes: services kube
 kube:
 	@bash infra/scripts/build-kube.sh >/dev/null
 
-test: services kube
+# Debian's chromium and chromium-driver for the web UI's browser tests.
+browser:
+	@bash infra/scripts/chromium.sh install >/dev/null
+
+test: services kube browser
 	$(BIN)/pytest -q -p no:cacheprovider tests/unit tests/integration tests/scenarios
+	@echo "browser screenshots: $(TOCK_HOME)/screenshots"
 
 unit: venv
 	$(BIN)/pytest -q -p no:cacheprovider tests/unit

@@ -60,7 +60,17 @@ class Settings(BaseSettings):
                                             description="hours tock.logs keeps task log lines (topic creation)")
     api_host: str = Field(default="127.0.0.1", description="API bind address")
     api_port: int = Field(default=8080, ge=1, le=65535, description="API port")
-    api_token: str | None = Field(default=None, description="bearer token required for API commands")
+    api_token: str | None = Field(default=None, description="a bearer token that acts as an admin (scripts, "
+                                  "bootstrapping); users get their own with `tock tokens create`")
+    api_secret_key: str | None = Field(default=None, min_length=32,
+                                       description="key signing web UI sessions and CSRF tokens; unset = a random "
+                                                   "one per API process (sessions end when it restarts)")
+    api_session_hours: float = Field(default=12.0, gt=0, le=24 * 30, description="hours a web UI login lasts")
+    api_cookie_secure: bool | None = Field(default=None, description="mark the session cookie Secure; unset = "
+                                           "when the request came over HTTPS (set true behind a TLS proxy)")
+    api_login_attempts: int = Field(default=5, ge=1, description="wrong passwords per user and address within "
+                                    "TOCK_API_LOGIN_WINDOW before logins are refused (429) for the window")
+    api_login_window: float = Field(default=300.0, gt=0, description="seconds of the wrong-password window")
     projector_batch: int = Field(default=20_000, ge=1, description="records the projector commits per DB transaction at most")
     celery_broker_url: str = Field(default="redis://127.0.0.1:6379/0", description="Celery broker (Redis)")
     celery_default_queue: str = Field(default="default", pattern=r"^[A-Za-z0-9._-]+$",

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from schemas.declare import DAGS, DEAD_LETTER, EVENTS, HEARTBEATS, LOGS, PARSING, SCHEDULERS
+from schemas.declare import DAGS, DEAD_LETTER, EVENTS, HEARTBEATS, LOGS, PARSING, SCHEDULERS, USERS
 
 # Every topic has TOCK_PARTITIONS partitions, so partition p of each concerns the same DAGs.
 
@@ -32,6 +32,7 @@ SPECS: tuple[TopicSpec, ...] = (
     TopicSpec(SCHEDULERS, "compact,delete", {"retention.ms": str(24 * 3600 * 1000)}),
     TopicSpec(DEAD_LETTER, "delete", {"retention.ms": "-1"}),
     TopicSpec(LOGS, "delete", {"retention.ms": str(7 * 24 * 3600 * 1000)}),  # see log_retention_hours
+    TopicSpec(USERS, "delete", {"retention.ms": "-1"}),  # accounts: every change kept, like tock.events
 )
 
 

@@ -22,11 +22,11 @@ from projections.db import create_tables, open_engine, schema_problems
 from projections.records import logical_topic
 from projections.tables import LIVE, Tables
 from projections.writer import OffsetsMoved, Positions, stored_offsets
-from schemas import DAGS, EVENTS, HEARTBEATS, PARSING, SCHEDULERS
+from schemas import DAGS, EVENTS, HEARTBEATS, PARSING, SCHEDULERS, USERS
 
 log = logging.getLogger("tock.projector")
 
-PROJECTED_TOPICS = (EVENTS, HEARTBEATS, DAGS, PARSING, SCHEDULERS)
+PROJECTED_TOPICS = (EVENTS, HEARTBEATS, DAGS, PARSING, SCHEDULERS, USERS)
 
 
 def projected_partitions(settings: Settings) -> list[tuple[str, int]]:

@@ -216,3 +216,73 @@ def list_dags(settings: Settings) -> list[Row]:
     finally:
         engine.dispose()
     return sorted(rows, key=lambda row: (not row["is_active"], row["dag_id"]))
+
+
+# --- accounts ----------------------------------------------------------------------------
+
+
+def user(engine: Engine, username: str) -> Row | None:
+    """The account ``username`` (with its password hash), or None."""
+    table = LIVE["tock_user"]
+    return _one(engine, select(table).where(table.c.username == username))
+
+
+def users(engine: Engine, *, limit: int = DEFAULT_LIMIT, offset: int = 0) -> list[Row]:
+    """Accounts by name, without their password hashes."""
+    table = LIVE["tock_user"]
+    columns = [column for column in table.c if column.name != "password_hash"]
+    return _page(engine, select(*columns).order_by(table.c.username), limit, offset)
+
+
+def token_owner(engine: Engine, token_id: str) -> Row | None:
+    """A live token (not revoked, its owner not deleted) with its owner's role, or None."""
+    tokens, accounts = LIVE["api_token"], LIVE["tock_user"]
+    query = (select(tokens.c.token_id, tokens.c.token_hash, tokens.c.username, accounts.c.role)
+             .join(accounts, accounts.c.username == tokens.c.username)
+             .where(tokens.c.token_id == token_id, tokens.c.revoked_at.is_(None)))
+    return _one(engine, query)
+
+
+def tokens(engine: Engine, *, username: str | None = None, limit: int = DEFAULT_LIMIT, offset: int = 0) -> list[Row]:
+    """Tokens (never their hashes), newest first."""
+    table = LIVE["api_token"]
+    query = select(*[column for column in table.c if column.name != "token_hash"]).order_by(table.c.created_at.desc())
+    if username is not None:
+        query = query.where(table.c.username == username)
+    return _page(engine, query, limit, offset)
+
+
+def instances_of_runs(engine: Engine, dag_id: str, run_ids: list[str]) -> list[Row]:
+    """Every task instance of these runs of the DAG (the web UI's grid), in one query."""
+    # Plain tuples zipped into dicts: a 100 x 200 grid is 20,000 rows, and mapping each through
+    # _decoded cost more than the query.
+    table = LIVE["task_instance"]
+    names = ("run_id", "task_id", "state", "try_number")
+    query = select(*(table.c[name] for name in names)).where(table.c.dag_id == dag_id, table.c.run_id.in_(run_ids))
+    if not run_ids:
+        return []
+    with engine.connect() as connection:
+        return [dict(zip(names, row)) for row in connection.execute(query)]
+
+
+def latest_runs(engine: Engine, dag_ids: list[str], per_dag: int) -> dict[str, list[Row]]:
+    """The newest ``per_dag`` runs of each of these DAGs (the web UI's DAG list), newest first, in one query."""
+    table = LIVE["dag_run"]
+    newest = func.row_number().over(partition_by=table.c.dag_id,
+                                    order_by=(table.c.created_at.desc(), table.c.run_id)).label("newest")
+    ranked = select(table.c.dag_id, table.c.run_id, table.c.state, table.c.created_at, newest).where(
+        table.c.dag_id.in_(dag_ids)).subquery()
+    query = select(ranked).where(ranked.c.newest <= per_dag).order_by(ranked.c.dag_id, ranked.c.newest)
+    found: dict[str, list[Row]] = {dag_id: [] for dag_id in dag_ids}
+    for row in _page(engine, query, 1_000_000, 0) if dag_ids else []:
+        found[row["dag_id"]].append(row)
+    return found
+
+
+def latest_scheduled_dates(engine: Engine) -> dict[str, float]:
+    """Per DAG, the logical date of its latest scheduled run (where its schedule goes on from)."""
+    table = LIVE["dag_run"]
+    query = (select(table.c.dag_id, func.max(table.c.logical_date)).where(table.c.run_type == "scheduled")
+             .group_by(table.c.dag_id))
+    with engine.connect() as connection:
+        return {dag_id: latest for dag_id, latest in connection.execute(query)}

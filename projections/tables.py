@@ -67,6 +67,10 @@ def _specs() -> dict[str, tuple[tuple[str, ...], list[Column]]]:
                                           *_floats("duration", "at")]),
         "import_error": (("file_path",), [*_strings("file_path", "processor_id", "file_hash"),
                                           Column("error", Text), Column("traceback", Text), Column("at", Float)]),
+        "tock_user": (("username",), [*_strings("username", "role", "password_hash", "created_by"),
+                                      *_floats("created_at", "updated_at")]),
+        "api_token": (("token_id",), [*_strings("token_id", "username", "token_hash", "description", "created_by",
+                                                "revoked_by"), *_floats("created_at", "revoked_at")]),
         OFFSETS: (("topic", "partition"), [Column("topic", String), Column("partition", Integer),
                                            Column("next_offset", BigInteger, nullable=False)]),
     }

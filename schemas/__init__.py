@@ -13,6 +13,7 @@ from schemas.declare import (
     LOGS,
     PARSING,
     SCHEDULERS,
+    USERS,
     Event,
     event_type,
 )
@@ -28,6 +29,7 @@ from schemas.parsing import (
 )
 from schemas.runs import BackfillFinished, BackfillPlanned, DagRunCreated, DagRunFinished, DagRunReopened, DeadlineMissed
 from schemas.schedulers import SchedulerHeartbeat, SchedulerStopped
+from schemas.users import TokenCreated, TokenRevoked, UserCreated, UserDeleted
 from schemas.workers import WorkerHeartbeat, WorkerStopped
 from schemas.tasks import (
     PodFinished,

@@ -20,6 +20,7 @@ PARSING = "parsing"
 SCHEDULERS = "schedulers"
 DEAD_LETTER = "dead-letter"
 LOGS = "logs"  # task log lines (schemas/logs.py)
+USERS = "users"  # accounts and API tokens (schemas/users.py)
 
 EVENT_TYPES: dict[str, type] = {}
 

@@ -29,7 +29,7 @@ def routing_key(event: Any) -> tuple[str, str]:
     The partition key is the dag_id wherever there is one, so partition p of every
     scheduling topic concerns the same DAGs. Heartbeats are keyed by task instance so
     compaction keeps the latest per try's task; log lines by try; parsing events without a DAG are
-    keyed by file; scheduler liveness by scheduler; worker liveness by ``worker/<name>``
+    keyed by file; scheduler liveness by scheduler; accounts and tokens by user name; worker liveness by ``worker/<name>``
     (beside the schedulers' in ``tock.schedulers``, so a worker named like a scheduler is apart).
     """
     dag_id = getattr(event, "dag_id", None)
@@ -42,7 +42,7 @@ def routing_key(event: Any) -> tuple[str, str]:
     worker = getattr(event, "worker", None)
     if worker is not None:
         return f"worker/{worker}", f"worker/{worker}"
-    for attribute in ("file_path", "scheduler_id"):
+    for attribute in ("file_path", "scheduler_id", "username"):
         value = getattr(event, attribute, None)
         if value is not None:
             return value, value

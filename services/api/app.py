@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from urllib.parse import quote
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DataError, SQLAlchemyError, StatementError
@@ -16,12 +18,17 @@ from infra.settings import Settings
 from projections import queries
 from projections.db import create_tables, open_engine
 from services.api import models
+from services.api.auth import VIEWER
 from services.api.backfills import status
 from services.api.commands import CommandLog, commands
 from services.api.executors import executors
 from services.api.logs import logs
 from services.api.metrics import ApiMetrics
 from services.api.targets import Refused
+from services.api.ui.actions import actions
+from services.api.ui.pages import pages
+from services.api.ui.web import STATIC, LoginRequired, UiState, web
+from services.api.users import users
 import services.api.task_commands  # noqa: F401 - adds the task commands to the commands router
 
 LIMIT = Query(100, ge=1, le=1000, description="at most this many items")
@@ -34,7 +41,9 @@ Commands answer 202 once the log has acknowledged them; the owning scheduler the
 (or rejects them: see `GET /api/v1/commands/{request_id}`). Send an `Idempotency-Key` header to
 make a retry safe: the same key is the same request id, applied once, with the same response.
 Unknown DAGs, runs and task instances get 404; impossible commands 409 with the reason; malformed
-input 422. With TOCK_API_TOKEN set, commands need `Authorization: Bearer <token>`."""
+input 422. Every endpoint but /health needs `Authorization: Bearer <token>` (401 without, 403 when the
+token's role is too weak): viewers read, operators also run commands, admins also manage users.
+Tokens come from `tock tokens create`; TOCK_API_TOKEN, when set, is an admin token."""
 
 
 def engine_of(request: Request) -> Engine:
@@ -57,13 +66,18 @@ def create_app(settings: Settings) -> FastAPI:
     create_tables(app.state.engine)  # an API started before the projector answers with empty lists
     app.state.command_log = CommandLog(settings)
     app.state.metrics = ApiMetrics(app.state.engine)
+    app.state.ui = UiState(settings)
     _add_error_handlers(app)
     _add_metrics(app)
-    app.include_router(reads)
-    app.include_router(status)
-    app.include_router(logs)
+    app.include_router(open_reads)
+    for router in (reads, status, logs, executors):
+        app.include_router(router, dependencies=[Depends(VIEWER)],
+                           responses={401: {"description": "missing or wrong bearer token"}})
     app.include_router(commands)
-    app.include_router(executors)
+    app.include_router(users)
+    for router in (web, pages, actions):
+        app.include_router(router)
+    app.mount("/ui/static", StaticFiles(directory=STATIC), name="static")
     return app
 
 
@@ -73,6 +87,10 @@ def _add_error_handlers(app: FastAPI) -> None:
         problems = [f"{'.'.join(str(part) for part in item['loc'])}: {item['msg']}" for item in error.errors()]
         return JSONResponse(status_code=422, content={"detail": "invalid request: " + "; ".join(problems),
                                                       "errors": jsonable_errors(error)})
+
+    @app.exception_handler(LoginRequired)
+    async def login_first(_request: Request, error: LoginRequired) -> RedirectResponse:
+        return RedirectResponse(f"/login?next={quote(error.next_path)}", status_code=303)
 
     @app.exception_handler(Refused)
     async def refused(_request: Request, error: Refused) -> JSONResponse:
@@ -101,7 +119,7 @@ def _add_metrics(app: FastAPI) -> None:
         metrics.latency.labels(request.method, path).observe(time.perf_counter() - started)
         return response
 
-    @app.get("/metrics", include_in_schema=False)
+    @app.get("/metrics", include_in_schema=False, dependencies=[Depends(VIEWER)])
     def prometheus(request: Request) -> Response:
         return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
@@ -109,6 +127,7 @@ def _add_metrics(app: FastAPI) -> None:
 # --- reads ---------------------------------------------------------------------------
 
 reads = APIRouter()
+open_reads = APIRouter()  # for probes that carry no credentials
 
 
 def _found(row, what: str):
@@ -117,7 +136,7 @@ def _found(row, what: str):
     return row
 
 
-@reads.get("/health", response_model=models.Health, tags=["health"],
+@open_reads.get("/health", response_model=models.Health, tags=["health"],
            responses={503: {"model": models.Health}})
 def health(engine: Engine = Depends(engine_of)):
     """ok when the database answers."""

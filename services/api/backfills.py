@@ -11,7 +11,8 @@ from sqlalchemy import Engine
 from projections import queries
 from schemas import CancelBackfill, RequestBackfill
 from services.api import models, targets
-from services.api.commands import REQUESTED_BY, append, commands, engine_of, once, request_id_of
+from services.api.auth import requester
+from services.api.commands import append, commands, engine_of, once, request_id_of
 
 BACKFILLS = "/api/v1/dags/{dag_id}/backfills"
 ENDED = ("success", "failed", "cancelled", "rejected")
@@ -36,7 +37,7 @@ def request_backfill(dag_id: str, body: models.BackfillRequest, request: Request
     once(engine, request_id, "RequestBackfill", dag_id)
     event = RequestBackfill(dag_id=dag_id, request_id=request_id, start_date=start, end_date=end,
                             reprocess_failed=body.reprocess_failed, conf_json=json.dumps(body.conf, sort_keys=True),
-                            requested_by=REQUESTED_BY, at=time.time())
+                            requested_by=requester(request), at=time.time())
     return append(request, event, request_id, backfill_id=request_id)
 
 
@@ -52,7 +53,7 @@ def cancel_backfill(dag_id: str, backfill_id: str, request: Request, request_id:
         raise HTTPException(status_code=404, detail=f"no backfill {backfill_id} of DAG {dag_id}")
     if row["state"] in ENDED:
         raise HTTPException(status_code=409, detail=f"backfill {backfill_id} has ended ({row['state']})")
-    event = CancelBackfill(dag_id=dag_id, backfill_id=backfill_id, requested_by=REQUESTED_BY, at=time.time())
+    event = CancelBackfill(dag_id=dag_id, backfill_id=backfill_id, requested_by=requester(request), at=time.time())
     return append(request, event, request_id, backfill_id=backfill_id, tracked=False)
 
 

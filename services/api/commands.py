@@ -1,6 +1,6 @@
 """Command endpoints: each appends one command event to tock.events; none writes a table.
 
-When TOCK_API_TOKEN is set, a command needs ``Authorization: Bearer <token>``. Every command
+A command needs the operator role (services/api/auth.py) and names its requester. Every command
 takes an ``Idempotency-Key`` header, its request id (generated when absent, and returned):
 repeating a request with the same key appends the command again with the same request id,
 which the scheduler applies once, and gets the same response body.
@@ -8,14 +8,12 @@ which the scheduler applies once, and gets the same response body.
 
 from __future__ import annotations
 
-import hmac
 import json
 import threading
 import time
 import uuid
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import Engine
 
 from infra.log import DeliveryFailed, KafkaEventLog
@@ -23,10 +21,9 @@ from infra.settings import Settings
 from infra.topics import topic_name
 from schemas import PauseDag, TriggerDagRun
 from services.api import models, targets
+from services.api.auth import OPERATOR, requester
 from services.scheduler.core.model import manual_run_id
 
-REQUESTED_BY = "api"
-_bearer = HTTPBearer(auto_error=False)
 
 
 class CommandLog:
@@ -47,18 +44,11 @@ class CommandLog:
         return topic_name(self._settings.topic_prefix, event.TOPIC)
 
     def close(self) -> None:
-        if self._log is not None:
-            self._log.close()
-
-
-def authorized(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> None:
-    token = request.app.state.settings.api_token
-    if token is None:
-        return
-    given = credentials.credentials if credentials is not None else ""
-    if not hmac.compare_digest(given.encode(), token.encode()):
-        raise HTTPException(status_code=401, detail="commands need a valid bearer token (TOCK_API_TOKEN)",
-                            headers={"WWW-Authenticate": "Bearer"})
+        """Close the producer; idempotent (an app's lifespan may end more than once under test clients)."""
+        with self._lock:
+            if self._log is not None:
+                self._log.close()
+                self._log = None
 
 
 def request_id_of(idempotency_key: str | None = Header(
@@ -72,8 +62,9 @@ def engine_of(request: Request) -> Engine:
     return request.app.state.engine
 
 
-commands = APIRouter(dependencies=[Depends(authorized)], tags=["commands"],
+commands = APIRouter(dependencies=[Depends(OPERATOR)], tags=["commands"],
                      responses={401: {"description": "missing or wrong bearer token"},
+                                403: {"description": "the caller's role is not operator or admin"},
                                 404: {"description": "unknown DAG, run or task instance"},
                                 409: {"description": "a command that cannot be carried out, with the reason"},
                                 422: {"description": "malformed input"},
@@ -111,7 +102,7 @@ def trigger(dag_id: str, body: models.TriggerRequest, request: Request, request_
     run_id = manual_run_id(request_id)
     once(engine, request_id, "TriggerDagRun", dag_id, run_id)
     event = TriggerDagRun(dag_id=dag_id, request_id=request_id, conf_json=json.dumps(body.conf, sort_keys=True),
-                          logical_date=body.logical_date, requested_by=REQUESTED_BY, at=time.time())
+                          logical_date=body.logical_date, requested_by=requester(request), at=time.time())
     return append(request, event, request_id, run_id=run_id)
 
 
@@ -123,7 +114,7 @@ def pause(dag_id: str, request: Request, request_id: str = Depends(request_id_of
     created; tries already running finish. Idempotent by nature (PauseDag carries no request id, so it is
     not listed under /api/v1/commands)."""
     targets.known_dag(engine, dag_id)
-    return append(request, PauseDag(dag_id=dag_id, paused=True, requested_by=REQUESTED_BY, at=time.time()),
+    return append(request, PauseDag(dag_id=dag_id, paused=True, requested_by=requester(request), at=time.time()),
                   request_id, tracked=False)
 
 
@@ -133,5 +124,5 @@ def unpause(dag_id: str, request: Request, request_id: str = Depends(request_id_
             engine: Engine = Depends(engine_of)):
     """Append PauseDag(paused=false): the DAG's runs go on and scheduled runs are created again."""
     targets.known_dag(engine, dag_id)
-    return append(request, PauseDag(dag_id=dag_id, paused=False, requested_by=REQUESTED_BY, at=time.time()),
+    return append(request, PauseDag(dag_id=dag_id, paused=False, requested_by=requester(request), at=time.time()),
                   request_id, tracked=False)

@@ -35,6 +35,12 @@ def task_log(dag_id: str, run_id: str, task_id: str, request: Request,
     one, or until the task_instance table shows the try has ended (or the client disconnects);
     without it, what is there now. A try with nothing in ``tock.logs`` (older than its retention):
     its file under TOCK_HOME (``tries/<dag>/<run>/<task>/<try>.log``) if this host has it."""
+    return log_response(request, engine, dag_id, run_id, task_id, try_number, follow)
+
+
+def log_response(request: Request, engine: Engine, dag_id: str, run_id: str, task_id: str,
+                 try_number: int | None, follow: bool) -> StreamingResponse:
+    """The try's log, whole or followed (the API's route and the web UI's task page both answer with it)."""
     instance = _known_instance(engine, dag_id, run_id, task_id)
     if try_number is None:
         if instance is None or instance["try_number"] is None:

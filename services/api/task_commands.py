@@ -9,7 +9,8 @@ from sqlalchemy import Engine
 
 from schemas import ClearTask, KillTask, MarkTask
 from services.api import models, targets
-from services.api.commands import REQUESTED_BY, append, commands, engine_of, once, request_id_of
+from services.api.auth import requester
+from services.api.commands import append, commands, engine_of, once, request_id_of
 
 TASK = "/api/v1/dags/{dag_id}/runs/{run_id}/tasks/{task_id}"
 
@@ -25,7 +26,7 @@ def clear(dag_id: str, run_id: str, task_id: str, request: Request, body: models
     targets.known_task(engine, dag_id, run_id, task_id)
     once(engine, request_id, "ClearTask", dag_id, run_id, task_id)
     event = ClearTask(dag_id=dag_id, run_id=run_id, task_id=task_id, request_id=request_id,
-                      downstream=body.downstream, upstream=body.upstream, requested_by=REQUESTED_BY, at=time.time())
+                      downstream=body.downstream, upstream=body.upstream, requested_by=requester(request), at=time.time())
     return append(request, event, request_id, run_id=run_id, task_id=task_id)
 
 
@@ -37,7 +38,7 @@ def clear_run(dag_id: str, run_id: str, request: Request, request_id: str = Depe
     first); a finished run reopens."""
     targets.known_run(engine, dag_id, run_id, active=True)
     once(engine, request_id, "ClearTask", dag_id, run_id, "")
-    event = ClearTask(dag_id=dag_id, run_id=run_id, task_id="", request_id=request_id, requested_by=REQUESTED_BY,
+    event = ClearTask(dag_id=dag_id, run_id=run_id, task_id="", request_id=request_id, requested_by=requester(request),
                       at=time.time())
     return append(request, event, request_id, run_id=run_id, task_id="")
 
@@ -54,7 +55,7 @@ def mark(dag_id: str, run_id: str, task_id: str, body: models.MarkRequest, reque
     state = targets.markable(body.state)
     once(engine, request_id, "MarkTask", dag_id, run_id, task_id)
     event = MarkTask(dag_id=dag_id, run_id=run_id, task_id=task_id, state=state, request_id=request_id,
-                     requested_by=REQUESTED_BY, at=time.time())
+                     requested_by=requester(request), at=time.time())
     return append(request, event, request_id, run_id=run_id, task_id=task_id)
 
 
@@ -68,5 +69,5 @@ def kill(dag_id: str, run_id: str, task_id: str, request: Request, request_id: s
     targets.killable(target, task_id)
     once(engine, request_id, "KillTask", dag_id, run_id, task_id)
     event = KillTask(dag_id=dag_id, run_id=run_id, task_id=task_id, request_id=request_id,
-                     requested_by=REQUESTED_BY, at=time.time())
+                     requested_by=requester(request), at=time.time())
     return append(request, event, request_id, run_id=run_id, task_id=task_id)

@@ -13,6 +13,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 
 from infra.broker import BrokerError, LocalKafkaBroker
+from infra.log import DeliveryFailed
 from infra.redis import RedisError, ensure_local_redis, is_local
 from infra.settings import Settings
 from infra.topics import ensure_topics
@@ -37,6 +38,7 @@ class Standalone:
                          and (name != "worker" or "celery" in settings.available_executors)]
         self.children: dict[str, subprocess.Popen] = {}
         self._stopping = False
+        self._admin: str | None = None
 
     def run(self) -> int:
         """Run until Ctrl-C / SIGTERM (exit 0) or until a service dies (exit 1)."""
@@ -50,6 +52,8 @@ class Standalone:
             log.info("started %s (pid %d)", name, self.children[name].pid)
         log.info("standalone running on %s with DAGs from %s; Ctrl-C stops it", self.settings.bootstrap,
                  self.dags_folder)
+        if self._admin is not None:
+            print(self._admin, flush=True)
         code = self._supervise()
         self._stop_children()
         return code
@@ -73,6 +77,18 @@ class Standalone:
                                 log_retention_hours=self.settings.task_log_retention_hours)
         if created:
             log.info("created topics %s", ", ".join(created))
+        self._admin = self._admin_banner()
+
+    def _admin_banner(self) -> str | None:
+        """The UI's address and the admin's login; the account is made on the first start."""
+        if "api" not in self.services:
+            return None
+        from services.api import standalone_admin  # only when the API is installed and started
+
+        try:
+            return standalone_admin.banner(self.settings, standalone_admin.ensure_admin(self.settings))
+        except DeliveryFailed as error:
+            raise StandaloneError(f"could not create the admin account: {error}") from None
 
     def _supervise(self) -> int:
         while not self._stopping:

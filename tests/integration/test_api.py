@@ -24,7 +24,7 @@ def client(make_settings, projection_settings, engine):
     with ProjectorThread(projection_settings):
         wait_for(lambda: offsets_reached(engine, log_end(projection_settings)), what="the projector to catch up")
     settings = make_settings(db_url=projection_settings.db_url, api_token=TOKEN)
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), headers=AUTH) as client:
         yield client
 
 
@@ -68,10 +68,13 @@ def test_unknown_things_are_404_and_bad_input_422(client):
     assert client.post("/api/v1/dags/nope/pause", headers=AUTH).status_code == 404
 
 
-def test_commands_need_the_token(client):
-    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic x"}):
+def test_every_endpoint_but_health_needs_a_token(client):
+    for headers in ({"Authorization": ""}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic x"},
+                    {"Authorization": "Bearer tock_abc_def"}):
         assert client.post("/api/v1/dags/etl/pause", headers=headers).status_code == 401
-    assert client.get("/api/v1/dags").status_code == 200  # reads stay open
+        for path in ("/api/v1/dags", f"{RUN}/tasks", "/api/v1/executors", "/api/v1/users", "/metrics"):
+            assert client.get(path, headers=headers).status_code == 401, path
+    assert client.get("/health", headers={"Authorization": ""}).status_code == 200  # probes carry no token
 
 
 def test_commands_are_appended_to_the_log(client, projection_settings):

@@ -75,7 +75,7 @@ def test_every_command_carries_what_it_was_asked(client, projection_settings):
     post(client, "/api/v1/dags/etl/unpause")
     clear, = _commands(projection_settings, ClearTask)
     mark, = _commands(projection_settings, MarkTask)
-    assert (clear.task_id, clear.upstream, clear.downstream, clear.requested_by) == ("load", True, False, "api")
+    assert (clear.task_id, clear.upstream, clear.downstream, clear.requested_by) == ("load", True, False, "api-token")
     assert (mark.state, mark.request_id) == ("failed", "m")
     assert [event.paused for event in _commands(projection_settings, PauseDag)] == [True, False]
 

@@ -13,6 +13,7 @@ import uvicorn
 from infra.log import KafkaEventLog
 from schemas import DagRunCreated, TaskLogShipped, TaskQueued, TaskStarted, TaskSucceeded
 from services.api.app import create_app
+from tests.integration.api_support import ADMIN, ADMIN_TOKEN
 from services.api.task_logs import log_file
 from tests.integration.projection_db import (ProjectorThread, db_url, engine, log_end,  # noqa: F401
                                              offsets_reached, produce, projection_settings, wait_for)
@@ -89,7 +90,7 @@ def _running_try_with_log(make_settings, projection_settings, first_line: str):
     produce(projection_settings, [dag_parsed("etl", AT, tasks=("extract", "load")), created,
                                   TaskQueued(**IDS, executor="local", queue="default", scheduler_id="s1", at=AT + 1),
                                   TaskStarted(**IDS, runner_id="w", hostname="h", pid=1, at=AT + 2)])
-    settings = make_settings(db_url=projection_settings.db_url)
+    settings = make_settings(db_url=projection_settings.db_url, api_token=ADMIN_TOKEN)
     return settings, ship(settings, 0, first_line)
 
 
@@ -99,7 +100,7 @@ def test_following_a_growing_log_streams_it_until_the_try_ends(make_settings, pr
         wait_for(lambda: offsets_reached(engine, log_end(projection_settings)), what="the projector")
         received: list[bytes] = []
         url = base + LOGS.format(run_id=IDS["run_id"])
-        with httpx.stream("GET", url, params={"follow": "true"}, timeout=30) as response:
+        with httpx.stream("GET", url, params={"follow": "true"}, headers=ADMIN, timeout=30) as response:
             chunks = response.iter_bytes()
             received.append(next(chunks))
             assert received == [b"line 1\n"]  # streamed before the try wrote more
@@ -126,7 +127,7 @@ def test_a_client_that_disconnects_stops_the_follow(make_settings, projection_se
     server = Server(create_app(settings))
     with server as base:
         with httpx.stream("GET", base + LOGS.format(run_id=IDS["run_id"]), params={"follow": "true"},
-                          timeout=30) as response:
+                          headers=ADMIN, timeout=30) as response:
             assert next(response.iter_bytes()) == b"running\n"
         time.sleep(1.5)  # the follower sees the disconnect within a poll
         stopping = time.monotonic()

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from projections.tables import LIVE
 from schemas import SchedulerHeartbeat, TaskHeartbeat, TaskQueued, TaskStarted, TaskSucceeded
 from services.api.app import create_app
+from tests.integration.api_support import ADMIN, ADMIN_TOKEN
 from services.worker.presence import WorkerPresence
 from tests.integration.projection_db import (ProjectorThread, db_url, engine, log_end,  # noqa: F401 - fixtures
                                              offsets_reached, produce, projection_settings, wait_for)
@@ -109,7 +110,7 @@ def test_the_cli_filters_by_executor_and_names_an_unknown_one(projected):
 
 def test_the_api_answers_what_the_cli_prints(projected):
     printed = json.loads(_tock(projected, "executors", "status", "--json").output)
-    with TestClient(create_app(projected)) as client:
+    with TestClient(create_app(projected.model_copy(update={'api_token': ADMIN_TOKEN})), headers=ADMIN) as client:
         listed = client.get("/api/v1/executors")
         assert listed.status_code == 200, listed.text
         assert listed.json()["silence_limit"] == 180.0

@@ -18,6 +18,7 @@ from projections import queries
 from projections.writer import commit_batch
 from schemas import SchedulerHeartbeat, SchedulerStopped
 from services.api.app import create_app
+from tests.integration.api_support import ADMIN, ADMIN_TOKEN
 from tests.integration.projection_db import (ProjectorThread, db_url, engine, log_end,  # noqa: F401 - fixtures
                                              offsets_reached, produce, projection_settings, wait_for)
 from tests.scenarios.scheduler_support import environment
@@ -105,7 +106,7 @@ def projected(make_settings, projection_settings, engine):
 
 
 def test_the_api_shows_a_silent_scheduler_as_dead(projected):
-    with TestClient(create_app(projected)) as client:
+    with TestClient(create_app(projected.model_copy(update={'api_token': ADMIN_TOKEN})), headers=ADMIN) as client:
         listed = client.get("/api/v1/schedulers")
         assert listed.status_code == 200, listed.text
         assert {s["scheduler_id"]: s["state"] for s in listed.json()["items"]} == {

@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 
 from schemas import DagRunCreated, TaskQueued
 from services.api.app import create_app
+from tests.integration.api_support import ADMIN, ADMIN_TOKEN
 from services.api.task_logs import log_file
 from tests.integration.test_cli_operator import project, tock
 from tests.scenarios.scheduler_support import create_topics, environment
@@ -87,7 +88,7 @@ def ran(settings, dag_file, task_id: str, cwd) -> None:
 
 
 def api_log(settings, task_id: str, **params) -> str:
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings.model_copy(update={'api_token': ADMIN_TOKEN})), headers=ADMIN) as client:
         response = client.get(f"/api/v1/dags/shiplog/runs/{RUN}/tasks/{task_id}/logs", params=params)
     assert response.status_code == 200, response.text
     return response.text
@@ -146,5 +147,5 @@ def test_a_try_with_nothing_shipped_nor_a_file_is_a_clear_error(make_shipping):
     settings, _dag_file = make_shipping()
     result = tock(settings, "tasks", "logs", "shiplog", RUN, "talk")
     assert result.exit_code == 1 and "no log of try 1 of talk in tock.logs, nor on this host" in result.stderr
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings.model_copy(update={'api_token': ADMIN_TOKEN})), headers=ADMIN) as client:
         assert client.get(f"/api/v1/dags/shiplog/runs/{RUN}/tasks/talk/logs").status_code == 404

@@ -3,16 +3,19 @@ SIGTERM stops it cleanly (every child gone, exit code 0)."""
 
 from __future__ import annotations
 
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
 
+import httpx
 import psutil
 import pytest
 
-from tests.scenarios.scheduler_support import REPO, create_topics, environment, wait_until_published
+from tests.scenarios.scheduler_support import REPO, create_topics, environment, wait_until, wait_until_published
+from tests.scenarios.web_ui_support import wait_for_http
 
 pytestmark = pytest.mark.scenario
 
@@ -33,6 +36,13 @@ def test_standalone_runs_the_examples_and_stops_cleanly(make_settings, tmp_path)
                                       stderr=subprocess.STDOUT)
     try:
         children = _wait_for_children(standalone.pid, 2)
+        password = _admin_password(tmp_path / "standalone.log")
+        assert (settings.home / "standalone_admin_password.txt").read_text().strip() == password
+        assert oct((settings.home / "standalone_admin_password.txt").stat().st_mode & 0o777) == "0o600"
+        base = f"http://127.0.0.1:{settings.api_port}"
+        wait_for_http(base + "/health")
+        assert httpx.get(base + "/api/v1/dags").status_code == 401  # locked by default
+        wait_until(lambda: _logs_in(base, "admin", password), 60, "the admin to log in to the web UI")
         for dag_id in ("example_etl", "example_flaky"):
             wait_until_published(settings, dag_id)
             result = subprocess.run([sys.executable, "-m", "tock.cli", "dags", "trigger", dag_id, "--wait",
@@ -48,6 +58,20 @@ def test_standalone_runs_the_examples_and_stops_cleanly(make_settings, tmp_path)
     for service in ("dag-processor", "scheduler", "projector", "api"):
         assert f"{service} stopped (exit code 0)" in log, service
     assert not [child for child in children if child.is_running() and child.status() != psutil.STATUS_ZOMBIE]
+
+
+def _admin_password(log_path, timeout: float = 60) -> str:
+    """The password standalone prints once, on the line with the UI's address."""
+    found = wait_until(lambda: re.search(r"Tock web UI: http://\S+ +user: admin +password: (\S+)",
+                                         log_path.read_text()), timeout, "standalone to print the admin's password")
+    return found.group(1)
+
+
+def _logs_in(base: str, username: str, password: str) -> bool:
+    with httpx.Client(base_url=base) as client:
+        csrf = re.search(r'name="csrf" value="([^"]+)"', client.get("/login").text).group(1)
+        answer = client.post("/login", data={"username": username, "password": password, "csrf": csrf})
+        return answer.status_code == 303 and answer.headers["location"] == "/" and client.get("/").status_code == 200
 
 
 def _wait_for_children(pid: int, count: int, timeout: float = 30) -> list[psutil.Process]:

@@ -182,6 +182,23 @@ class TestMark:
         assert settle(state) == ["TaskQueued:b"]
 
 
+    def test_a_clear_read_between_a_mark_and_the_marks_decisions_is_carried_out_on_replay(self):
+        # The log's order when the clear is appended after the mark was read and before the owner
+        # committed what the mark decided, and the owner died before deciding on the clear.
+        state = state_of(parsed(edges={"a": [], "b": ["a"]}), created(), queued("a"), started("a"), succeeded("a"))
+        settle(state)
+        for event in (queued("b"), started("b"), succeeded("b")):
+            evolve(state, event)
+        assert settle(state) == ["DagRunFinished"]
+        evolve(state, mark(state="failed"))
+        decided = decide(state, 10.0, POLICY)
+        assert [type(event).__name__ for event in decided] == ["DagRunReopened", "DagRunFinished"]
+        evolve(state, clear(downstream=True))
+        for event in decided:
+            evolve(state, event)
+        assert settle(state) == ["DagRunReopened", "TaskCleared:a", "TaskQueued:a", "TaskCleared:b"]
+
+
 class TestKill:
     def test_kill_stops_the_try_which_ends_failed_not_retried(self):
         state = state_of(parsed(retries=2), created(), queued("a"), launched("a"), started("a"))

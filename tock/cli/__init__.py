@@ -35,6 +35,7 @@ COMMAND_MODULES = [
     "tock.cli.worker_commands",
     "tock.cli.executor_commands",
     "tock.cli.node_agent_commands",
+    "tock.cli.user_commands",
 ]
 
 

@@ -135,6 +135,14 @@ def _run_finished(state: SchedulerState, event: DagRunFinished) -> None:
     run = state.runs.pop(key, None)
     if run is None:
         return
+    waiting = next((instance for instance in run.tasks.values() if instance.pending), None)
+    if waiting is not None:
+        # A command was folded between the decision to finish and that decision's place in the log
+        # (replay after a crash: the live owner had not decided on the command yet). The run stays
+        # open, reopened by that command, so the command is carried out instead of lost.
+        run.reopened_by = waiting.pending_request
+        state.runs[key] = run
+        return
     for task_id in run.tasks:
         forget_try(state, (event.dag_id, event.run_id, task_id))
     run.finished_state = event.state

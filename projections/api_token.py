@@ -1,0 +1,31 @@
+"""Read model ``api_token``: API bearer tokens (SHA-256 of the secret, owner, revocation), from ``tock.users``.
+
+A token is valid while its row is not revoked and its owner's account exists (the API joins
+``tock_user``), so deleting a user ends its tokens without an event per token.
+"""
+
+from __future__ import annotations
+
+from schemas import TokenCreated, TokenRevoked
+from projections.records import Key, Record, Row
+
+TABLE = "api_token"
+
+
+def key_of(record: Record) -> Key | None:
+    event = record.event
+    return (event.token_id,) if isinstance(event, (TokenCreated, TokenRevoked)) else None
+
+
+def evolve(row: Row | None, record: Record) -> Row | None:
+    event = record.event
+    match event:
+        case TokenCreated():
+            return {"token_id": event.token_id, "username": event.username, "token_hash": event.token_hash,
+                    "description": event.description, "created_by": event.created_by, "created_at": event.at,
+                    "revoked_at": None, "revoked_by": None}
+        case TokenRevoked():
+            if row is None:  # revoking an unknown token changes nothing
+                return None
+            return {**row, "revoked_at": event.at, "revoked_by": event.revoked_by}
+    raise TypeError(f"api_token read model cannot apply {type(event).__name__}")

@@ -1,0 +1,110 @@
+"""Actions from the pages: each shows a confirmation form first, then runs the API's own command function.
+
+GET /actions/{action}?dag_id=..&run_id=..&task_id=.. asks; POST (with the CSRF token) does it
+through services/api/commands.py, task_commands.py or backfills.py, so the checks, the event and
+its ``requested_by`` (the user) are the API's.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from urllib.parse import quote
+
+from fastapi import APIRouter, Depends, Form, HTTPException, Request
+from fastapi.responses import RedirectResponse, Response
+from sqlalchemy import Engine
+
+from services.api import backfills, commands, models, task_commands
+from services.api.auth import Principal
+from services.api.commands import engine_of
+from services.api.targets import Refused
+from services.api.ui.web import form_user, page_user, render
+
+actions = APIRouter(include_in_schema=False)
+
+QUESTIONS = {
+    "trigger": "Trigger a new run of {dag_id}?",
+    "pause": "Pause {dag_id}? No new task of any of its runs starts.",
+    "unpause": "Unpause {dag_id}?",
+    "clear": "Clear {task_id} of run {run_id}: run it again with a new try?",
+    "mark": "Mark {task_id} of run {run_id} by hand?",
+    "backfill": "Backfill {dag_id}: a run for every schedule interval whose logical date is in the range?",
+}
+
+
+@dataclass(frozen=True)
+class ActionForm:
+    """What a confirmation form posts besides its target (each action reads its own fields)."""
+
+    conf: str = "{}"
+    state: str = "success"
+    downstream: bool = False
+    start_date: str = ""
+    end_date: str = ""
+    reprocess_failed: bool = False
+
+
+def action_form(conf: str = Form("{}", max_length=100_000), state: str = Form("success", max_length=20),
+                downstream: bool = Form(False), start_date: str = Form("", max_length=40),
+                end_date: str = Form("", max_length=40), reprocess_failed: bool = Form(False)) -> ActionForm:
+    return ActionForm(conf, state, downstream, start_date, end_date, reprocess_failed)
+
+
+def _target(dag_id: str, run_id: str, task_id: str) -> dict[str, str]:
+    return {"dag_id": dag_id, "run_id": run_id, "task_id": task_id}
+
+
+def _back(target: dict[str, str]) -> str:
+    if target["task_id"]:
+        return f"/dags/{quote(target['dag_id'])}/runs/{quote(target['run_id'])}/tasks/{quote(target['task_id'])}"
+    return f"/dags/{quote(target['dag_id'])}"
+
+
+@actions.get("/actions/{action}")
+def confirm(action: str, request: Request, dag_id: str, run_id: str = "", task_id: str = "",
+            _user: Principal = Depends(page_user)) -> Response:
+    if action not in QUESTIONS:
+        raise HTTPException(status_code=404, detail=f"no action {action}")
+    target = _target(dag_id, run_id, task_id)
+    return render(request, "confirm.html", action=action, question=QUESTIONS[action].format(**target),
+                  target=target, back=_back(target), form=ActionForm())
+
+
+@actions.post("/actions/{action}")
+def act(action: str, request: Request, dag_id: str = Form(...), run_id: str = Form(""), task_id: str = Form(""),
+        csrf: str = Form(""), form: ActionForm = Depends(action_form), engine: Engine = Depends(engine_of)) -> Response:
+    form_user(request, csrf, "operator")
+    target = _target(dag_id, run_id, task_id)
+    try:
+        answer = _run(action, request, engine, target, form)
+    except (Refused, HTTPException, ValueError) as error:
+        detail = getattr(error, "reason", None) or getattr(error, "detail", None) or str(error)
+        return render(request, "confirm.html", status_code=409, action=action, target=target, back=_back(target),
+                      question=QUESTIONS.get(action, action).format(**target), error=detail, form=form)
+    return RedirectResponse(f"{_back(target)}?done={quote(answer['command'])}", status_code=303)
+
+
+def _run(action: str, request: Request, engine: Engine, target: dict[str, str], form: ActionForm) -> dict:
+    request_id = uuid.uuid4().hex
+    dag_id, run_id, task_id = target["dag_id"], target["run_id"], target["task_id"]
+    match action:
+        case "trigger":
+            body = models.TriggerRequest(conf=json.loads(form.conf or "{}"))
+            return commands.trigger(dag_id, body, request, request_id, engine)
+        case "pause":
+            return commands.pause(dag_id, request, request_id, engine)
+        case "unpause":
+            return commands.unpause(dag_id, request, request_id, engine)
+        case "clear":
+            body = models.ClearRequest(downstream=form.downstream)
+            return task_commands.clear(dag_id, run_id, task_id, request, body, request_id, engine)
+        case "mark":
+            return task_commands.mark(dag_id, run_id, task_id, models.MarkRequest(state=form.state), request,
+                                      request_id, engine)
+        case "backfill":
+            body = models.BackfillRequest(start_date=form.start_date, end_date=form.end_date,
+                                          reprocess_failed=form.reprocess_failed, conf=json.loads(form.conf or "{}"))
+            return backfills.request_backfill(dag_id, body, request, request_id, engine)
+    raise HTTPException(status_code=404, detail=f"no action {action}")

@@ -1,0 +1,79 @@
+"""The DAG list's rules (pure): filtering by id, tag, last run state and paused; the next scheduled run."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from services.scheduler.core import cron
+
+Row = dict[str, Any]
+NEVER_RAN = "none"  # the "last run" filter's value for a DAG without runs
+LAST_STATES = ("running", "success", "failed", NEVER_RAN)
+PAUSED_CHOICES = ("all", "active", "paused")
+
+
+@dataclass(frozen=True)
+class DagFilter:
+    """What the list's GET form asks for; empty values filter nothing."""
+
+    search: str = ""
+    tag: str = ""
+    last: str = ""
+    paused: str = "all"
+
+    def query(self) -> str:
+        """The filter as a query string (without "?"), only the fields that filter something."""
+        return urlencode({name: value for name, value in asdict(self).items() if value and value != "all"})
+
+
+def dag_filter(search: str = "", tag: str = "", last: str = "", paused: str = "all") -> DagFilter:
+    """A filter from the form's values; values it does not know filter nothing."""
+    return DagFilter(search=search.strip(), tag=tag.strip(), last=last if last in LAST_STATES else "",
+                     paused=paused if paused in PAUSED_CHOICES else "all")
+
+
+def last_state(dag: Row) -> str:
+    """The state of the DAG's newest run (``dots`` are oldest first), or ``none``."""
+    return dag["dots"][-1]["state"] if dag.get("dots") else NEVER_RAN
+
+
+def matches(dag: Row, wanted: DagFilter) -> bool:
+    if wanted.search and wanted.search.lower() not in dag["dag_id"].lower():
+        return False
+    if wanted.tag and wanted.tag not in (dag.get("tags") or []):
+        return False
+    if wanted.last and last_state(dag) != wanted.last:
+        return False
+    if wanted.paused != "all" and bool(dag["is_paused"]) != (wanted.paused == "paused"):
+        return False
+    return True
+
+
+def filtered(dags: list[Row], wanted: DagFilter) -> list[Row]:
+    return [dag for dag in dags if matches(dag, wanted)]
+
+
+def all_tags(dags: list[Row]) -> list[str]:
+    return sorted({tag for dag in dags for tag in dag.get("tags") or []})
+
+
+def next_run(dag: Row, latest_scheduled: float | None, now: float) -> float | None:
+    """The logical date of the DAG's next scheduled run, as the scheduler decides it (runs.first_due):
+    the fire time after its latest scheduled run, not before its start date. Without catch-up an
+    overdue DAG gets the latest fire time now. None without a schedule, or once ``@once`` has run."""
+    schedule = dag.get("schedule")
+    start = dag.get("start_date") if dag.get("start_date") is not None else dag.get("parsed_at")
+    if not schedule or start is None or not dag.get("is_active"):
+        return None
+    if schedule == cron.ONCE:
+        return start if latest_scheduled is None else None
+    try:
+        due = max(start, cron.next_fire_time(schedule, latest_scheduled if latest_scheduled is not None
+                                             else start - 1e-3))
+        if due <= now and not dag.get("catchup"):
+            return cron.latest_fire_time(schedule, now)
+    except (ValueError, KeyError):  # a schedule croniter cannot read: the scheduler ignores it as well
+        return None
+    return due

@@ -1,0 +1,38 @@
+"""The grid's cells as HTML, built here rather than in the template (pure).
+
+A grid of 100 runs x 200 tasks has 20,000 cells; through Jinja's expressions, escapes and
+``urlencode`` filters per cell it took half a second to render. Here each run's link prefix
+and each task's escaped and quoted id are computed once, and a cell is one f-string.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from markupsafe import Markup
+
+from services.api.ui.views import quote
+
+
+def row_cells(row: dict[str, Any], columns: list[dict[str, Any]]) -> Markup:
+    """The ``<td>`` cells of one task's row: a link per run to the task instance, its state's
+    colour (class) and symbol, the try as a subscript from the second try on.
+
+    A cell's accessible name names its task and run too, for keyboard users tabbing through
+    links (leaving them to the headers made the HTML a third smaller but loaded no faster:
+    chromium's time goes to the 20,000 elements, not the bytes).
+    """
+    task_id = escape(row["task_id"])
+    task_href = escape(quote(row["task_id"]))
+    runs = [(escape(column["run_id"]), escape(column["href"]) + task_href) for column in columns]
+    return Markup("".join(_cell(cell, task_id, run_id, href) for cell, (run_id, href) in zip(row["cells"], runs)))
+
+
+def _cell(cell: dict[str, Any], task_id: str, run_id: str, href: str) -> str:
+    tried = cell["try_number"]
+    state = escape(cell["state"])
+    label = f"{task_id} in {run_id}: {state}" + (f", try {tried}" if tried else "")
+    sub = f"<sub>{tried}</sub>" if tried and tried > 1 else ""
+    return (f'<td><a class="cell {cell["css"]}" data-task="{task_id}" data-state="{state}" href="{href}" '
+            f'aria-label="{label}">{cell["symbol"]}{sub}</a></td>')

@@ -1,0 +1,80 @@
+"""``/api/v1/users``: accounts, for admins. Changes are UserCreated / UserDeleted in ``tock.users``."""
+
+from __future__ import annotations
+
+import time
+from typing import Literal
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import Engine
+
+from infra.log import DeliveryFailed
+from projections import queries
+from schemas import UserCreated, UserDeleted
+from services.api import accounts
+from services.api.auth import ADMIN, requester
+from services.api.commands import engine_of
+
+users = APIRouter(tags=["users"], dependencies=[Depends(ADMIN)],
+                  responses={401: {"description": "missing or wrong bearer token"},
+                             403: {"description": "the caller is not an admin"}})
+
+
+class User(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    username: str
+    role: str
+    created_by: str | None = None
+    created_at: float | None = None
+    updated_at: float | None = None
+
+
+class UserPage(BaseModel):
+    items: list[User]
+    limit: int
+    offset: int
+
+
+class NewUser(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    username: str = Field(pattern=accounts.USERNAME_PATTERN)
+    role: Literal["viewer", "operator", "admin"]
+    password: str = Field(min_length=8, max_length=1024)
+
+
+class UserChange(BaseModel):
+    username: str
+    event: str
+
+
+def _append(request: Request, event) -> None:
+    try:
+        request.app.state.command_log.append(event)
+    except DeliveryFailed as error:
+        raise HTTPException(status_code=503, detail=f"the change was not acknowledged by Kafka: {error}") from None
+
+
+@users.get("/api/v1/users", response_model=UserPage, summary="List accounts")
+def list_users(limit: int = Query(100, ge=1, le=1000), offset: int = Query(0, ge=0, le=2**31 - 1),
+               engine: Engine = Depends(engine_of)):
+    return {"items": queries.users(engine, limit=limit, offset=offset), "limit": limit, "offset": offset}
+
+
+@users.post("/api/v1/users", status_code=202, response_model=UserChange, summary="Create or replace an account")
+def create_user(body: NewUser, request: Request):
+    """Append UserCreated with the password's argon2 hash; usable once the projector has folded it."""
+    _append(request, UserCreated(username=body.username, role=body.role,
+                                 password_hash=accounts.hash_password(body.password),
+                                 created_by=requester(request), at=time.time()))
+    return {"username": body.username, "event": "UserCreated"}
+
+
+@users.delete("/api/v1/users/{username}", status_code=202, response_model=UserChange, summary="Delete an account",
+              responses={404: {"description": "no such account"}})
+def delete_user(username: str, request: Request, engine: Engine = Depends(engine_of)):
+    """Append UserDeleted: the account's sessions and tokens stop working once it is folded."""
+    if queries.user(engine, username) is None:
+        raise HTTPException(status_code=404, detail=f"no user {username}")
+    _append(request, UserDeleted(username=username, deleted_by=requester(request), at=time.time()))
+    return {"username": username, "event": "UserDeleted"}
