@@ -109,6 +109,15 @@ class EventReader(Closing):
                     raise
                 time.sleep(0.1)
 
+    def cached_end(self, topic: str, partition: int) -> int | None:
+        """The end offset of a real topic's partition as last fetched (no broker call): for a
+        read_committed reader, the last stable offset. None when not known (yet)."""
+        try:
+            _low, high = self.consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+        except KafkaException:
+            return None
+        return high if high >= 0 else None
+
     def positions(self) -> dict[tuple[str, int], int]:
         """Next offset per (real topic, partition) consumed since assignment: what to commit."""
         return dict(self._positions)

@@ -21,6 +21,9 @@ from infra.topics import ensure_topics
 log = logging.getLogger("tock.standalone")
 
 SERVICES = ("dag-processor", "scheduler", "projector", "api", "worker")
+# Services with a metrics port of their own, in the order of TOCK_STANDALONE_METRICS_PORT + 0, 1, 2.
+METRICS_PORTS = {"scheduler": "scheduler_metrics_port", "dag-processor": "dag_processor_metrics_port",
+                 "projector": "projector_metrics_port"}
 STOP_GRACE = 20.0
 
 
@@ -45,13 +48,16 @@ class Standalone:
         self._prepare()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, self._on_signal)
-        environment = {**os.environ, "TOCK_DAGS_FOLDER": str(self.dags_folder)}
+        ports = metrics_ports(self.settings, self.services)
+        environment = {**os.environ, "TOCK_DAGS_FOLDER": str(self.dags_folder),
+                       **{f"TOCK_{METRICS_PORTS[name].upper()}": str(port) for name, port in ports.items()}}
         for name in self.services:
             self.children[name] = subprocess.Popen([sys.executable, "-m", "tock.cli", name], env=environment,
                                                    start_new_session=True)
             log.info("started %s (pid %d)", name, self.children[name].pid)
         log.info("standalone running on %s with DAGs from %s; Ctrl-C stops it", self.settings.bootstrap,
                  self.dags_folder)
+        self._log_metrics(ports)
         if self._admin is not None:
             print(self._admin, flush=True)
         code = self._supervise()
@@ -90,6 +96,14 @@ class Standalone:
         except DeliveryFailed as error:
             raise StandaloneError(f"could not create the admin account: {error}") from None
 
+    def _log_metrics(self, ports: dict[str, int]) -> None:
+        host = self.settings.metrics_host
+        for name, port in ports.items():
+            log.info("%s metrics: http://%s:%d/metrics", name, host, port)
+        if "api" in self.services:
+            log.info("api metrics: http://%s:%d/metrics (a viewer's login or token)", self.settings.api_host,
+                     self.settings.api_port)
+
     def _supervise(self) -> int:
         while not self._stopping:
             for name, child in self.children.items():
@@ -117,3 +131,15 @@ class Standalone:
                 child.kill()
                 child.wait()
             log.info("%s stopped (exit code %s)", name, child.returncode)
+
+
+def metrics_ports(settings: Settings, services: list[str]) -> dict[str, int]:
+    """The metrics port of each started service that has one: its own setting when set, else
+    TOCK_STANDALONE_METRICS_PORT plus its place in METRICS_PORTS (none when that is 0)."""
+    ports = {}
+    for offset, (name, field) in enumerate(METRICS_PORTS.items()):
+        own = getattr(settings, field)
+        port = own or (settings.standalone_metrics_port + offset if settings.standalone_metrics_port else 0)
+        if name in services and port:
+            ports[name] = port
+    return ports
