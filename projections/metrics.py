@@ -1,8 +1,9 @@
 """The projector's Prometheus metrics, recorded by its loop (``projections.projector``).
 
 Lag is what the log holds that the tables do not yet: per topic, the sum over its partitions
-of the end offset (the last stable offset, for a read_committed reader) minus the next
-offset the tables reflect. The ends are the reader's cached watermarks: no broker round trip.
+of the end offset (the last stable offset, for a read_committed reader) minus the reader's
+position (past transaction markers; the tables reflect it once the batch commits). The ends are
+the reader's cached watermarks: no broker round trip.
 """
 
 from __future__ import annotations

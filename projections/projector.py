@@ -101,8 +101,11 @@ class Projector:
         if now < self._next_lag:
             return
         self._next_lag = now + LAG_EVERY
-        ends = {position: self._reader.cached_end(*position) for position in committed}
-        self.metrics.follow_lag(committed, {position: end for position, end in ends.items() if end is not None})
+        partitions = list(committed)
+        # The reader's position, past a transaction's marker, once it delivered everything before it.
+        read = self._reader.read_positions(partitions)
+        positions = {part: max(offset, read.get(part, 0)) for part, offset in committed.items()}
+        self.metrics.follow_lag(positions, self._reader.cached_ends(partitions))
 
     def _seek(self) -> Positions:
         stored = retry_outages(self._stored_offsets, self._stop)
