@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -48,9 +49,9 @@ class Standalone:
         self._prepare()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, self._on_signal)
-        ports = metrics_ports(self.settings, self.services)
+        ports = self._metrics_ports()
         environment = {**os.environ, "TOCK_DAGS_FOLDER": str(self.dags_folder),
-                       **{f"TOCK_{METRICS_PORTS[name].upper()}": str(port) for name, port in ports.items()}}
+                       **{f"TOCK_{field.upper()}": str(ports.get(name, 0)) for name, field in METRICS_PORTS.items()}}
         for name in self.services:
             self.children[name] = subprocess.Popen([sys.executable, "-m", "tock.cli", name], env=environment,
                                                    start_new_session=True)
@@ -95,6 +96,18 @@ class Standalone:
             return standalone_admin.banner(self.settings, standalone_admin.ensure_admin(self.settings))
         except DeliveryFailed as error:
             raise StandaloneError(f"could not create the admin account: {error}") from None
+
+    def _metrics_ports(self) -> dict[str, int]:
+        """The services' metrics ports, less those taken (e.g. by another standalone): a metrics
+        port is no reason for a laptop's scheduler not to start."""
+        ports = {}
+        for name, port in metrics_ports(self.settings, self.services).items():
+            if _bindable(self.settings.metrics_host, port):
+                ports[name] = port
+            else:
+                log.warning("port %d is taken: %s metrics off (set TOCK_STANDALONE_METRICS_PORT or "
+                            "TOCK_%s)", port, name, METRICS_PORTS[name].upper())
+        return ports
 
     def _log_metrics(self, ports: dict[str, int]) -> None:
         host = self.settings.metrics_host
@@ -143,3 +156,12 @@ def metrics_ports(settings: Settings, services: list[str]) -> dict[str, int]:
         if name in services and port:
             ports[name] = port
     return ports
+
+
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
