@@ -1,6 +1,6 @@
 """The scheduler's Prometheus metrics: declared here, recorded by the shell, never by the core.
 
-Tries queued and running per executor are read from the fold on every turn (a gauge that
+Tries queued and running per executor are read from the fold twice a second (a gauge that
 follows the log, so it returns to 0 when the runs end), not counted up and down by the shell.
 Runner heartbeat delay is measured here too, from the gaps between a try's heartbeats in the
 log: runners are many short-lived processes (one per try, per Celery pool process, per pod)
@@ -9,6 +9,7 @@ that no Prometheus could scrape, while the partition's owner reads every heartbe
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -18,6 +19,7 @@ from services.scheduler.core import SchedulerState
 QUEUED, RUNNING = "queued", "running"
 FAST = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 SLOW = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+FOLD_EVERY = 0.5  # seconds between readings of the fold: a walk over every active try, kept off most turns
 LATE = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
@@ -72,9 +74,14 @@ class SchedulerMetrics:
                                          "TOCK_TASK_HEARTBEAT_SECONDS (read from the log)",
                                          buckets=LATE, registry=registry)
         self._seen: set[str] = set()
+        self._next_fold = 0.0
 
     def follow_fold(self, states: list[SchedulerState], executors: Iterable[str]) -> None:
-        """Set the gauges that mirror the owned partitions' fold."""
+        """Set the gauges that mirror the owned partitions' fold (at most every FOLD_EVERY seconds)."""
+        now = time.monotonic()
+        if now < self._next_fold:
+            return
+        self._next_fold = now + FOLD_EVERY
         self.partitions.set(len(states))
         counts = tries_by_executor(states, {*executors, *self._seen})  # a label once shown goes back to 0
         for (executor, state), count in counts.items():
