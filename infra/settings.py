@@ -91,6 +91,17 @@ class Settings(BaseSettings):
                              description="where infra/scripts/build-kube.sh keeps kube-apiserver and etcd")
     kube_parallelism: int = Field(default=64, ge=1, description="tries the Kubernetes executor runs at once, "
                                                                 "counted from the log")
+    metrics_host: str = Field(default="127.0.0.1", description="address the services' metrics endpoints bind "
+                              "(0.0.0.0 to be scraped from other hosts, e.g. in Kubernetes)")
+    scheduler_metrics_port: int = Field(default=0, ge=0, le=65535, description="port of the scheduler's "
+                                        "Prometheus /metrics; 0 = off (`tock standalone` sets 9101)")
+    dag_processor_metrics_port: int = Field(default=0, ge=0, le=65535, description="port of the DAG "
+                                            "processor's Prometheus /metrics; 0 = off (standalone: 9102)")
+    projector_metrics_port: int = Field(default=0, ge=0, le=65535, description="port of the projector's "
+                                        "Prometheus /metrics; 0 = off (standalone: 9103)")
+    standalone_metrics_port: int = Field(default=9101, ge=0, le=65533, description="`tock standalone` serves "
+                                         "the scheduler's, DAG processor's and projector's metrics on this port "
+                                         "and the next two (unless their own port is set); 0 = off")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     executors: str = Field(default="local,celery", pattern=r"^[a-z]+(,[a-z]+)*$",
                            description="executors this installation runs, comma-separated; a task on another "

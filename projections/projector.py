@@ -19,6 +19,7 @@ from infra.settings import Settings
 from infra.topics import topic_name
 from projections.committer import BatchCommitter, Stopped, retry_outages
 from projections.db import create_tables, open_engine, schema_problems
+from projections.metrics import ProjectorMetrics
 from projections.records import logical_topic
 from projections.tables import LIVE, Tables
 from projections.writer import OffsetsMoved, Positions, stored_offsets
@@ -27,6 +28,7 @@ from schemas import DAGS, EVENTS, HEARTBEATS, PARSING, SCHEDULERS, USERS
 log = logging.getLogger("tock.projector")
 
 PROJECTED_TOPICS = (EVENTS, HEARTBEATS, DAGS, PARSING, SCHEDULERS, USERS)
+LAG_EVERY = 1.0  # seconds between lag measurements
 
 
 def projected_partitions(settings: Settings) -> list[tuple[str, int]]:
@@ -54,9 +56,12 @@ class Projector:
     """The projector's loop around one reader, one committer and the live tables."""
 
     def __init__(self, settings: Settings, engine: Engine, stop: threading.Event, *,
-                 limits: BatchLimits = BatchLimits(), tables: Tables = LIVE) -> None:
+                 limits: BatchLimits = BatchLimits(), tables: Tables = LIVE,
+                 metrics: ProjectorMetrics | None = None) -> None:
         self._settings, self._engine, self._stop, self._limits = settings, engine, stop, limits
         self._tables = tables
+        self.metrics = metrics or ProjectorMetrics()
+        self._next_lag = 0.0
         self._reader = EventReader(settings, [], client_id="tock-projector")
         self._committer = BatchCommitter(settings, engine, stop, tables=tables)
         self.applied = 0
@@ -78,13 +83,29 @@ class Projector:
         records = gather(self._reader, self._limits)
         end = {**start, **self._reader.positions()}
         if not records and end == start:
+            self._measure_lag(start)
             return start
+        began = time.monotonic()
         try:
-            self.applied += self._committer.commit(records, start, end)
+            applied = self._committer.commit(records, start, end)
         except OffsetsMoved as moved:
             log.warning("%s; seeking to the stored offsets", moved)
             return self._seek()
+        self.applied += applied
+        self.metrics.batch(len(records), applied, time.monotonic() - began)
+        self._measure_lag(end)
         return end
+
+    def _measure_lag(self, committed: Positions) -> None:
+        now = time.monotonic()
+        if now < self._next_lag:
+            return
+        self._next_lag = now + LAG_EVERY
+        partitions = list(committed)
+        # The reader's position, past a transaction's marker, once it delivered everything before it.
+        read = self._reader.read_positions(partitions)
+        positions = {part: max(offset, read.get(part, 0)) for part, offset in committed.items()}
+        self.metrics.follow_lag(positions, self._reader.cached_ends(partitions))
 
     def _seek(self) -> Positions:
         stored = retry_outages(self._stored_offsets, self._stop)
@@ -112,7 +133,8 @@ def gather(reader: EventReader, limits: BatchLimits) -> list:
     return records
 
 
-def run_projector(settings: Settings, stop: threading.Event, *, limits: BatchLimits | None = None) -> int:
+def run_projector(settings: Settings, stop: threading.Event, *, limits: BatchLimits | None = None,
+                  metrics: ProjectorMetrics | None = None) -> int:
     """Open the database, check its tables, and project until ``stop``; returns records applied."""
     limits = limits or BatchLimits(records=settings.projector_batch)
     engine = open_engine(settings)
@@ -122,7 +144,7 @@ def run_projector(settings: Settings, stop: threading.Event, *, limits: BatchLim
         if problems:
             raise RuntimeError("the projection tables differ from this version's ("
                                + "; ".join(problems) + "); run `tock projections rebuild`")
-        projector = Projector(settings, engine, stop, limits=limits)
+        projector = Projector(settings, engine, stop, limits=limits, metrics=metrics)
         projector.run()
         return projector.applied
     finally:

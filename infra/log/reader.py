@@ -109,6 +109,25 @@ class EventReader(Closing):
                     raise
                 time.sleep(0.1)
 
+    def cached_ends(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """End offsets of (real topic, partition)s as last fetched, no broker call (for a
+        read_committed reader, the last stable offset); those not known yet are left out."""
+        ends = {}
+        for topic, partition in partitions:
+            try:
+                _low, high = self.consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
+            except KafkaException:
+                continue
+            if high >= 0:
+                ends[(topic, partition)] = high
+        return ends
+
+    def read_positions(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Where the reader is in each (real topic, partition): unlike :meth:`positions`, past the
+        transaction markers after the last record (they take an offset but are never delivered)."""
+        found = self.consumer.position([TopicPartition(topic, partition) for topic, partition in partitions])
+        return {(part.topic, part.partition): part.offset for part in found if part.offset >= 0}
+
     def positions(self) -> dict[tuple[str, int], int]:
         """Next offset per (real topic, partition) consumed since assignment: what to commit."""
         return dict(self._positions)

@@ -24,6 +24,7 @@ from infra.settings import Settings
 from schemas import DAGS, DagFileRemoved, DagParsed, DagParseFailed, DagRemoved, ProcessorKilled
 from services.dag_processor import core
 from services.dag_processor.children import ChildHandle, fork_parser
+from services.dag_processor.metrics import DagProcessorMetrics
 from services.dag_processor.parsing import parse_dag_file
 from services.dag_processor.scanning import DagFolderScanner
 
@@ -39,8 +40,9 @@ class DagProcessor:
 
     def __init__(self, settings: Settings, event_log, *, state: core.ProcessorState | None = None,
                  clock: Callable[[], float] = time.time, before_collect: BeforeCollect | None = None,
-                 fork: Callable[[], int] = os.fork) -> None:
+                 fork: Callable[[], int] = os.fork, metrics: DagProcessorMetrics | None = None) -> None:
         self.settings = settings
+        self.metrics = metrics or DagProcessorMetrics()
         self.state = state or core.ProcessorState()
         self.config = processor_config(settings)
         self._log = event_log
@@ -165,6 +167,7 @@ class DagProcessor:
         self._log.append(event)
         self.state = core.evolve(self.state, event)
         self._release_ended()
+        self.metrics.emitted(event, len(self.state.children))
         if isinstance(event, DagRemoved):
             self._log.tombstone(DAGS, event.dag_id)
         _log_event(event)

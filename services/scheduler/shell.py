@@ -29,6 +29,7 @@ from services.scheduler.core.model import DagTombstone
 from services.scheduler.evidence import SLOW_CALL, HeartbeatEvidence
 from services.scheduler.launching import Executor, Launcher
 from services.scheduler.memory import PartitionMemory, logical_topics, rebuild
+from services.scheduler.metrics import SchedulerMetrics, heartbeat_delay
 
 log = logging.getLogger("tock.scheduler")
 
@@ -46,8 +47,9 @@ class Scheduler:
     """One scheduler instance. ``run()`` until ``stop()`` (from a signal handler or another thread)."""
 
     def __init__(self, settings: Settings, executors: Mapping[str, Executor], *,
-                 scheduler_id: str | None = None) -> None:
+                 scheduler_id: str | None = None, metrics: SchedulerMetrics | None = None) -> None:
         self.settings = settings
+        self.metrics = metrics or SchedulerMetrics()
         self.scheduler_id = scheduler_id or new_scheduler_id()
         self.policy = Policy(self.scheduler_id, settings.task_heartbeat_timeout, settings.task_start_timeout)
         self.executors = executors
@@ -149,6 +151,7 @@ class Scheduler:
         if self.may_launch:
             self.pending.extend(self.launcher.launch_ready(self.memories.values()))
         self._tend_pods()
+        self.metrics.follow_fold([memory.state for memory in self.memories.values()], self.executors)
 
     def _poll_wait(self) -> float:
         if self.pending or self.adoption_due or not self.may_launch:
@@ -167,8 +170,11 @@ class Scheduler:
             memory = self.memories.get(record.partition)
             if memory is None:
                 continue  # not ours (any more)
+            if isinstance(record.event, TaskHeartbeat):
+                self._fold_heartbeat(memory, record)
+                continue
             event = memory.fold_record(self._topics[record.topic], record)
-            if event is None or isinstance(event, TaskHeartbeat):
+            if event is None:
                 continue
             runs = touched.setdefault(record.partition, set())
             if isinstance(event, DagParsed | DagTombstone | PauseDag) or runs is None:  # may concern every run
@@ -176,6 +182,17 @@ class Scheduler:
             elif hasattr(event, "run_id"):
                 runs.add((event.dag_id, event.run_id))
         return touched
+
+    def _fold_heartbeat(self, memory: PartitionMemory, record) -> None:
+        """Fold a heartbeat, measuring how late it came after the try's previous one (or its start)."""
+        beat = record.event
+        instance = memory.state.instance((beat.dag_id, beat.run_id, beat.task_id))
+        previous = None if instance is None else instance.last_heartbeat_at or instance.started_at
+        memory.fold_record(self._topics[record.topic], record)
+        if instance is not None and instance.last_heartbeat_at == beat.at:  # the current try's runner
+            delay = heartbeat_delay(previous, beat.at, self.settings.task_heartbeat_seconds)
+            if delay is not None:
+                self.metrics.heartbeat_delay.observe(delay)
 
     def _decisions(self, now: float, touched: dict[int, set | None]) -> list[tuple[int, object]]:
         decisions = []
@@ -261,12 +278,14 @@ class Scheduler:
         try:
             self._commit_now(batch)
         except TransactionAborted as error:
+            self.metrics.aborted.inc()
             self._aborted(error)
             return
         finally:
             elapsed = time.time() - started
             if elapsed > SLOW_CALL:
                 self.evidence.unreachable(time.time())
+        self.metrics.commit_seconds.observe(elapsed)
         # A commit that outlasted the ownership window (this process was frozen, or the broker
         # away) proves nothing about today's ownership: the next commit must, before any launch.
         self.pending, self.may_launch = [], elapsed < self._ownership_window()
@@ -283,6 +302,7 @@ class Scheduler:
             self.may_launch = False  # until a commit proves which partitions are still ours
 
     def _committed(self, batch: list) -> None:
+        self.metrics.committed(event for _partition, event in batch)
         for partition, event in batch:
             memory = self.memories.get(partition) if partition is not None else None
             if memory is not None:
@@ -313,6 +333,7 @@ class Scheduler:
                    client_id=f"tock-scheduler-settle-{self.scheduler_id}", group_id=self.group_id)
             settled = time.time()
             memories = rebuild(self.settings, partitions)
+            replayed = time.time()
         except Exception as error:  # noqa: BLE001 - any failure of a takeover is retried, said loudly
             self._takeover_failed(partitions, error)
             return
@@ -330,6 +351,8 @@ class Scheduler:
         self.adoption_due.update(partitions)
         self.full_walk.update(partitions)
         self.assigned_at.update(dict.fromkeys(partitions, started))
+        self.metrics.replay_seconds.observe(replayed - settled)
+        self.metrics.takeover_seconds.observe(time.time() - started)
         log.info("assigned partitions %s: replayed in %.3f s (%.3f s of it waiting out open transactions, "
                  "%d open runs)", partitions, time.time() - started, settled - started,
                  sum(len(memory.state.runs) for memory in memories.values()))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -21,6 +22,9 @@ from infra.topics import ensure_topics
 log = logging.getLogger("tock.standalone")
 
 SERVICES = ("dag-processor", "scheduler", "projector", "api", "worker")
+# Services with a metrics port of their own, in the order of TOCK_STANDALONE_METRICS_PORT + 0, 1, 2.
+METRICS_PORTS = {"scheduler": "scheduler_metrics_port", "dag-processor": "dag_processor_metrics_port",
+                 "projector": "projector_metrics_port"}
 STOP_GRACE = 20.0
 
 
@@ -45,13 +49,16 @@ class Standalone:
         self._prepare()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, self._on_signal)
-        environment = {**os.environ, "TOCK_DAGS_FOLDER": str(self.dags_folder)}
+        ports = self._metrics_ports()
+        environment = {**os.environ, "TOCK_DAGS_FOLDER": str(self.dags_folder),
+                       **{f"TOCK_{field.upper()}": str(ports.get(name, 0)) for name, field in METRICS_PORTS.items()}}
         for name in self.services:
             self.children[name] = subprocess.Popen([sys.executable, "-m", "tock.cli", name], env=environment,
                                                    start_new_session=True)
             log.info("started %s (pid %d)", name, self.children[name].pid)
         log.info("standalone running on %s with DAGs from %s; Ctrl-C stops it", self.settings.bootstrap,
                  self.dags_folder)
+        self._log_metrics(ports)
         if self._admin is not None:
             print(self._admin, flush=True)
         code = self._supervise()
@@ -90,6 +97,26 @@ class Standalone:
         except DeliveryFailed as error:
             raise StandaloneError(f"could not create the admin account: {error}") from None
 
+    def _metrics_ports(self) -> dict[str, int]:
+        """The services' metrics ports, less those taken (e.g. by another standalone): a metrics
+        port is no reason for a laptop's scheduler not to start."""
+        ports = {}
+        for name, port in metrics_ports(self.settings, self.services).items():
+            if _bindable(self.settings.metrics_host, port):
+                ports[name] = port
+            else:
+                log.warning("port %d is taken: %s metrics off (set TOCK_STANDALONE_METRICS_PORT or "
+                            "TOCK_%s)", port, name, METRICS_PORTS[name].upper())
+        return ports
+
+    def _log_metrics(self, ports: dict[str, int]) -> None:
+        host = self.settings.metrics_host
+        for name, port in ports.items():
+            log.info("%s metrics: http://%s:%d/metrics", name, host, port)
+        if "api" in self.services:
+            log.info("api metrics: http://%s:%d/metrics (a viewer's login or token)", self.settings.api_host,
+                     self.settings.api_port)
+
     def _supervise(self) -> int:
         while not self._stopping:
             for name, child in self.children.items():
@@ -117,3 +144,24 @@ class Standalone:
                 child.kill()
                 child.wait()
             log.info("%s stopped (exit code %s)", name, child.returncode)
+
+
+def metrics_ports(settings: Settings, services: list[str]) -> dict[str, int]:
+    """The metrics port of each started service that has one: its own setting when set, else
+    TOCK_STANDALONE_METRICS_PORT plus its place in METRICS_PORTS (none when that is 0)."""
+    ports = {}
+    for offset, (name, field) in enumerate(METRICS_PORTS.items()):
+        own = getattr(settings, field)
+        port = own or (settings.standalone_metrics_port + offset if settings.standalone_metrics_port else 0)
+        if name in services and port:
+            ports[name] = port
+    return ports
+
+
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 
@@ -37,3 +38,14 @@ def test_an_unknown_setting_is_named(make_settings):
     result = subprocess.run([sys.executable, "-m", "tock.cli", "dags", "list"], env=env,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "TOCK_PARALELLISM" in result.stderr
+
+
+def test_a_taken_metrics_port_is_named(make_settings, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        settings = make_settings(dags_folder=tmp_path, dag_processor_metrics_port=port)
+        result = tock(settings, "dag-processor")
+    assert result.returncode == 2
+    assert f"cannot serve metrics on 127.0.0.1:{port}" in result.stderr and "Traceback" not in result.stderr

@@ -3,16 +3,19 @@ SIGTERM stops it cleanly (every child gone, exit code 0)."""
 
 from __future__ import annotations
 
+import random
 import re
 import signal
 import socket
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
 
 import httpx
 import psutil
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.scenarios.scheduler_support import REPO, create_topics, environment, wait_until, wait_until_published
 from tests.scenarios.web_ui_support import wait_for_http
@@ -26,8 +29,22 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def free_ports(count: int) -> int:
+    """The first of ``count`` consecutive free ports (standalone's metrics take three)."""
+    while True:
+        first = random.randrange(20000, 32000, 8)
+        with ExitStack() as probes:
+            try:
+                for port in range(first, first + count):
+                    probes.enter_context(socket.socket()).bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return first
+
+
 def test_standalone_runs_the_examples_and_stops_cleanly(make_settings, tmp_path):
-    settings = make_settings(api_port=free_port(), task_heartbeat_seconds=0.5, scheduler_session_timeout=6)
+    settings = make_settings(api_port=free_port(), task_heartbeat_seconds=0.5, scheduler_session_timeout=6,
+                             standalone_metrics_port=free_ports(3))
     create_topics(settings)
     env = environment(settings)
     with open(tmp_path / "standalone.log", "wb") as output:
@@ -48,6 +65,7 @@ def test_standalone_runs_the_examples_and_stops_cleanly(make_settings, tmp_path)
             result = subprocess.run([sys.executable, "-m", "tock.cli", "dags", "trigger", dag_id, "--wait",
                                      "--timeout", "90"], env=env, capture_output=True, text=True, timeout=120)
             assert result.returncode == 0, (dag_id, result.stderr, (tmp_path / "standalone.log").read_text()[-3000:])
+        _assert_metrics_served(tmp_path / "standalone.log", settings.standalone_metrics_port)
         standalone.send_signal(signal.SIGTERM)
         assert standalone.wait(60) == 0
     finally:
@@ -58,6 +76,16 @@ def test_standalone_runs_the_examples_and_stops_cleanly(make_settings, tmp_path)
     for service in ("dag-processor", "scheduler", "projector", "api"):
         assert f"{service} stopped (exit code 0)" in log, service
     assert not [child for child in children if child.is_running() and child.status() != psutil.STATUS_ZOMBIE]
+
+
+def _assert_metrics_served(log_path, first_port: int) -> None:
+    """Standalone logs where each service's metrics are, and each answers in Prometheus' format."""
+    log = log_path.read_text()
+    for offset, service in enumerate(("scheduler", "dag-processor", "projector")):
+        url = f"http://127.0.0.1:{first_port + offset}/metrics"
+        assert f"{service} metrics: {url}" in log
+        names = {family.name for family in text_string_to_metric_families(httpx.get(url, timeout=5).text)}
+        assert any(name.startswith(f"tock_{service.replace('-', '_')}_") for name in names), (service, names)
 
 
 def _admin_password(log_path, timeout: float = 60) -> str:

@@ -31,13 +31,17 @@ def dag_processor(ctx: typer.Context) -> None:
         raise typer.Exit(2)
     from infra.log import KafkaEventLog
     from services.dag_processor.recovery import known_dags
+    from services.dag_processor.metrics import DagProcessorMetrics
     from services.dag_processor.shell import DagProcessor
+    from tock.cli.metrics import metrics_served
 
-    event_log = KafkaEventLog(settings, client_id="tock-dag-processor")
-    try:
-        processor = DagProcessor(settings, event_log, state=known_dags(settings))
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda *_: processor.stop())
-        processor.run()
-    finally:
-        event_log.close()
+    metrics = DagProcessorMetrics()
+    with metrics_served("dag-processor", metrics.registry, settings, settings.dag_processor_metrics_port):
+        event_log = KafkaEventLog(settings, client_id="tock-dag-processor")
+        try:
+            processor = DagProcessor(settings, event_log, state=known_dags(settings), metrics=metrics)
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(signum, lambda *_: processor.stop())
+            processor.run()
+        finally:
+            event_log.close()

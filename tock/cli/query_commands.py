@@ -34,11 +34,16 @@ def register(app: typer.Typer) -> None:
 
 def projector(ctx: typer.Context) -> None:
     """Fold every Tock topic into the SQL tables (TOCK_DB_URL; SQLite in TOCK_HOME by default)."""
+    from projections.metrics import ProjectorMetrics
     from projections.projector import run_projector
+    from tock.cli.metrics import metrics_served
 
+    settings = settings_of(ctx)
     stop = _stop_on_signals()
+    metrics = ProjectorMetrics()
     try:
-        applied = run_projector(settings_of(ctx), stop)
+        with metrics_served("projector", metrics.registry, settings, settings.projector_metrics_port):
+            applied = run_projector(settings, stop, metrics=metrics)
     except RuntimeError as error:
         typer.echo(f"tock projector: {error}", err=True)
         raise typer.Exit(1) from None

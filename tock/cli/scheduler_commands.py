@@ -34,17 +34,21 @@ def scheduler(ctx: typer.Context, scheduler_id: Optional[str] = typer.Option(
     """
     from infra.executors import build_executors
     from infra.log import Fenced
+    from services.scheduler.metrics import SchedulerMetrics
     from services.scheduler.shell import Scheduler
+    from tock.cli.metrics import metrics_served
 
     settings = settings_of(ctx)
-    instance = Scheduler(settings, build_executors(settings), scheduler_id=scheduler_id)
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: instance.stop())
-    try:
-        instance.run()
-    except Fenced as error:
-        typer.echo(f"tock scheduler: {error}", err=True)
-        raise typer.Exit(3) from None
+    metrics = SchedulerMetrics()
+    with metrics_served("scheduler", metrics.registry, settings, settings.scheduler_metrics_port):
+        instance = Scheduler(settings, build_executors(settings), scheduler_id=scheduler_id, metrics=metrics)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: instance.stop())
+        try:
+            instance.run()
+        except Fenced as error:
+            typer.echo(f"tock scheduler: {error}", err=True)
+            raise typer.Exit(3) from None
 
 
 @dags_app.command("trigger")
