@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -65,6 +66,15 @@ def redis_url() -> str:
     return _run_script("redis.sh", "start")
 
 
+@pytest.fixture(autouse=True)
+def _close_shared_logs() -> Iterator[None]:
+    """Close the producers the test's helpers shared (tests/shared_log.py) when it ends."""
+    yield
+    shared = sys.modules.get("tests.shared_log")  # not imported by tests that append nothing
+    if shared is not None:
+        shared.close_shared_logs()
+
+
 @pytest.fixture
 def topic_prefix(kafka_bootstrap: str) -> Iterator[str]:
     """A fresh topic prefix; the test's topics are deleted afterwards, so a long-lived
@@ -104,9 +114,12 @@ def kafka_settings(make_settings: Callable[..., Settings]) -> Settings:
 
     from infra.topics import ensure_topics
 
+    from tests.shared_log import shared_event_log
+
     settings = make_settings()
     ensure_topics(AdminClient({"bootstrap.servers": settings.bootstrap}), settings.topic_prefix,
                   settings.partitions)
+    shared_event_log(settings)  # opened now, it has its producer id when the test first appends
     return settings
 
 
