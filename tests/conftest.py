@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -65,6 +66,15 @@ def redis_url() -> str:
     return _run_script("redis.sh", "start")
 
 
+@pytest.fixture(autouse=True)
+def _close_shared_logs() -> Iterator[None]:
+    """Close the producers the test's helpers shared (tests/shared_log.py) when it ends."""
+    yield
+    shared = sys.modules.get("tests.shared_log")  # not imported by tests that append nothing
+    if shared is not None:
+        shared.close_shared_logs()
+
+
 @pytest.fixture
 def topic_prefix(kafka_bootstrap: str) -> Iterator[str]:
     """A fresh topic prefix; the test's topics are deleted afterwards, so a long-lived
@@ -107,6 +117,8 @@ def kafka_settings(make_settings: Callable[..., Settings]) -> Settings:
     settings = make_settings()
     ensure_topics(AdminClient({"bootstrap.servers": settings.bootstrap}), settings.topic_prefix,
                   settings.partitions)
+    # No shared producer is opened here: tests on this fixture count this process's own
+    # descriptors and children (the DAG processor's), and a producer connecting meanwhile adds pipes.
     return settings
 
 

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import time
 
+from confluent_kafka import KafkaError
 
 from infra.log import EventReader, KafkaEventLog, partition_for, replay
 from infra.settings import Settings
 from infra.topics import topic_name
 from schemas import DAGS, EVENTS, DagRunFinished, TriggerDagRun
 from services.scheduler.core import manual_run_id
+
+# How long a topic the broker says does not exist is waited for (one just created may not be in
+# every broker's metadata yet) before it is named as missing. Reading an unknown topic would
+# otherwise wait out the whole read timeout (30 s) before failing.
+MISSING_TOPIC_GRACE = 5.0
 
 
 def trigger_run(settings: Settings, dag_id: str, request_id: str, conf_json: str = "{}",
@@ -47,9 +53,27 @@ def _end_offset(settings: Settings, dag_id: str) -> int:
 
 def dag_is_published(settings: Settings, dag_id: str) -> bool:
     """Whether tock.dags holds a live definition of ``dag_id`` (only its partition is read)."""
+    _require_topic(settings, DAGS)
     partition = partition_for(dag_id, settings.partitions)
     latest = None
     for record in replay(settings, DAGS, [partition], client_id="tock-trigger-check"):
         if record.key == dag_id:
             latest = record.event  # None for a tombstone: the DAG was removed
     return latest is not None
+
+
+def _require_topic(settings: Settings, logical_topic: str) -> None:
+    """Raise RuntimeError naming the topic when the broker still says it does not exist after
+    MISSING_TOPIC_GRACE. A broker that does not answer is left to the read that follows (and its
+    own timeout), as before."""
+    topic = topic_name(settings.topic_prefix, logical_topic)
+    deadline = time.monotonic() + MISSING_TOPIC_GRACE
+    with EventReader(settings, [], client_id="tock-trigger-check") as reader:
+        while True:
+            error = reader.consumer.list_topics(topic, timeout=30).topics[topic].error
+            if error is None or error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"topic {topic} does not exist (the broker has said so for "
+                                   f"{MISSING_TOPIC_GRACE:g} s)")
+            time.sleep(0.1)

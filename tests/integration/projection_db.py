@@ -72,15 +72,17 @@ def offsets_reached(engine: Engine, expected: dict[tuple[str, int], int]) -> boo
 
 def produce(settings: Settings, events: list, *, garbage_after: int | None = None) -> None:
     """Append events with the log client (and, optionally, garbage bytes after the n-th one)."""
-    from infra.log import KafkaEventLog, partition_for
+    from infra.log import partition_for
     from schemas import EVENTS
+    from tests.shared_log import shared_event_log
 
-    with KafkaEventLog(settings, client_id="test-producer") as log:
-        for index, event in enumerate(events):
-            log.append(event)
-            if index == garbage_after:
-                partition = partition_for(event.dag_id, settings.partitions)
-                log.append_raw(EVENTS, b"\x00garbage, not an event", event.dag_id, partition)
+    log = shared_event_log(settings)
+    for index, event in enumerate(events):
+        log.append(event)
+        if index == garbage_after:
+            partition = partition_for(event.dag_id, settings.partitions)
+            log.append_raw(EVENTS, b"\x00garbage, not an event", event.dag_id, partition)
+    log.flush()
 
 
 def log_end(settings: Settings) -> dict[tuple[str, int], int]:

@@ -16,11 +16,12 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
-from infra.log import EventReader, KafkaEventLog, LogRecord
+from infra.log import EventReader, LogRecord
 from infra.settings import Settings
 from infra.topics import ensure_topics
 from schemas import EVENTS, DagParsed, DagRunFinished, TriggerDagRun
 from services.scheduler.core import manual_run_id
+from tests.shared_log import shared_event_log
 from tock import fingerprint, load_dags
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,7 +37,10 @@ def environment(settings: Settings) -> dict[str, str]:
 
 
 def create_topics(settings: Settings) -> None:
+    """Create the test's topics, and open its shared producer now: it gets its producer id while
+    the test starts its services, not when the test first appends."""
     ensure_topics(AdminClient({"bootstrap.servers": settings.bootstrap}), settings.topic_prefix, settings.partitions)
+    shared_event_log(settings)
 
 
 class Processes:
@@ -76,13 +80,13 @@ class Processes:
 
 def publish_dags(settings: Settings, path: Path) -> list[str]:
     """Publish the DAGs of a file as the DAG processor would (DagParsed on tock.dags)."""
-    ids = []
-    with KafkaEventLog(settings, client_id="test-dags") as event_log:
-        for dag in load_dags(path):
-            definition = dag.to_definition(str(path))
-            event_log.append(DagParsed(dag_id=dag.dag_id, file_path=str(path), fingerprint=fingerprint(definition),
-                                       definition=definition, at=time.time()))
-            ids.append(dag.dag_id)
+    ids, event_log = [], shared_event_log(settings)
+    for dag in load_dags(path):
+        definition = dag.to_definition(str(path))
+        event_log.append(DagParsed(dag_id=dag.dag_id, file_path=str(path), fingerprint=fingerprint(definition),
+                                   definition=definition, at=time.time()))
+        ids.append(dag.dag_id)
+    event_log.flush()
     return ids
 
 
@@ -99,8 +103,9 @@ def wait_until_published(settings: Settings, dag_id: str, timeout: float = 60.0)
 
 def trigger(settings: Settings, dag_id: str) -> str:
     request_id = uuid.uuid4().hex
-    with KafkaEventLog(settings, client_id="test-trigger") as event_log:
-        event_log.append(TriggerDagRun(dag_id=dag_id, request_id=request_id, requested_by="test", at=time.time()))
+    event_log = shared_event_log(settings)
+    event_log.append(TriggerDagRun(dag_id=dag_id, request_id=request_id, requested_by="test", at=time.time()))
+    event_log.flush()
     return manual_run_id(request_id)
 
 

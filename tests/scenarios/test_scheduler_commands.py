@@ -31,6 +31,7 @@ from schemas import (
 )
 from services.scheduler.core import manual_run_id
 from tests.scenarios.scheduler_support import LogTail, Processes, create_topics, publish_dags, trigger
+from tests.shared_log import shared_event_log
 
 pytestmark = pytest.mark.scenario
 
@@ -98,9 +99,10 @@ def dag_file(tmp_path: Path, name: str, source: str, **paths: Path) -> Path:
 
 
 def append(settings, *commands) -> None:
-    with KafkaEventLog(settings, client_id="test-operator") as events:
-        for command in commands:
-            events.append(command)
+    events = shared_event_log(settings)
+    for command in commands:
+        events.append(command)
+    events.flush()
 
 
 def processed(settings, tail: LogTail, dag_id: str) -> None:

@@ -24,7 +24,6 @@ from pathlib import Path
 import psutil
 import pytest
 
-from infra.log import KafkaEventLog
 from schemas import (
     ClearTask,
     CommandRejected,
@@ -46,6 +45,7 @@ from tests.scenarios.scheduler_support import (
     trigger,
     wait_until,
 )
+from tests.shared_log import shared_event_log
 
 pytestmark = pytest.mark.scenario
 
@@ -122,8 +122,9 @@ class Stoppable:
         return {int(line[1]): line[2] for line in self.lines(path) if line[0] == "try1"}
 
     def command(self, event) -> None:
-        with KafkaEventLog(self.settings, client_id="test-operator") as event_log:
-            event_log.append(event)
+        event_log = shared_event_log(self.settings)
+        event_log.append(event)
+        event_log.flush()
 
     def history(self, run_id: str, task_id: str) -> list[tuple[str, int | None]]:
         """(event type, try number) of the task instance's events, in log order."""

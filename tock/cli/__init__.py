@@ -39,9 +39,29 @@ COMMAND_MODULES = [
 ]
 
 
-# Commands whose process should not pay for importing every other command (and sqlalchemy,
-# kubernetes, rich...): `tock run-task` starts for every try, in every pod.
-LIGHT_COMMANDS = {"run-task": ["tock.cli.runner_commands"]}
+# The modules that register each top-level command: `tock <command> ...` imports only those, so a
+# process pays for what its command needs (`tock run-task` starts for every try, in every pod; a
+# scheduler needs neither sqlalchemy nor kubernetes nor rich). A group whose subcommands several
+# modules add lists them all, so `tock dags --help` shows each. Anything else (`tock --help`, a
+# typo) registers every module. tests/unit/test_cli_commands.py checks this table against them.
+_GROUPS = ["tock.cli.groups", "tock.cli.query_commands", "tock.cli.scheduler_commands",
+           "tock.cli.operator_commands", "tock.cli.backfill_commands"]
+COMMANDS: dict[str, list[str]] = {
+    "broker": ["tock.cli.infra_commands"],
+    "topics": ["tock.cli.infra_commands"],
+    "kube": ["tock.cli.kube_commands"],
+    "dag-processor": ["tock.cli.dag_commands"],
+    "projector": ["tock.cli.query_commands"],
+    "api": ["tock.cli.query_commands"],
+    "scheduler": ["tock.cli.scheduler_commands"],
+    # It starts those services whose commands are registered: all of them.
+    "standalone": COMMAND_MODULES,
+    "run-task": ["tock.cli.runner_commands"],
+    "worker": ["tock.cli.worker_commands"],
+    "executors": ["tock.cli.executor_commands"],
+    "node-agent": ["tock.cli.node_agent_commands"],
+    **dict.fromkeys(["dags", "runs", "tasks", "commands", "projections", "schedulers"], _GROUPS),
+}
 _registered: set[str] = set()
 
 
@@ -89,4 +109,4 @@ def main() -> None:
     # service is stuck without stopping it.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     command = sys.argv[1] if len(sys.argv) > 1 else ""
-    _register(LIGHT_COMMANDS.get(command, COMMAND_MODULES))()
+    _register(COMMANDS.get(command, COMMAND_MODULES))()

@@ -13,18 +13,19 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from confluent_kafka import KafkaException
-from sqlalchemy import Engine
-from sqlalchemy.exc import SQLAlchemyError
 
-from infra.log import DeliveryFailed, KafkaEventLog
-from infra.settings import Settings
-from projections.db import create_tables, open_engine
-from services.api.targets import Refused, check_request_id, parse_instant
 from tock.cli import settings_of
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from infra.settings import Settings
+
+# sqlalchemy, confluent_kafka and the API's checks are imported where they are used: `tock scheduler`
+# imports this module for its options and should not pay for them.
 
 REQUESTED_BY = "cli"
 ATTEMPTS = 3
@@ -32,6 +33,8 @@ ACK_TIMEOUT = 5.0  # seconds the broker gets to acknowledge one attempt
 
 
 def _request_id(value: str | None) -> str:
+    from services.api.targets import check_request_id
+
     if value is None:
         return uuid.uuid4().hex
     try:
@@ -49,9 +52,15 @@ YES_OPTION = typer.Option(False, "--yes", "-y", help="Do not ask for confirmatio
 
 def date_option(flag: str, help_text: str, *, required: bool = False) -> Any:
     """An option taking an ISO 8601 date or date-time; a bad one exits 2 with the reason."""
-    return typer.Option(... if required else None, flag, parser=parse_instant, metavar="DATE",
+    return typer.Option(... if required else None, flag, parser=_parse_instant, metavar="DATE",
                         help=f"{help_text} ISO 8601: 2024-01-31, 2024-01-31T06:00 or 2024-01-31T06:00:00+02:00 "
                              "(UTC unless an offset is given).")
+
+
+def _parse_instant(text: str) -> float:
+    from services.api.targets import parse_instant
+
+    return parse_instant(text)
 
 
 def derived_request_id(base: str, *names: str) -> str:
@@ -64,6 +73,11 @@ def derived_request_id(base: str, *names: str) -> str:
 @contextmanager
 def tables(ctx: typer.Context, command: str) -> Iterator[Engine]:
     """The projection tables, with refusals (unknown or impossible targets) as exit 1."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from projections.db import create_tables, open_engine
+    from services.api.targets import Refused
+
     engine = open_engine(settings_of(ctx))
     try:
         create_tables(engine)
@@ -85,6 +99,10 @@ def append_commands(settings: Settings, events: Sequence[Any], command: str, *,
                     sleep: Callable[[float], None] = time.sleep) -> None:
     """Append ``events`` and wait for the broker's acknowledgement, retrying a failed delivery up to
     ATTEMPTS times with the same events (so the same request ids); exit 1 if every attempt fails."""
+    from confluent_kafka import KafkaException
+
+    from infra.log import DeliveryFailed
+
     for attempt in range(1, ATTEMPTS + 1):
         try:
             _append_once(settings, events)
@@ -102,6 +120,8 @@ def append_commands(settings: Settings, events: Sequence[Any], command: str, *,
 
 
 def _append_once(settings: Settings, events: Sequence[Any]) -> None:
+    from infra.log import KafkaEventLog
+
     config = {"message.timeout.ms": int(ACK_TIMEOUT * 1000)}
     with KafkaEventLog(settings, client_id="tock-cli", config=config) as event_log:
         for event in events:
