@@ -60,6 +60,8 @@ COMMANDS: dict[str, list[str]] = {
     "worker": ["tock.cli.worker_commands"],
     "executors": ["tock.cli.executor_commands"],
     "node-agent": ["tock.cli.node_agent_commands"],
+    "users": ["tock.cli.user_commands"],
+    "tokens": ["tock.cli.user_commands"],
     **dict.fromkeys(["dags", "runs", "tasks", "commands", "projections", "schedulers"], _GROUPS),
 }
 _registered: set[str] = set()
