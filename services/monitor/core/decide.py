@@ -1,0 +1,33 @@
+"""``decide``: which open runs have passed their DAG's deadline without a DeadlineMissed in the log.
+
+The shell calls it only for partitions it owns and has read up to their end (see
+services/monitor/shell.py), and folds each committed decision at once, so a run gets one
+DeadlineMissed.
+"""
+
+from __future__ import annotations
+
+import math
+
+from schemas import DeadlineMissed
+from services.monitor.core.state import MonitorState
+
+
+def decide(state: MonitorState, now: float) -> list[DeadlineMissed]:
+    """A DeadlineMissed for each open run whose start + its DAG's deadline is at or before ``now``
+    and that has none yet. ``deadline`` in the event is that moment (seconds since the epoch)."""
+    misses = []
+    for (dag_id, run_id), clock in state.runs.items():
+        seconds = state.deadlines.get(dag_id)
+        if clock.missed or seconds is None:
+            continue
+        deadline = clock.started_at + seconds
+        if deadline <= now:
+            misses.append(DeadlineMissed(dag_id=dag_id, run_id=run_id, deadline=deadline, at=now))
+    return misses
+
+
+def next_deadline(state: MonitorState) -> float:
+    """The earliest deadline still to come or due (inf when none): how long the shell may sleep."""
+    return min((clock.started_at + state.deadlines[dag_id] for (dag_id, _run), clock in state.runs.items()
+                if not clock.missed and dag_id in state.deadlines), default=math.inf)

@@ -1,0 +1,183 @@
+"""The monitor's state for one partition and ``evolve``: one small handler per event type.
+
+What it remembers: each DAG's deadline (from tock.dags), each open run's start and
+whether a DeadlineMissed of it is in the log, each try's TaskQueued (executor, queue,
+time) until it starts and its TaskStarted until it ends, and the windowed statistics.
+Finished runs without a miss are forgotten; runs that missed keep a mark, so a run
+reopened later never misses twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from schemas import (EVENTS, DagParsed, DagRunCreated, DagRunFinished, DagRunReopened, DeadlineMissed, TaskAdopted,
+                     TaskDeclaredDead, TaskFailed, TaskQueued, TaskRetryScheduled, TaskStarted, TaskSucceeded)
+from services.monitor.core.windows import WindowedStats
+
+RunKey = tuple[str, str]  # (dag_id, run_id)
+TryKey = tuple[str, str, str, int]  # (dag_id, run_id, task_id, try_number)
+
+# Measures of the windowed statistics, and what each value is.
+RUN_DURATION = "run_duration"  # seconds, key (dag_id,)
+RUN_FAILED = "run_failed"  # 1 failed / 0 succeeded: mean = run failure rate, key (dag_id,)
+TASK_DURATION = "task_duration"  # seconds from TaskStarted to its outcome, key (dag_id, task_id)
+TASK_FAILED = "task_failed"  # 1 failed / 0 succeeded: mean = task failure rate, key (dag_id,)
+TASK_RETRIES = "task_retries"  # 1 per retry scheduled: count = retries, key (dag_id,)
+QUEUE_LATENCY = "queue_latency"  # seconds from TaskQueued to TaskStarted, key (executor, queue)
+ADOPTIONS = "adoptions"  # 1 per TaskAdopted, key (dag_id,)
+DEADLINE_MISSES = "deadline_misses"  # 1 per run that missed its deadline, key (dag_id,)
+
+
+class UnknownEvent(TypeError):
+    """An event the monitor does not know how to fold (not of tock.events, nor a DAG definition)."""
+
+
+@dataclass(frozen=True)
+class DagDefinitionRemoved:
+    """A DAG's definition was deleted from tock.dags (a tombstone). Not an event: a tombstone."""
+
+    dag_id: str
+
+
+@dataclass
+class RunClock:
+    """An open run: when it started (created, or reopened) and whether its miss is in the log."""
+
+    started_at: float
+    missed: bool = False
+
+
+@dataclass
+class MonitorState:
+    """One partition's fold."""
+
+    deadlines: dict[str, float] = field(default_factory=dict)  # dag_id -> seconds, DAGs that declare one
+    runs: dict[RunKey, RunClock] = field(default_factory=dict)  # open runs
+    missed: set[RunKey] = field(default_factory=set)  # runs whose DeadlineMissed is in the log
+    queued: dict[TryKey, tuple[float, str, str]] = field(default_factory=dict)  # at, executor, queue
+    started: dict[TryKey, float] = field(default_factory=dict)
+    stats: WindowedStats = field(default_factory=WindowedStats)
+    events_folded: int = 0
+
+
+def evolve(state: MonitorState, event: Any) -> MonitorState:
+    """Fold one event into ``state`` (in place; returned for chaining). Events of tock.events the
+    monitor does not measure change nothing; anything else raises UnknownEvent."""
+    handler = _HANDLERS.get(type(event))
+    if handler is not None:
+        handler(state, event)
+    elif getattr(event, "TOPIC", None) != EVENTS:
+        raise UnknownEvent(f"the monitor cannot fold {type(event).__name__}")
+    state.events_folded += 1
+    return state
+
+
+def fold(events, state: MonitorState | None = None) -> MonitorState:
+    """``evolve`` over many events."""
+    state = MonitorState() if state is None else state
+    for event in events:
+        evolve(state, event)
+    return state
+
+
+def _dag_parsed(state: MonitorState, event: DagParsed) -> None:
+    if event.definition.deadline is None:
+        state.deadlines.pop(event.dag_id, None)
+    else:
+        state.deadlines[event.dag_id] = event.definition.deadline
+
+
+def _dag_removed(state: MonitorState, event: DagDefinitionRemoved) -> None:
+    state.deadlines.pop(event.dag_id, None)
+
+
+def _run_created(state: MonitorState, event: DagRunCreated) -> None:
+    key = (event.dag_id, event.run_id)
+    state.runs.setdefault(key, RunClock(event.at, missed=key in state.missed))
+
+
+def _run_reopened(state: MonitorState, event: DagRunReopened) -> None:
+    # The run goes on again; its deadline counts from now, unless it has missed one already.
+    key = (event.dag_id, event.run_id)
+    if key not in state.runs:
+        state.runs[key] = RunClock(event.at, missed=key in state.missed)
+
+
+def _run_finished(state: MonitorState, event: DagRunFinished) -> None:
+    clock = state.runs.pop((event.dag_id, event.run_id), None)
+    if clock is not None:
+        state.stats.observe(RUN_DURATION, (event.dag_id,), event.at, event.at - clock.started_at)
+    state.stats.observe(RUN_FAILED, (event.dag_id,), event.at, 1.0 if event.state == "failed" else 0.0)
+
+
+def _deadline_missed(state: MonitorState, event: DeadlineMissed) -> None:
+    key = (event.dag_id, event.run_id)
+    if key in state.missed:
+        return  # our own decision read back (or a duplicate): counted once
+    state.missed.add(key)
+    clock = state.runs.get(key)
+    if clock is not None:
+        clock.missed = True
+    state.stats.observe(DEADLINE_MISSES, (event.dag_id,), event.at, 1.0)
+
+
+def _try_key(event: Any) -> TryKey:
+    return (event.dag_id, event.run_id, event.task_id, event.try_number)
+
+
+def _task_queued(state: MonitorState, event: TaskQueued) -> None:
+    state.queued[_try_key(event)] = (event.at, event.executor, event.queue)
+
+
+def _task_started(state: MonitorState, event: TaskStarted) -> None:
+    key = _try_key(event)
+    queued = state.queued.pop(key, None)
+    if key in state.started:
+        return  # a second runner's claim: the first one counts
+    state.started[key] = event.at
+    if queued is not None:
+        queued_at, executor, queue = queued
+        state.stats.observe(QUEUE_LATENCY, (executor, queue), event.at, event.at - queued_at)
+
+
+def _task_ended(state: MonitorState, event: TaskSucceeded | TaskFailed) -> None:
+    key = _try_key(event)
+    state.queued.pop(key, None)
+    started_at = state.started.pop(key, None)
+    if started_at is not None:
+        state.stats.observe(TASK_DURATION, (event.dag_id, event.task_id), event.at, event.at - started_at)
+    state.stats.observe(TASK_FAILED, (event.dag_id,), event.at, 1.0 if isinstance(event, TaskFailed) else 0.0)
+
+
+def _declared_dead(state: MonitorState, event: TaskDeclaredDead) -> None:
+    # No outcome will come: forget the try (its death shows as the TaskFailed, if any, that follows).
+    key = _try_key(event)
+    state.queued.pop(key, None)
+    state.started.pop(key, None)
+
+
+def _retry_scheduled(state: MonitorState, event: TaskRetryScheduled) -> None:
+    state.stats.observe(TASK_RETRIES, (event.dag_id,), event.at, 1.0)
+
+
+def _task_adopted(state: MonitorState, event: TaskAdopted) -> None:
+    state.stats.observe(ADOPTIONS, (event.dag_id,), event.at, 1.0)
+
+
+_HANDLERS: dict[type, Callable[[MonitorState, Any], None]] = {
+    DagParsed: _dag_parsed,
+    DagDefinitionRemoved: _dag_removed,
+    DagRunCreated: _run_created,
+    DagRunReopened: _run_reopened,
+    DagRunFinished: _run_finished,
+    DeadlineMissed: _deadline_missed,
+    TaskQueued: _task_queued,
+    TaskStarted: _task_started,
+    TaskSucceeded: _task_ended,
+    TaskFailed: _task_ended,
+    TaskRetryScheduled: _retry_scheduled,
+    TaskDeclaredDead: _declared_dead,
+    TaskAdopted: _task_adopted,
+}
