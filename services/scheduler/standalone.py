@@ -20,7 +20,7 @@ from infra.topics import ensure_topics
 
 log = logging.getLogger("tock.standalone")
 
-SERVICES = ("dag-processor", "scheduler", "projector", "api", "worker")
+SERVICES = ("dag-processor", "scheduler", "projector", "api", "worker", "monitor")
 STOP_GRACE = 20.0
 
 

@@ -29,6 +29,7 @@ COMMAND_MODULES = [
     "tock.cli.dag_commands",
     "tock.cli.query_commands",
     "tock.cli.scheduler_commands",
+    "tock.cli.monitor_commands",
     "tock.cli.runner_commands",
     "tock.cli.operator_commands",
     "tock.cli.backfill_commands",

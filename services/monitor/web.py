@@ -1,0 +1,91 @@
+"""The monitor's tables as JSON over HTTP (a small stdlib server on a thread beside the loop).
+
+``GET /stats``: the windowed statistics of the partitions this instance owns (optional
+``?measure=NAME``), ``GET /deadlines``: open runs with a deadline and the runs that missed
+one, ``GET /health``: the partitions owned. With several monitors, each serves its own
+partitions' DAGs (queue latency is per partition too: ask each).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+from services.monitor.core import merged, table
+from services.monitor.shell import Monitor
+
+log = logging.getLogger("tock.monitor")
+
+
+def stats_view(monitor: Monitor, measure: str | None = None) -> dict:
+    with monitor.lock:
+        folds = list(monitor.folds.values())
+        cells = merged([fold.state.stats for fold in folds])
+        specs = folds[0].state.stats.specs if folds else ()
+        partitions = sorted(monitor.folds)
+    sizes = {spec.name: spec.size for spec in specs}
+    rows = [row for row in table(cells, sizes) if measure is None or row["measure"] == measure]
+    return {"monitor_id": monitor.monitor_id, "partitions": partitions,
+            "windows": {spec.name: {"size": spec.size, "step": spec.step} for spec in specs}, "rows": rows}
+
+
+def deadlines_view(monitor: Monitor) -> dict:
+    with monitor.lock:
+        open_runs = [{"dag_id": dag_id, "run_id": run_id, "started_at": clock.started_at,
+                      "deadline": clock.started_at + fold.state.deadlines[dag_id], "missed": clock.missed}
+                     for fold in monitor.folds.values() for (dag_id, run_id), clock in fold.state.runs.items()
+                     if dag_id in fold.state.deadlines]
+        missed = sorted([dag_id, run_id] for fold in monitor.folds.values() for dag_id, run_id in fold.state.missed)
+    return {"monitor_id": monitor.monitor_id, "open": sorted(open_runs, key=lambda run: run["deadline"]),
+            "missed": missed, "written_by_this_instance": monitor.fired}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    monitor: Monitor  # set on the subclass made per server
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        url = urlsplit(self.path)
+        query = parse_qs(url.query)
+        if url.path == "/stats":
+            body = stats_view(self.monitor, (query.get("measure") or [None])[0])
+        elif url.path == "/deadlines":
+            body = deadlines_view(self.monitor)
+        elif url.path == "/health":
+            with self.monitor.lock:
+                body = {"monitor_id": self.monitor.monitor_id, "partitions": sorted(self.monitor.folds)}
+        else:
+            self._send(404, {"error": f"no such table {url.path}; try /stats, /deadlines or /health"})
+            return
+        self._send(200, body)
+
+    def _send(self, status: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 - http.server's signature
+        log.debug("http: " + format, *args)
+
+
+class MonitorServer:
+    """Serves a monitor's tables on host:port until closed."""
+
+    def __init__(self, monitor: Monitor, host: str, port: int) -> None:
+        handler = type("MonitorHandler", (_Handler,), {"monitor": monitor})
+        self.server = ThreadingHTTPServer((host, port), handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, name="monitor-http", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+        log.info("monitor tables on http://%s:%d/stats", *self.server.server_address[:2])
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -1,0 +1,164 @@
+"""Scenarios of issue 14: `tock monitor` writes exactly one DeadlineMissed per run that passes its
+DAG's deadline — with one monitor, when monitors are `kill -9`'d and restarted around the
+deadline, and with two monitors — and its windowed durations match the events' timestamps.
+
+A real scheduler, real runners and real monitors against the real broker. A DAG with
+``deadline=5`` whose task sleeps 20 s must miss; one whose run ends in ~1 s must not.
+"""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from infra.log import partition_for
+from schemas import DagRunCreated, DagRunFinished, DeadlineMissed, TaskStarted, TaskSucceeded
+from tests.scenarios.scheduler_support import (LogTail, Processes, create_topics, free_port, kill_hard,
+                                               publish_dags, trigger, wait_until)
+
+pytestmark = pytest.mark.scenario
+
+DAG_FILE = '''
+from tock import DAG, BashTask
+
+with DAG("late", deadline=5) as late:
+    BashTask("slow", "sleep 20")
+
+with DAG("late_c", deadline=5) as late_c:
+    BashTask("slow", "sleep 20")
+
+with DAG("tardy", deadline=5) as tardy:
+    BashTask("slow", "sleep 20")
+
+with DAG("quick", deadline=30) as quick:
+    BashTask("fast", "sleep 0.5")
+'''
+
+MISS_WITHIN = 1.5  # seconds after the deadline a live, caught-up monitor writes the miss
+
+
+@pytest.fixture
+def system(make_settings, tmp_path):
+    settings = make_settings(task_heartbeat_seconds=0.5, scheduler_session_timeout=6, monitor_session_timeout=6)
+    create_topics(settings)
+    (tmp_path / "dags").mkdir()
+    path = tmp_path / "dags" / "monitored.py"
+    path.write_text(DAG_FILE)
+    publish_dags(settings, path)
+    processes = Processes(settings, tmp_path / "logs")
+    tail = LogTail(settings)
+    processes.scheduler("s1")
+    try:
+        yield settings, processes, tail
+    finally:
+        processes.close()
+        tail.close()
+
+
+def start_monitor(processes: Processes, name: str) -> tuple[object, str]:
+    port = free_port()
+    settings = processes.settings.model_copy(update={"monitor_port": port})
+    process = Processes(settings, processes.logs).start("monitor", "--id", name, name=f"monitor-{name}")
+    processes.started.append(process)
+    return process, f"http://127.0.0.1:{port}"
+
+
+def view(base: str, table: str) -> dict | None:
+    try:
+        return httpx.get(f"{base}/{table}", timeout=2).json()
+    except httpx.HTTPError:
+        return None
+
+
+def misses_of(tail: LogTail, run_id: str) -> list[DeadlineMissed]:
+    return tail.of_type(DeadlineMissed, run_id=run_id)
+
+
+def created_at(tail: LogTail, run_id: str) -> float:
+    return tail.wait_for(lambda _events: next(iter(tail.of_type(DagRunCreated, run_id=run_id)), None), 30,
+                         f"run {run_id} to be created").at
+
+
+def owns_all(base: str, partitions: int, missed: list[list[str]] = ()) -> bool:
+    """The monitor at ``base`` owns every partition and has folded these misses."""
+    health, deadlines = view(base, "health"), view(base, "deadlines")
+    return (health is not None and deadlines is not None and health["partitions"] == list(range(partitions))
+            and all(run in deadlines["missed"] for run in missed))
+
+
+def test_one_miss_about_the_deadline_after_the_run_started_and_durations_from_timestamps(system):
+    settings, processes, tail = system
+    _monitor, base = start_monitor(processes, "m1")
+    late, quick = trigger(settings, "late"), trigger(settings, "quick")
+    start = created_at(tail, late)
+    miss = tail.wait_for(lambda _events: misses_of(tail, late), 30, "the late run's DeadlineMissed")[0]
+    assert miss.deadline == pytest.approx(start + 5)
+    assert 0 <= miss.at - miss.deadline < MISS_WITHIN
+    # The quick run ended in time: its durations are in the windows, as the events say.
+    finished = tail.run_finished(quick, 30)
+    quick_started = created_at(tail, quick)
+    task_started = tail.of_type(TaskStarted, run_id=quick)[0]
+    task_succeeded = tail.of_type(TaskSucceeded, run_id=quick)[0]
+    wait_until(lambda: (view(base, "stats?measure=run_duration") or {}).get("rows"), 10, "the run duration table")
+    runs = [row for row in view(base, "stats?measure=run_duration")["rows"]
+            if row["key"] == ["quick"] and row["window"] == "tumbling"]
+    assert [row["sum"] for row in runs] == [pytest.approx(finished.at - quick_started)]
+    assert runs[0]["start"] <= finished.at < runs[0]["end"] and runs[0]["end"] - runs[0]["start"] == 300
+    tasks = [row for row in view(base, "stats?measure=task_duration")["rows"] if row["key"] == ["quick", "fast"]]
+    assert {row["window"] for row in tasks} == {"tumbling", "hopping"} and len(tasks) == 1 + 5
+    assert [row["sum"] for row in tasks] == [pytest.approx(task_succeeded.at - task_started.at)] * 6
+    latency = view(base, "stats?measure=queue_latency")["rows"]
+    assert [row for row in latency if row["key"] == ["local", "default"] and row["count"] >= 2]
+    # Once folded (its own decision), never written again; the quick run never misses.
+    wait_until(lambda: ["late", late] in (view(base, "deadlines") or {}).get("missed", []), 10, "the miss folded")
+    assert view(base, "deadlines")["written_by_this_instance"] == 1
+    assert len(misses_of(tail, late)) == 1 and not misses_of(tail, quick)
+
+
+def test_exactly_one_miss_when_monitors_are_killed_and_restarted_around_the_deadline(system):
+    settings, processes, tail = system
+    first, base = start_monitor(processes, "m1")
+    wait_until(lambda: owns_all(base, settings.partitions), 30, "the first monitor to own every partition")
+    late = trigger(settings, "late")
+    start = created_at(tail, late)
+    wait_until(lambda: [run for run in (view(base, "deadlines") or {}).get("open", []) if run["run_id"] == late],
+               10, "the first monitor to fold the run")
+    kill_hard(first.pid)  # before the deadline: the next monitor must write the miss
+    first.wait()
+    second, base = start_monitor(processes, "m2")
+    # The dead member keeps its partitions until the group's session timeout (6 s) ends.
+    miss = tail.wait_for(lambda _events: misses_of(tail, late), 30, "the DeadlineMissed after the restart")[0]
+    assert miss.deadline == pytest.approx(start + 5)
+    wait_until(lambda: owns_all(base, settings.partitions, [["late", late]]), 10, "the second monitor to fold it")
+    kill_hard(second.pid)  # after the miss: the next one replays it and must not write another
+    second.wait()
+    _third, base = start_monitor(processes, "m3")
+    wait_until(lambda: owns_all(base, settings.partitions, [["late", late]]), 30,
+               "the third monitor to replay every partition")
+    assert view(base, "deadlines")["written_by_this_instance"] == 0
+    assert len(misses_of(tail, late)) == 1
+
+
+def test_exactly_one_miss_per_run_with_two_monitors(system):
+    settings, processes, tail = system
+    first, base_one = start_monitor(processes, "m1")
+    _second, base_two = start_monitor(processes, "m2")
+
+    def split() -> bool:
+        owned = [(view(base, "health") or {}).get("partitions") for base in (base_one, base_two)]
+        return all(owned) and sorted(owned[0] + owned[1]) == list(range(settings.partitions))
+
+    wait_until(split, 30, "the two monitors to share the partitions")
+    # late, late_c and tardy are in partitions 2, 1 and 0 of 3: each monitor owns some of them.
+    assert {partition_for(dag_id, settings.partitions) for dag_id in ("late", "late_c", "tardy")} == {0, 1, 2}
+    runs = [trigger(settings, dag_id) for dag_id in ("late", "late_c", "tardy", "late")]
+    tail.wait_for(lambda _events: all(misses_of(tail, run) for run in runs), 30, "a DeadlineMissed of every run")
+    written = [view(base, "deadlines")["written_by_this_instance"] for base in (base_one, base_two)]
+    assert sum(written) == 4 and min(written) >= 1
+    # One leaves (SIGTERM: it leaves the group at once): the other replays its partitions, writes nothing.
+    first.terminate()
+    assert first.wait(20) == 0
+    missed = [[event.dag_id, event.run_id] for event in tail.of_type(DeadlineMissed)]
+    wait_until(lambda: owns_all(base_two, settings.partitions, missed), 30, "the remaining monitor to own all")
+    assert view(base_two, "deadlines")["written_by_this_instance"] == written[1]
+    assert sorted(event.run_id for event in tail.of_type(DeadlineMissed)) == sorted(runs)
