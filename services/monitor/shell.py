@@ -152,6 +152,7 @@ class Monitor:
     def _commit(self, decisions: list) -> None:
         offsets = {(topic_name(self.settings.topic_prefix, EVENTS), partition): fold.positions[EVENTS]
                    for partition, fold in self.folds.items()}
+        started = time.time()
         try:
             self.session.commit([event for _partition, event in decisions], self.events, offsets)
         except TransactionAborted as error:
@@ -166,8 +167,8 @@ class Monitor:
                     evolve(fold.state, event)
         self.fired += len(decisions)
         for _partition, event in decisions:
-            log.info("deadline missed: %s / %s (deadline %.3f, written %.3f s after it)", event.dag_id,
-                     event.run_id, event.deadline, event.at - event.deadline)
+            log.info("deadline missed: %s / %s (deadline %.3f, committed %.3f s after it)", event.dag_id,
+                     event.run_id, event.deadline, time.time() - event.deadline)
 
     # -- ownership -----------------------------------------------------------------------------
     @property
