@@ -37,11 +37,14 @@ class DagDefinition:
     tags: list[str] = field(default_factory=list)
     params_json: str = "{}"
     tasks: list[TaskDefinition] = field(default_factory=list)
+    on_failure: str | None = None  # webhook URL called when a run fails
+    on_deadline_missed: str | None = None  # webhook URL called when a run misses its deadline
 
 
-@event(DAGS)
+@event(DAGS, version=2)
 class DagParsed(Event):
-    """The latest definition of a DAG; written only when its fingerprint changed."""
+    """The latest definition of a DAG; written only when its fingerprint changed.
+    v2: the definition has on_failure and on_deadline_missed (webhook URLs)."""
 
     dag_id: str
     file_path: str

@@ -71,3 +71,19 @@ class DeadlineMissed(Event):
     run_id: str
     deadline: float
     at: float
+
+
+@event(EVENTS)
+class CallbackCalled(Event):
+    """The monitor called a DAG's callback (``trigger`` "failure" or "deadline_missed") for a run:
+    ``ok`` whether ``target`` (a webhook URL) accepted it within ``attempts`` tries; ``detail``
+    is its last answer or error."""
+
+    dag_id: str
+    run_id: str
+    trigger: str
+    target: str
+    attempts: int
+    ok: bool
+    detail: str = ""
+    at: float

@@ -40,18 +40,23 @@ class DAG:
     """A DAG: ``with DAG("etl", schedule="@hourly") as dag: ...``.
 
     Durations (retry_delay, deadline) are seconds or timedeltas; a naive start_date is UTC.
+    ``on_failure`` / ``on_deadline_missed``: webhook URLs `tock monitor` POSTs to when a run fails
+    or misses its deadline.
     """
 
     def __init__(self, dag_id: str, schedule: str | None = None, start_date: datetime | date | None = None,
                  catchup: bool = False, max_active_runs: int = 16, retries: int = 0,
                  retry_delay: float | timedelta = 300, deadline: float | timedelta | None = None,
-                 tags: tuple[str, ...] | list[str] = (), params: dict[str, Any] | None = None) -> None:
+                 tags: tuple[str, ...] | list[str] = (), params: dict[str, Any] | None = None,
+                 on_failure: str | None = None, on_deadline_missed: str | None = None) -> None:
         # The file that defines the DAG, so errors can name it.
         self.fileloc: str | None = sys._getframe(1).f_code.co_filename
         self.dag_id = dag_id
         self.tasks: dict[str, Task] = {}
         self._set_fields(schedule, start_date, catchup, max_active_runs, retries)
         self._set_more_fields(retry_delay, deadline, tags, params)
+        self.on_failure = self._callback(on_failure, "on_failure")
+        self.on_deadline_missed = self._callback(on_deadline_missed, "on_deadline_missed")
         if _collectors:
             _collectors[-1].append(self)
 
@@ -78,6 +83,12 @@ class DAG:
         self.tags = tuple(tags)
         self.params = dict(params or {})
         self.params_json = self._guard(lambda: json.dumps(self.params, sort_keys=True))
+
+    def _callback(self, target: str | None, name: str) -> str | None:
+        """A callback is a webhook URL (http or https) that `tock monitor` POSTs a JSON object to."""
+        if target is not None and not (isinstance(target, str) and target.startswith(("http://", "https://"))):
+            self._fail(f"{name} must be an http(s) webhook URL, got {target!r}")
+        return target
 
     def _guard(self, compute):
         try:
@@ -128,6 +139,7 @@ class DAG:
             catchup=self.catchup, max_active_runs=self.max_active_runs, deadline=self.deadline,
             tags=list(self.tags), params_json=self.params_json,
             tasks=[_task_definition(self.tasks[task_id]) for task_id in sorted(self.tasks)],
+            on_failure=self.on_failure, on_deadline_missed=self.on_deadline_missed,
         )
 
     def __repr__(self) -> str:

@@ -17,6 +17,13 @@ Exactly one DeadlineMissed per run, through the log:
 * A committed decision is folded at once, so the owner never decides it twice; its copy
   read back from the log changes nothing.
 
+Callbacks (a DAG's ``on_failure`` / ``on_deadline_missed`` webhooks) are called by the owner
+of the DAG's partition, on worker threads (infra/webhooks.py: retried with backoff), and each
+call sequence ends with a CallbackCalled committed like a miss; the log settles it. A monitor
+that dies or loses the partition between the call and that commit leaves it owed, and the
+next owner calls again: callbacks are at least once (a receiver may dedupe on dag_id, run_id
+and trigger, which the payload carries).
+
 Why not faust-streaming: faust 0.15.3 (aiokafka 0.14) does join a consumer group on this
 Kafka 4.1 broker, but aiokafka has no KIP-447 transactional offset commits, so a monitor
 that lost its partitions could still write a DeadlineMissed the next owner also writes;
@@ -39,8 +46,10 @@ from confluent_kafka import TopicPartition
 from infra.log import EventReader, LogRecord, PartitionsLost, TransactionAborted, TransactionalSession, replay, settle
 from infra.settings import Settings
 from infra.topics import topic_name
-from schemas import DAGS, EVENTS
-from services.monitor.core import DagDefinitionRemoved, MonitorState, UnknownEvent, decide, evolve, next_deadline
+from infra.webhooks import WebhookCaller
+from schemas import DAGS, EVENTS, CallbackCalled
+from services.monitor.core import (DagDefinitionRemoved, MonitorState, Notification, UnknownEvent, decide,
+                                   due_notifications, evolve, next_deadline)
 
 log = logging.getLogger("tock.monitor")
 
@@ -94,6 +103,9 @@ class Monitor:
         self.lock = threading.Lock()  # guards folds against the HTTP thread
         self.unreplayed: dict[int, tuple[float, float]] = {}  # partition -> (next attempt, backoff)
         self.fired = 0  # DeadlineMissed committed by this instance
+        # Callbacks being called (key -> partition, notification, future); kept until their
+        # CallbackCalled commits, so a call owed is never started twice by this instance.
+        self.in_flight: dict[tuple, tuple[int, Notification, object]] = {}
         self._stop = threading.Event()
         self._topics = {topic_name(settings.topic_prefix, logical): logical for logical in (DAGS, EVENTS)}
 
@@ -103,6 +115,7 @@ class Monitor:
         timeout_ms = int(self.settings.monitor_session_timeout * 1000)
         self.session = TransactionalSession(self.settings, f"{self.settings.topic_prefix}tock-monitor-"
                                             f"{self.monitor_id}", config={"transaction.timeout.ms": timeout_ms})
+        self.caller = WebhookCaller()
         self.side = EventReader(self.settings, [], client_id=f"tock-monitor-side-{self.monitor_id}")
         self.events = EventReader(self.settings, [EVENTS], group_id=self.group_id, on_assign=self._assigned,
                                   on_revoke=self._revoked, client_id=f"tock-monitor-{self.monitor_id}",
@@ -120,7 +133,7 @@ class Monitor:
         self._stop.set()
 
     def _close(self) -> None:
-        for closing in (self.events.close, self.side.close, self.session.close):
+        for closing in (self.events.close, self.side.close, self.session.close, self.caller.close):
             try:
                 closing()
             except Exception as error:  # noqa: BLE001 - closing what we can, saying what failed
@@ -141,8 +154,30 @@ class Monitor:
                     fold.fold_record(self._topics[record.topic], record)
             decisions = [(partition, event) for partition, fold in self.folds.items()
                          for event in decide(fold.state, now)]
+            owed = [(partition, notification) for partition, fold in self.folds.items()
+                    for notification in due_notifications(fold.state.notifications)]
+        self._call_back(owed)
+        decisions += self._calls_ended(now)
         if decisions:
             self._commit(decisions)
+
+    def _call_back(self, owed: list[tuple[int, Notification]]) -> None:
+        """Start the calls owed that are not under way (the owner calls; a call ends with an event)."""
+        for partition, notification in owed:
+            if notification.key not in self.in_flight:
+                future = self.caller.call(notification.target, notification.payload)
+                self.in_flight[notification.key] = (partition, notification, future)
+
+    def _calls_ended(self, now: float) -> list[tuple[int, CallbackCalled]]:
+        ended = []
+        for partition, notification, future in self.in_flight.values():
+            if future.done():
+                outcome = future.result()
+                ended.append((partition, CallbackCalled(
+                    dag_id=notification.dag_id, run_id=notification.run_id, trigger=notification.trigger,
+                    target=notification.target, attempts=outcome.attempts, ok=outcome.ok, detail=outcome.detail,
+                    at=now)))
+        return ended
 
     def _poll_wait(self) -> float:
         with self.lock:
@@ -165,8 +200,14 @@ class Monitor:
                 fold = self.folds.get(partition)
                 if fold is not None:
                     evolve(fold.state, event)
-        self.fired += len(decisions)
-        for _partition, event in decisions:
+        called = [event for _partition, event in decisions if isinstance(event, CallbackCalled)]
+        for event in called:
+            self.in_flight.pop((event.dag_id, event.run_id, event.trigger), None)
+            log.info("callback %s of %s / %s: %s after %d attempt(s) (%s)", event.trigger, event.dag_id,
+                     event.run_id, "ok" if event.ok else "FAILED", event.attempts, event.detail)
+        misses = [(partition, event) for partition, event in decisions if not isinstance(event, CallbackCalled)]
+        self.fired += len(misses)
+        for _partition, event in misses:
             log.info("deadline missed: %s / %s (deadline %.3f, committed %.3f s after it)", event.dag_id,
                      event.run_id, event.deadline, time.time() - event.deadline)
 
@@ -239,6 +280,8 @@ class Monitor:
             for partition in partitions:
                 self.folds.pop(partition, None)
                 self.unreplayed.pop(partition, None)
+            # Calls under way for lost partitions: their new owner calls again (at least once).
+            self.in_flight = {key: call for key, call in self.in_flight.items() if call[0] not in partitions}
         self._reassign_side()
         log.info("revoked partitions %s", sorted(partitions))
 

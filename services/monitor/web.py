@@ -1,8 +1,8 @@
 """The monitor's tables as JSON over HTTP (a small stdlib server on a thread beside the loop).
 
 ``GET /stats``: the windowed statistics of the partitions this instance owns (optional
-``?measure=NAME``), ``GET /deadlines``: open runs with a deadline and the runs that missed
-one, ``GET /health``: the partitions owned. With several monitors, each serves its own
+``?measure=NAME``), ``GET /deadlines``: open runs with a deadline, the runs that missed
+one and the callbacks owed a call, ``GET /health``: the partitions owned. With several monitors, each serves its own
 partitions' DAGs (queue latency is per partition too: ask each).
 """
 
@@ -39,8 +39,9 @@ def deadlines_view(monitor: Monitor) -> dict:
                      for fold in monitor.folds.values() for (dag_id, run_id), clock in fold.state.runs.items()
                      if dag_id in fold.state.deadlines]
         missed = sorted([dag_id, run_id] for fold in monitor.folds.values() for dag_id, run_id in fold.state.missed)
+        owed = sorted(list(key) for fold in monitor.folds.values() for key in fold.state.notifications.owed)
     return {"monitor_id": monitor.monitor_id, "open": sorted(open_runs, key=lambda run: run["deadline"]),
-            "missed": missed, "written_by_this_instance": monitor.fired}
+            "missed": missed, "written_by_this_instance": monitor.fired, "callbacks_owed": owed}
 
 
 class _Handler(BaseHTTPRequestHandler):

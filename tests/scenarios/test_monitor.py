@@ -8,11 +8,15 @@ A real scheduler, real runners and real monitors against the real broker. A DAG 
 
 from __future__ import annotations
 
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 import httpx
 import pytest
 
 from infra.log import partition_for
-from schemas import DagRunCreated, DagRunFinished, DeadlineMissed, TaskStarted, TaskSucceeded
+from schemas import CallbackCalled, DagRunCreated, DagRunFinished, DeadlineMissed, TaskStarted, TaskSucceeded
 from tests.scenarios.scheduler_support import (LogTail, Processes, create_topics, free_port, kill_hard,
                                                publish_dags, trigger, wait_until)
 
@@ -162,3 +166,76 @@ def test_exactly_one_miss_per_run_with_two_monitors(system):
     wait_until(lambda: owns_all(base_two, settings.partitions, missed), 30, "the remaining monitor to own all")
     assert view(base_two, "deadlines")["written_by_this_instance"] == written[1]
     assert sorted(event.run_id for event in tail.of_type(DeadlineMissed)) == sorted(runs)
+
+
+class Receiver:
+    """A local webhook receiver: answers 500 to the first POST on each path, 200 afterwards."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict, int]] = []  # (path, payload, status answered)
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                status = 200 if any(path == self.path for path, _payload, _status in receiver.calls) else 500
+                receiver.calls.append((self.path, payload, status))
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *_args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+CALLBACK_DAGS = '''
+from tock import DAG, BashTask
+
+with DAG("late", deadline=3, on_deadline_missed="{url}/late") as late:
+    BashTask("slow", "sleep 20")
+
+with DAG("broken", on_failure="{url}/broken") as broken:
+    BashTask("fails", "exit 1")
+'''
+
+
+def test_callbacks_are_called_once_per_miss_and_failure_retried_after_a_500(make_settings, tmp_path):
+    settings = make_settings(task_heartbeat_seconds=0.5, scheduler_session_timeout=6, monitor_session_timeout=6)
+    create_topics(settings)
+    receiver = Receiver()
+    path = tmp_path / "callbacks.py"
+    path.write_text(CALLBACK_DAGS.format(url=receiver.url))
+    publish_dags(settings, path)
+    processes, tail = Processes(settings, tmp_path / "logs"), LogTail(settings)
+    try:
+        processes.scheduler("s1")
+        _monitor, base = start_monitor(processes, "m1")
+        late, broken = trigger(settings, "late"), trigger(settings, "broken")
+        calls = tail.wait_for(lambda _events: len(tail.of_type(CallbackCalled)) >= 2 and tail.of_type(CallbackCalled),
+                              40, "both callbacks to be called")
+        assert sorted((call.dag_id, call.run_id, call.trigger, call.ok, call.attempts) for call in calls) == [
+            ("broken", broken, "failure", True, 2), ("late", late, "deadline_missed", True, 2)]
+        answered = sorted((path, payload["run_id"], status) for path, payload, status in receiver.calls)
+        assert answered == [("/broken", broken, 200), ("/broken", broken, 500), ("/late", late, 200),
+                            ("/late", late, 500)]
+        missed = misses_of(tail, late)[0]
+        assert [payload for path, payload, _status in receiver.calls if path == "/late"][-1]["deadline"] == \
+            missed.deadline
+        # Settled by the events in the log: a monitor replaying them calls nobody again.
+        processes.close()
+        _second, base = start_monitor(processes, "m2")
+        wait_until(lambda: owns_all(base, settings.partitions, [["late", late]]), 30, "the next monitor to replay")
+        assert view(base, "deadlines")["callbacks_owed"] == []
+        assert len(receiver.calls) == 4 and len(tail.of_type(CallbackCalled)) == 2
+    finally:
+        processes.close()
+        tail.close()
+        receiver.close()

@@ -74,6 +74,17 @@ def test_every_version_ever_written_is_kept_with_a_sample(cls):
 SAMPLES = sorted(SAMPLES_DIR.glob("*.json"))
 
 
+def _as_written(current, written):
+    """``current`` reduced to the fields of a nested record that the old sample had (fields added
+    to a nested record since, e.g. DagDefinition.on_failure in DagParsed v2, must be None)."""
+    if isinstance(current, dict) and isinstance(written, dict):
+        assert all(current[key] is None for key in set(current) - set(written)), set(current) - set(written)
+        return {key: _as_written(current[key], written[key]) for key in written if key in current}
+    if isinstance(current, list) and isinstance(written, list) and len(current) == len(written):
+        return [_as_written(now, then) for now, then in zip(current, written)]
+    return current
+
+
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda path: path.stem)
 def test_old_samples_decode_to_the_current_declaration(path):
     sample = json.loads(path.read_text())
@@ -82,7 +93,8 @@ def test_old_samples_decode_to_the_current_declaration(path):
     assert type(decoded) is schemas.event_type(name)
     current = dataclasses.asdict(decoded)
     shared = set(current) & set(sample["fields"])
-    assert {key: current[key] for key in shared} == {key: sample["fields"][key] for key in shared}
+    assert {key: _as_written(current[key], sample["fields"][key]) for key in shared} == {
+        key: sample["fields"][key] for key in shared}
     for key in set(current) - shared:  # fields added since: their declared default
         default = next(item for item in dataclasses.fields(decoded) if item.name == key)
         assert current[key] == (default.default if default.default is not dataclasses.MISSING

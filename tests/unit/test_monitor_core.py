@@ -3,16 +3,18 @@ statistics placed by the events' own timestamps."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from schemas import (DagDefinition, DagParsed, DagRunCreated, DagRunFinished, DagRunReopened, DeadlineMissed,
+from schemas import (CallbackCalled, DagDefinition, DagParsed, DagRunCreated, DagRunFinished, DagRunReopened, DeadlineMissed,
                      TaskAdopted, TaskDefinition, TaskFailed, TaskLaunched, TaskQueued, TaskRetryScheduled,
                      TaskStarted, TaskSucceeded)
 from services.monitor.core import (HOPPING_5M_1M, QUEUE_LATENCY, RUN_DURATION, TASK_DURATION, TASK_FAILED,
                                    TUMBLING_5M, DagDefinitionRemoved, MonitorState, UnknownEvent, WindowedStats,
-                                   decide, evolve, fold, merged, next_deadline, table)
+                                   decide, due_notifications, evolve, fold, merged, next_deadline, table)
 
 T0 = 1_000_200.0  # a multiple of 300 and of 60: window boundaries are easy to read
 RUN = "manual__r1"
@@ -155,3 +157,40 @@ def test_folding_in_pieces_equals_folding_at_once_and_misses_come_once(steps, cu
     now = T0 + 1000
     fold(decide(whole, now), whole)
     assert decide(whole, now) == [] and len(whole.missed) <= 1
+
+
+HOOK = "http://hooks.example/tock"
+
+
+def with_callbacks(at: float = 0.0, **targets) -> DagParsed:
+    event = parsed()
+    definition = dataclasses.replace(event.definition, **targets)
+    return dataclasses.replace(event, definition=definition, at=at)
+
+
+def called(trigger: str, ok: bool = True) -> CallbackCalled:
+    return CallbackCalled(dag_id="etl", run_id=RUN, trigger=trigger, target=HOOK, attempts=1, ok=ok, at=T0 + 50)
+
+
+@pytest.mark.parametrize("events, expected", [
+    ([with_callbacks(on_deadline_missed=HOOK), created(), missed(T0 + 5)], [(RUN, "deadline_missed")]),
+    ([with_callbacks(on_failure=HOOK), created(), finished(T0 + 9, "failed")], [(RUN, "failure")]),
+    ([with_callbacks(on_failure=HOOK), created(), finished(T0 + 9, "success")], []),
+    ([with_callbacks(on_failure=HOOK), created(), missed(T0 + 5)], []),  # not asked for misses
+    ([parsed(), created(), missed(T0 + 5), finished(T0 + 9, "failed")], []),  # no callbacks declared
+    ([with_callbacks(on_deadline_missed=HOOK), created(), missed(T0 + 5), called("deadline_missed")], []),
+    ([with_callbacks(on_deadline_missed=HOOK), created(), missed(T0 + 5), called("deadline_missed", ok=False)],
+     []),  # the caller retried already: a failed call sequence is recorded, not repeated
+    ([with_callbacks(at=T0 + 100, on_failure=HOOK), created(), finished(T0 + 9, "failed")], []),  # older
+])
+def test_callbacks_owed(events, expected):
+    owed = due_notifications(fold(events).notifications)
+    assert [(notification.run_id, notification.trigger) for notification in owed] == expected
+    assert all(notification.target == HOOK and notification.payload["run_id"] == RUN for notification in owed)
+
+
+def test_a_deadline_callback_payload_names_the_run_and_its_deadline():
+    (owed,) = due_notifications(fold([with_callbacks(on_deadline_missed=HOOK), created(),
+                                      missed(T0 + 5)]).notifications)
+    assert owed.payload == {"dag_id": "etl", "run_id": RUN, "trigger": "deadline_missed", "at": T0 + 5,
+                            "deadline": T0 + 5}

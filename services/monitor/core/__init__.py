@@ -2,6 +2,8 @@
 and keep windowed statistics. Imports only the standard library and ``schemas``."""
 
 from services.monitor.core.decide import decide, next_deadline
+from services.monitor.core.notify import (DEADLINE_MISSED, FAILURE, Notification, NotificationBook,
+                                          due_notifications)
 from services.monitor.core.state import (ADOPTIONS, DEADLINE_MISSES, QUEUE_LATENCY, RUN_DURATION, RUN_FAILED,
                                          TASK_DURATION, TASK_FAILED, TASK_RETRIES, DagDefinitionRemoved,
                                          MonitorState, RunClock, UnknownEvent, evolve, fold)

@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from schemas import (EVENTS, DagParsed, DagRunCreated, DagRunFinished, DagRunReopened, DeadlineMissed, TaskAdopted,
+from schemas import (EVENTS, CallbackCalled, DagParsed, DagRunCreated, DagRunFinished, DagRunReopened, DeadlineMissed, TaskAdopted,
                      TaskDeclaredDead, TaskFailed, TaskQueued, TaskRetryScheduled, TaskStarted, TaskSucceeded)
+from services.monitor.core.notify import DEADLINE_MISSED, FAILURE, NotificationBook
 from services.monitor.core.windows import WindowedStats
 
 RunKey = tuple[str, str]  # (dag_id, run_id)
@@ -59,6 +60,7 @@ class MonitorState:
     queued: dict[TryKey, tuple[float, str, str]] = field(default_factory=dict)  # at, executor, queue
     started: dict[TryKey, float] = field(default_factory=dict)
     stats: WindowedStats = field(default_factory=WindowedStats)
+    notifications: NotificationBook = field(default_factory=NotificationBook)
     events_folded: int = 0
 
 
@@ -83,6 +85,9 @@ def fold(events, state: MonitorState | None = None) -> MonitorState:
 
 
 def _dag_parsed(state: MonitorState, event: DagParsed) -> None:
+    definition = event.definition
+    state.notifications.define(event.dag_id, {FAILURE: definition.on_failure,
+                                              DEADLINE_MISSED: definition.on_deadline_missed}, event.at)
     if event.definition.deadline is None:
         state.deadlines.pop(event.dag_id, None)
     else:
@@ -91,6 +96,7 @@ def _dag_parsed(state: MonitorState, event: DagParsed) -> None:
 
 def _dag_removed(state: MonitorState, event: DagDefinitionRemoved) -> None:
     state.deadlines.pop(event.dag_id, None)
+    state.notifications.define(event.dag_id, {}, 0.0)
 
 
 def _run_created(state: MonitorState, event: DagRunCreated) -> None:
@@ -110,6 +116,9 @@ def _run_finished(state: MonitorState, event: DagRunFinished) -> None:
     if clock is not None:
         state.stats.observe(RUN_DURATION, (event.dag_id,), event.at, event.at - clock.started_at)
     state.stats.observe(RUN_FAILED, (event.dag_id,), event.at, 1.0 if event.state == "failed" else 0.0)
+    if event.state == "failed":
+        state.notifications.triggered(event.dag_id, event.run_id, FAILURE, event.at,
+                                      {"state": event.state, "reason": event.reason})
 
 
 def _deadline_missed(state: MonitorState, event: DeadlineMissed) -> None:
@@ -117,10 +126,16 @@ def _deadline_missed(state: MonitorState, event: DeadlineMissed) -> None:
     if key in state.missed:
         return  # our own decision read back (or a duplicate): counted once
     state.missed.add(key)
+    state.notifications.triggered(event.dag_id, event.run_id, DEADLINE_MISSED, event.at,
+                                  {"deadline": event.deadline})
     clock = state.runs.get(key)
     if clock is not None:
         clock.missed = True
     state.stats.observe(DEADLINE_MISSES, (event.dag_id,), event.at, 1.0)
+
+
+def _callback_called(state: MonitorState, event: CallbackCalled) -> None:
+    state.notifications.called(event.dag_id, event.run_id, event.trigger)
 
 
 def _try_key(event: Any) -> TryKey:
@@ -173,6 +188,7 @@ _HANDLERS: dict[type, Callable[[MonitorState, Any], None]] = {
     DagRunReopened: _run_reopened,
     DagRunFinished: _run_finished,
     DeadlineMissed: _deadline_missed,
+    CallbackCalled: _callback_called,
     TaskQueued: _task_queued,
     TaskStarted: _task_started,
     TaskSucceeded: _task_ended,

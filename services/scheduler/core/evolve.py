@@ -20,6 +20,7 @@ from schemas import (
     DagRunCreated,
     DagRunFinished,
     DagRunReopened,
+    CallbackCalled,
     DeadlineMissed,
     KillTask,
     MarkTask,
@@ -273,4 +274,5 @@ _HANDLERS: dict[type, Callable[[SchedulerState, Any], None]] = {
     PodFinished: _pod_finished,
     PodStarted: _recorded_only,
     DeadlineMissed: _recorded_only,
+    CallbackCalled: _recorded_only,
 }
