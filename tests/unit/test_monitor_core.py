@@ -194,3 +194,12 @@ def test_a_deadline_callback_payload_names_the_run_and_its_deadline():
                                       missed(T0 + 5)]).notifications)
     assert owed.payload == {"dag_id": "etl", "run_id": RUN, "trigger": "deadline_missed", "at": T0 + 5,
                             "deadline": T0 + 5}
+
+
+def test_tries_left_open_are_forgotten_with_their_run():
+    queued_only = try_events("never", T0, T0 + 1, T0 + 2)[:1]
+    started_only = try_events("silent", T0, T0 + 1, T0 + 2)[:3]
+    state = fold([parsed(), created(), *queued_only, *started_only])
+    assert len(state.queued) == 1 and len(state.started) == 1
+    fold([finished(T0 + 9, "failed")], state)
+    assert state.queued == {} and state.started == {}

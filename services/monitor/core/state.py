@@ -113,12 +113,21 @@ def _run_reopened(state: MonitorState, event: DagRunReopened) -> None:
 
 def _run_finished(state: MonitorState, event: DagRunFinished) -> None:
     clock = state.runs.pop((event.dag_id, event.run_id), None)
+    _forget_tries_of(state, event.dag_id, event.run_id)
     if clock is not None:
         state.stats.observe(RUN_DURATION, (event.dag_id,), event.at, event.at - clock.started_at)
     state.stats.observe(RUN_FAILED, (event.dag_id,), event.at, 1.0 if event.state == "failed" else 0.0)
     if event.state == "failed":
         state.notifications.triggered(event.dag_id, event.run_id, FAILURE, event.at,
                                       {"state": event.state, "reason": event.reason})
+
+
+def _forget_tries_of(state: MonitorState, dag_id: str, run_id: str) -> None:
+    # Tries that never started or never ended (killed, removed, marked) end with their run.
+    # Only open tries are scanned: few, next to the tries that come and go.
+    for book in (state.queued, state.started):
+        for key in [key for key in book if key[1] == run_id and key[0] == dag_id]:
+            del book[key]
 
 
 def _deadline_missed(state: MonitorState, event: DeadlineMissed) -> None:
