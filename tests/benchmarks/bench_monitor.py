@@ -10,6 +10,8 @@ run in this process on a thread.
 * core fold: the pure fold alone (no Kafka, no decoding), events/s.
 * takeover replay: a fresh monitor assigned a log written beforehand: read_committed,
   decode and fold from offset 0 until its fold counts every event, events/s.
+* live: a monitor owning every partition folds a burst appended as fast as one writer can
+  (the figure is bounded by the writer too), events/s.
 * deadline firing delay: a background writer appends ~1,000 events/s (synthetic runs of
   other DAGs) while runs of a DAG with ``deadline=1`` start; for each, the time from its
   deadline to the DeadlineMissed being readable by another consumer (a tail reading
@@ -101,6 +103,34 @@ def bench_replay(tmp: Path) -> None:
     figure("takeover replay rate (synthetic events, real broker)", total / elapsed, "events/s")
 
 
+def bench_live(tmp: Path) -> None:
+    """A monitor already owning every partition folds a burst appended as fast as the writer can."""
+    settings = bench_settings(tmp / "live", monitor_session_timeout=6)
+    monitor, thread = run_monitor(settings)
+    total = REPLAY_RUNS * 6
+    try:
+        while not monitor.folds:
+            time.sleep(0.05)
+        started = time.monotonic()
+        now = time.time()
+        with KafkaEventLog(settings, client_id="bench-burst") as log:
+            for index in range(REPLAY_RUNS):
+                for event in synthetic_run(f"dag{index % 50}", f"r{index}", now + index * 0.01):
+                    log.append(event)
+            log.flush()
+            written = time.monotonic() - started
+        while folded(monitor) < total:
+            if time.monotonic() - started > 120:
+                raise RuntimeError(f"the monitor folded {folded(monitor)} of {total} events in 120 s")
+            time.sleep(0.01)
+        elapsed = time.monotonic() - started
+    finally:
+        monitor.stop()
+        thread.join(30)
+    figure(f"live: burst of {total:,} synthetic events, written in {written:.2f} s, all folded", elapsed, "s")
+    figure("live fold rate (synthetic events, real broker)", total / elapsed, "events/s")
+
+
 def background_load(settings, stop: threading.Event, written: list[int]) -> None:
     """~BACKGROUND_RATE synthetic events/s of 50 DAGs without deadlines, in 10 ms batches."""
     per_tick, index = max(1, int(BACKGROUND_RATE / 100 / 6)), 0
@@ -171,6 +201,7 @@ def main() -> None:
     bench_core_fold()
     with tempfile.TemporaryDirectory(prefix="bench-monitor-") as tmp:
         bench_replay(Path(tmp))
+        bench_live(Path(tmp))
         bench_deadline_delay(Path(tmp))
 
 
