@@ -102,7 +102,7 @@ class Settings(BaseSettings):
     hostname: str | None = Field(default=None, description="this host's name in handles, runner ids and claims; "
                                  "unset = the machine's host name (set it to run several simulated hosts on one)")
     fault_stop_before_commit: Path | None = Field(
-        default=None, description="fault injection for tests only: while this file exists, a scheduler stops "
+        default=None, description="fault injection for tests only: while this file exists, a scheduler or monitor stops "
                                   "itself (SIGSTOP) between sending its offsets and committing its transaction")
 
     @property

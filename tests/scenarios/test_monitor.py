@@ -9,14 +9,17 @@ A real scheduler, real runners and real monitors against the real broker. A DAG 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
+import psutil
 import pytest
 
-from infra.log import partition_for
-from schemas import CallbackCalled, DagRunCreated, DagRunFinished, DeadlineMissed, TaskStarted, TaskSucceeded
+from infra.log import partition_for, replay
+from schemas import EVENTS, CallbackCalled, DagRunCreated, DagRunFinished, DeadlineMissed, TaskStarted, TaskSucceeded
 from tests.scenarios.scheduler_support import (LogTail, Processes, create_topics, free_port, kill_hard,
                                                publish_dags, trigger, wait_until)
 
@@ -239,3 +242,38 @@ def test_callbacks_are_called_once_per_miss_and_failure_retried_after_a_500(make
         processes.close()
         tail.close()
         receiver.close()
+
+
+def test_a_monitor_frozen_inside_its_transaction_then_thawed_writes_no_second_miss(system, tmp_path):
+    """Monitor m1 freezes (SIGSTOP, fault injection) after sending its offsets and before committing
+    the DeadlineMissed. m2 takes the partition over once m1's session times out, waits out m1's
+    open transaction (aborted by the coordinator) and writes the miss. Thawed, m1 cannot commit:
+    the group moved on (KIP-447) and its transaction is gone."""
+    settings, processes, tail = system
+    freeze = tmp_path / "freeze"
+    freeze.touch()
+    frozen = Processes(settings.model_copy(update={"fault_stop_before_commit": freeze,
+                                                   "monitor_port": free_port()}), processes.logs)
+    first = frozen.start("monitor", "--id", "m1", name="monitor-m1")
+    try:
+        wait_until(lambda: "assigned partitions [0, 1, 2]" in frozen.log_of("monitor-m1"), 30, "m1 to own all")
+        late = trigger(settings, "late")
+        wait_until(lambda: psutil.Process(first.pid).status() == psutil.STATUS_STOPPED, 30,
+                   "m1 to freeze inside its transaction")
+        _second, base = start_monitor(processes, "m2")
+        tail.wait_for(lambda _events: misses_of(tail, late), 40, "m2 to write the miss")
+        freeze.unlink()
+        os.kill(first.pid, signal.SIGCONT)
+        wait_until(lambda: first.poll() is not None or "not committed" in frozen.log_of("monitor-m1")
+                   or "revoked" in frozen.log_of("monitor-m1"), 30, "m1 to find it lost the partition")
+    finally:
+        freeze.unlink(missing_ok=True)
+        if first.poll() is None:
+            os.kill(first.pid, signal.SIGCONT)
+        frozen.close()
+    assert "fault injection" in frozen.log_of("monitor-m1")
+    assert view(base, "deadlines")["written_by_this_instance"] == 1
+    partition = partition_for("late", settings.partitions)
+    written = [record.event for record in replay(settings, EVENTS, [partition])
+               if isinstance(record.event, DeadlineMissed)]
+    assert [event.run_id for event in written] == [late]
