@@ -103,6 +103,7 @@ class Monitor:
         self.lock = threading.Lock()  # guards folds against the HTTP thread
         self.unreplayed: dict[int, tuple[float, float]] = {}  # partition -> (next attempt, backoff)
         self.fired = 0  # DeadlineMissed committed by this instance
+        self.callbacks_called = {"ok": 0, "failed": 0}  # CallbackCalled committed by this instance
         # Callbacks being called (key -> partition, notification, future); kept until their
         # CallbackCalled commits, so a call owed is never started twice by this instance.
         self.in_flight: dict[tuple, tuple[int, Notification, object]] = {}
@@ -203,6 +204,7 @@ class Monitor:
         called = [event for _partition, event in decisions if isinstance(event, CallbackCalled)]
         for event in called:
             self.in_flight.pop((event.dag_id, event.run_id, event.trigger), None)
+            self.callbacks_called["ok" if event.ok else "failed"] += 1
             log.info("callback %s of %s / %s: %s after %d attempt(s) (%s)", event.trigger, event.dag_id,
                      event.run_id, "ok" if event.ok else "FAILED", event.attempts, event.detail)
         misses = [(partition, event) for partition, event in decisions if not isinstance(event, CallbackCalled)]

@@ -2,7 +2,8 @@
 
 ``GET /stats``: the windowed statistics of the partitions this instance owns (optional
 ``?measure=NAME``), ``GET /deadlines``: open runs with a deadline, the runs that missed
-one and the callbacks owed a call, ``GET /health``: the partitions owned. With several monitors, each serves its own
+one and the callbacks owed a call, ``GET /health``: the partitions owned, ``GET /metrics``: its
+Prometheus metrics. With several monitors, each serves its own
 partitions' DAGs (queue latency is per partition too: ask each).
 """
 
@@ -14,7 +15,10 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
 from services.monitor.core import merged, table
+from services.monitor.metrics import monitor_registry
 from services.monitor.shell import Monitor
 
 log = logging.getLogger("tock.monitor")
@@ -46,6 +50,7 @@ def deadlines_view(monitor: Monitor) -> dict:
 
 class _Handler(BaseHTTPRequestHandler):
     monitor: Monitor  # set on the subclass made per server
+    registry: object  # its Prometheus registry
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         url = urlsplit(self.path)
@@ -54,18 +59,23 @@ class _Handler(BaseHTTPRequestHandler):
             body = stats_view(self.monitor, (query.get("measure") or [None])[0])
         elif url.path == "/deadlines":
             body = deadlines_view(self.monitor)
+        elif url.path == "/metrics":
+            self._send_bytes(200, generate_latest(self.registry), CONTENT_TYPE_LATEST)
+            return
         elif url.path == "/health":
             with self.monitor.lock:
                 body = {"monitor_id": self.monitor.monitor_id, "partitions": sorted(self.monitor.folds)}
         else:
-            self._send(404, {"error": f"no such table {url.path}; try /stats, /deadlines or /health"})
+            self._send(404, {"error": f"no such table {url.path}; try /stats, /deadlines, /health or /metrics"})
             return
         self._send(200, body)
 
     def _send(self, status: int, body: dict) -> None:
-        data = json.dumps(body).encode()
+        self._send_bytes(status, json.dumps(body).encode(), "application/json")
+
+    def _send_bytes(self, status: int, data: bytes, content_type: str) -> None:
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -78,7 +88,7 @@ class MonitorServer:
     """Serves a monitor's tables on host:port until closed."""
 
     def __init__(self, monitor: Monitor, host: str, port: int) -> None:
-        handler = type("MonitorHandler", (_Handler,), {"monitor": monitor})
+        handler = type("MonitorHandler", (_Handler,), {"monitor": monitor, "registry": monitor_registry(monitor)})
         self.server = ThreadingHTTPServer((host, port), handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, name="monitor-http", daemon=True)

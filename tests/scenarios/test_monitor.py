@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import psutil
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from infra.log import partition_for, replay
 from schemas import EVENTS, CallbackCalled, DagRunCreated, DagRunFinished, DeadlineMissed, TaskStarted, TaskSucceeded
@@ -120,6 +121,17 @@ def test_one_miss_about_the_deadline_after_the_run_started_and_durations_from_ti
     wait_until(lambda: ["late", late] in (view(base, "deadlines") or {}).get("missed", []), 10, "the miss folded")
     assert view(base, "deadlines")["written_by_this_instance"] == 1
     assert len(misses_of(tail, late)) == 1 and not misses_of(tail, quick)
+    metrics = scraped(base)
+    assert metrics["tock_monitor_deadline_misses_written_total"] == 1
+    assert metrics["tock_monitor_partitions_owned"] == settings.partitions
+    assert metrics["tock_monitor_open_runs_with_deadline"] == 1  # the late run goes on
+
+
+def scraped(base: str) -> dict[str, float]:
+    """The monitor's /metrics, parsed by the Prometheus client's own parser (labels dropped)."""
+    text = httpx.get(f"{base}/metrics", timeout=5).text
+    return {sample.name: sample.value for family in text_string_to_metric_families(text)
+            for sample in family.samples}
 
 
 def test_exactly_one_miss_when_monitors_are_killed_and_restarted_around_the_deadline(system):
@@ -237,6 +249,7 @@ def test_callbacks_are_called_once_per_miss_and_failure_retried_after_a_500(make
         _second, base = start_monitor(processes, "m2")
         wait_until(lambda: owns_all(base, settings.partitions, [["late", late]]), 30, "the next monitor to replay")
         assert view(base, "deadlines")["callbacks_owed"] == []
+        assert scraped(base)["tock_monitor_callbacks_owed"] == 0
         assert len(receiver.calls) == 4 and len(tail.of_type(CallbackCalled)) == 2
     finally:
         processes.close()
