@@ -40,6 +40,9 @@ with DAG("tardy", deadline=5) as tardy:
 
 with DAG("quick", deadline=30) as quick:
     BashTask("fast", "sleep 0.5")
+
+with DAG("unwatched", deadline=1) as unwatched:
+    BashTask("short", "sleep 2")
 '''
 
 MISS_WITHIN = 1.5  # seconds after the deadline a live, caught-up monitor writes the miss
@@ -290,3 +293,19 @@ def test_a_monitor_frozen_inside_its_transaction_then_thawed_writes_no_second_mi
     written = [record.event for record in replay(settings, EVENTS, [partition])
                if isinstance(record.event, DeadlineMissed)]
     assert [event.run_id for event in written] == [late]
+
+
+def test_a_run_that_ended_past_its_deadline_while_no_monitor_ran_gets_its_miss_late_and_once(system):
+    settings, processes, tail = system
+    run = trigger(settings, "unwatched")
+    finished = tail.run_finished(run, 30)
+    start = created_at(tail, run)
+    assert finished.at > start + 1 and not misses_of(tail, run)
+    _first, base = start_monitor(processes, "m1")
+    miss = tail.wait_for(lambda _events: misses_of(tail, run), 30, "the late DeadlineMissed")[0]
+    assert miss.deadline == pytest.approx(start + 1) and miss.at > finished.at
+    wait_until(lambda: owns_all(base, settings.partitions, [["unwatched", run]]), 10, "the miss folded")
+    processes.close()  # the next monitor replays it: no second one
+    _second, base = start_monitor(processes, "m2")
+    wait_until(lambda: owns_all(base, settings.partitions, [["unwatched", run]]), 30, "m2 to replay")
+    assert view(base, "deadlines")["written_by_this_instance"] == 0 and len(misses_of(tail, run)) == 1

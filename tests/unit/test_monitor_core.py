@@ -54,6 +54,13 @@ def try_events(task_id: str, queued_at: float, started_at: float, ended_at: floa
     ([parsed(), created()], T0 + 5.0, [missed(T0 + 5.0)]),
     ([parsed(), created()], T0 + 60, [missed(T0 + 60)]),
     ([parsed(), created(), finished(T0 + 4)], T0 + 60, []),  # finished in time
+    # Ended past its deadline while no monitor wrote the miss: written late, once, within the horizon.
+    ([parsed(), created(), finished(T0 + 20)], T0 + 60, [missed(T0 + 60)]),
+    ([parsed(), created(), finished(T0 + 20)], T0 + 5 + 3600, [missed(T0 + 5 + 3600)]),
+    ([parsed(), created(), finished(T0 + 20)], T0 + 5 + 3601, []),
+    ([parsed(), created(), finished(T0 + 20), missed(T0 + 30)], T0 + 60, []),
+    ([parsed(), created(), finished(T0 + 20), created(T0 + 9000, "r2"), finished(T0 + 9001, run_id="r2")],
+     T0 + 9001, []),  # forgotten once event time is past the horizon
     ([parsed(), created(), missed(T0 + 5)], T0 + 60, []),  # already in the log
     ([parsed(), created(), missed(T0 + 5), finished(T0 + 7), DagRunReopened(dag_id="etl", run_id=RUN, at=T0 + 9)],
      T0 + 60, []),  # once per run, even reopened

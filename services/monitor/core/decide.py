@@ -10,13 +10,16 @@ from __future__ import annotations
 import math
 
 from schemas import DeadlineMissed
-from services.monitor.core.state import MonitorState
+from services.monitor.core.state import LATE_MISS_HORIZON, MonitorState
 
 
 def decide(state: MonitorState, now: float) -> list[DeadlineMissed]:
     """A DeadlineMissed for each open run whose start + its DAG's deadline is at or before ``now``
-    and that has none yet. ``deadline`` in the event is that moment (seconds since the epoch)."""
-    misses = []
+    and that has none yet. ``deadline`` in the event is that moment (seconds since the epoch).
+    Also, late, one for each run that ended past its deadline with none in the log (no monitor
+    saw it in time), if that deadline is within LATE_MISS_HORIZON of ``now``."""
+    misses = [DeadlineMissed(dag_id=dag_id, run_id=run_id, deadline=deadline, at=now)
+              for (dag_id, run_id), deadline in state.finished_late.items() if now - deadline <= LATE_MISS_HORIZON]
     for (dag_id, run_id), clock in state.runs.items():
         seconds = state.deadlines.get(dag_id)
         if clock.missed or seconds is None:
@@ -28,6 +31,7 @@ def decide(state: MonitorState, now: float) -> list[DeadlineMissed]:
 
 
 def next_deadline(state: MonitorState) -> float:
-    """The earliest deadline still to come or due (inf when none): how long the shell may sleep."""
+    """The earliest deadline of an open run still to come or due (inf when none): how long the shell
+    may sleep. Late misses of ended runs are decided at every turn and need no wake-up."""
     return min((clock.started_at + state.deadlines[dag_id] for (dag_id, _run), clock in state.runs.items()
                 if not clock.missed and dag_id in state.deadlines), default=math.inf)

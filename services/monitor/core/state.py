@@ -18,6 +18,10 @@ from services.monitor.core.notify import DEADLINE_MISSED, FAILURE, NotificationB
 from services.monitor.core.windows import WindowedStats
 
 RunKey = tuple[str, str]  # (dag_id, run_id)
+# A run that ended past its deadline unseen (every monitor down or frozen) still gets its miss,
+# late, if its deadline passed at most this long ago; older ones (a monitor deployed on an old
+# log) are left alone rather than flooding the log with history.
+LATE_MISS_HORIZON = 3600.0
 TryKey = tuple[str, str, str, int]  # (dag_id, run_id, task_id, try_number)
 
 # Measures of the windowed statistics, and what each value is.
@@ -57,6 +61,9 @@ class MonitorState:
     deadlines: dict[str, float] = field(default_factory=dict)  # dag_id -> seconds, DAGs that declare one
     runs: dict[RunKey, RunClock] = field(default_factory=dict)  # open runs
     missed: set[RunKey] = field(default_factory=set)  # runs whose DeadlineMissed is in the log
+    # Runs that ended after their deadline with no DeadlineMissed in the log (no monitor was
+    # there in time): run -> its deadline. Owed a late miss within LATE_MISS_HORIZON.
+    finished_late: dict[RunKey, float] = field(default_factory=dict)
     queued: dict[TryKey, tuple[float, str, str]] = field(default_factory=dict)  # at, executor, queue
     started: dict[TryKey, float] = field(default_factory=dict)
     stats: WindowedStats = field(default_factory=WindowedStats)
@@ -112,14 +119,25 @@ def _run_reopened(state: MonitorState, event: DagRunReopened) -> None:
 
 
 def _run_finished(state: MonitorState, event: DagRunFinished) -> None:
-    clock = state.runs.pop((event.dag_id, event.run_id), None)
+    key = (event.dag_id, event.run_id)
+    clock = state.runs.pop(key, None)
     _forget_tries_of(state, event.dag_id, event.run_id)
+    seconds = state.deadlines.get(event.dag_id)
+    if clock is not None and not clock.missed and seconds is not None and event.at > clock.started_at + seconds:
+        state.finished_late[key] = clock.started_at + seconds
+    _forget_old_late_runs(state, event.at)
     if clock is not None:
         state.stats.observe(RUN_DURATION, (event.dag_id,), event.at, event.at - clock.started_at)
     state.stats.observe(RUN_FAILED, (event.dag_id,), event.at, 1.0 if event.state == "failed" else 0.0)
     if event.state == "failed":
         state.notifications.triggered(event.dag_id, event.run_id, FAILURE, event.at,
                                       {"state": event.state, "reason": event.reason})
+
+
+def _forget_old_late_runs(state: MonitorState, now: float) -> None:
+    # Event time is the clock here: late runs past the horizon will never be owed a miss.
+    for key in [key for key, deadline in state.finished_late.items() if deadline < now - LATE_MISS_HORIZON]:
+        del state.finished_late[key]
 
 
 def _forget_tries_of(state: MonitorState, dag_id: str, run_id: str) -> None:
@@ -135,6 +153,7 @@ def _deadline_missed(state: MonitorState, event: DeadlineMissed) -> None:
     if key in state.missed:
         return  # our own decision read back (or a duplicate): counted once
     state.missed.add(key)
+    state.finished_late.pop(key, None)
     state.notifications.triggered(event.dag_id, event.run_id, DEADLINE_MISSED, event.at,
                                   {"deadline": event.deadline})
     clock = state.runs.get(key)
