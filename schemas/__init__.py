@@ -36,6 +36,7 @@ from schemas.tasks import (
     PodStarted,
     TaskAdopted,
     TaskCleared,
+    TaskDeadlineMissed,
     TaskDeclaredDead,
     TaskFailed,
     TaskHeartbeat,

@@ -21,6 +21,8 @@ class TaskDefinition:
     executor: str = "local"
     queue: str = "default"
     pod_override_json: str | None = None
+    # Seconds after the task instance was first queued in a run by which it must have ended.
+    deadline: float | None = None
 
 
 @record
@@ -41,10 +43,11 @@ class DagDefinition:
     on_deadline_missed: str | None = None  # webhook URL called when a run misses its deadline
 
 
-@event(DAGS, version=2)
+@event(DAGS, version=3)
 class DagParsed(Event):
     """The latest definition of a DAG; written only when its fingerprint changed.
-    v2: the definition has on_failure and on_deadline_missed (webhook URLs)."""
+    v2: the definition has on_failure and on_deadline_missed (webhook URLs).
+    v3: each task definition has a deadline (per-task deadline, seconds after first queued)."""
 
     dag_id: str
     file_path: str

@@ -1,7 +1,7 @@
 """The monitor's shell: own partitions of tock.events, replay them, fold, decide deadline misses,
 commit them with the consumed offsets, and serve the windowed tables over HTTP.
 
-Exactly one DeadlineMissed per run, through the log:
+Exactly one DeadlineMissed per run (and one TaskDeadlineMissed per task instance: the same rules), through the log:
 
 * Monitors share one consumer group (``<prefix>tock-monitor``) on tock.events, so each
   partition (= each DAG, see infra/log/partitioner.py) has one owner at a time.
@@ -210,8 +210,9 @@ class Monitor:
         misses = [(partition, event) for partition, event in decisions if not isinstance(event, CallbackCalled)]
         self.fired += len(misses)
         for _partition, event in misses:
-            log.info("deadline missed: %s / %s (deadline %.3f, committed %.3f s after it)", event.dag_id,
-                     event.run_id, event.deadline, time.time() - event.deadline)
+            log.info("deadline missed: %s / %s%s (deadline %.3f, committed %.3f s after it)", event.dag_id,
+                     event.run_id, f" / {event.task_id}" if hasattr(event, "task_id") else "", event.deadline,
+                     time.time() - event.deadline)
 
     # -- ownership -----------------------------------------------------------------------------
     @property

@@ -20,7 +20,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from infra.log import partition_for, replay
-from schemas import EVENTS, CallbackCalled, DagRunCreated, DagRunFinished, DeadlineMissed, TaskStarted, TaskSucceeded
+from schemas import (EVENTS, CallbackCalled, DagRunCreated, DagRunFinished, DeadlineMissed, TaskDeadlineMissed,
+                     TaskQueued, TaskStarted, TaskSucceeded)
 from tests.scenarios.scheduler_support import (LogTail, Processes, create_topics, free_port, kill_hard,
                                                publish_dags, trigger, wait_until)
 
@@ -43,6 +44,9 @@ with DAG("quick", deadline=30) as quick:
 
 with DAG("unwatched", deadline=1) as unwatched:
     BashTask("short", "sleep 2")
+
+with DAG("task_late") as task_late:
+    BashTask("fast", "sleep 0.5", deadline=30) >> BashTask("slow", "sleep 8", deadline=3)
 '''
 
 MISS_WITHIN = 1.5  # seconds after the deadline a live, caught-up monitor writes the miss
@@ -135,6 +139,18 @@ def scraped(base: str) -> dict[str, float]:
     text = httpx.get(f"{base}/metrics", timeout=5).text
     return {sample.name: sample.value for family in text_string_to_metric_families(text)
             for sample in family.samples}
+
+
+def test_one_task_miss_about_its_deadline_after_the_task_was_first_queued(system):
+    settings, processes, tail = system
+    start_monitor(processes, "m1")
+    run = trigger(settings, "task_late")
+    tail.run_finished(run, 40)
+    queued = tail.of_type(TaskQueued, run_id=run, task_id="slow")[0]
+    (miss,) = tail.of_type(TaskDeadlineMissed, run_id=run)  # the fast task ended in time: only slow missed
+    assert (miss.dag_id, miss.task_id, miss.deadline) == ("task_late", "slow", pytest.approx(queued.at + 3))
+    assert 0 <= miss.at - miss.deadline < MISS_WITHIN
+    assert misses_of(tail, run) == []  # the run declares no deadline of its own
 
 
 def test_exactly_one_miss_when_monitors_are_killed_and_restarted_around_the_deadline(system):

@@ -1,7 +1,8 @@
 """The monitor's state for one partition and ``evolve``: one small handler per event type.
 
 What it remembers: each DAG's deadline (from tock.dags), each open run's start and
-whether a DeadlineMissed of it is in the log, each try's TaskQueued (executor, queue,
+whether a DeadlineMissed of it is in the log, the per-task deadlines and each task
+instance's first TaskQueued in its run (until the run ends), each try's TaskQueued (executor, queue,
 time) until it starts and its TaskStarted until it ends, and the windowed statistics.
 Finished runs without a miss are forgotten; runs that missed keep a mark, so a run
 reopened later never misses twice.
@@ -12,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from schemas import (EVENTS, CallbackCalled, DagParsed, DagRunCreated, DagRunFinished, DagRunReopened, DeadlineMissed, TaskAdopted,
-                     TaskDeclaredDead, TaskFailed, TaskQueued, TaskRetryScheduled, TaskStarted, TaskSucceeded)
+from schemas import (EVENTS, CallbackCalled, DagParsed, DagRunCreated, DagRunFinished, DagRunReopened, DeadlineMissed,
+                     TaskAdopted, TaskCleared, TaskDeadlineMissed, TaskDeclaredDead, TaskFailed, TaskKilled, TaskQueued,
+                     TaskRemoved, TaskRetryScheduled, TaskSkipped, TaskStarted, TaskSucceeded, TaskUpstreamFailed)
 from services.monitor.core.notify import DEADLINE_MISSED, FAILURE, NotificationBook
 from services.monitor.core.windows import WindowedStats
 
@@ -23,6 +25,7 @@ RunKey = tuple[str, str]  # (dag_id, run_id)
 # log) are left alone rather than flooding the log with history.
 LATE_MISS_HORIZON = 3600.0
 TryKey = tuple[str, str, str, int]  # (dag_id, run_id, task_id, try_number)
+TaskKey = tuple[str, str, str]  # (dag_id, run_id, task_id): a task instance
 
 # Measures of the windowed statistics, and what each value is.
 RUN_DURATION = "run_duration"  # seconds, key (dag_id,)
@@ -33,6 +36,7 @@ TASK_RETRIES = "task_retries"  # 1 per retry scheduled: count = retries, key (da
 QUEUE_LATENCY = "queue_latency"  # seconds from TaskQueued to TaskStarted, key (executor, queue)
 ADOPTIONS = "adoptions"  # 1 per TaskAdopted, key (dag_id,)
 DEADLINE_MISSES = "deadline_misses"  # 1 per run that missed its deadline, key (dag_id,)
+TASK_DEADLINE_MISSES = "task_deadline_misses"  # 1 per task instance that missed its deadline, key (dag_id, task_id)
 
 
 class UnknownEvent(TypeError):
@@ -55,6 +59,17 @@ class RunClock:
 
 
 @dataclass
+class TaskClock:
+    """A task instance of an open run: its first TaskQueued (in the run, or since it was last
+    cleared), whether it has ended (a failure with a retry to come has not), and whether its
+    TaskDeadlineMissed is in the log."""
+
+    queued_at: float
+    ended: bool = False
+    missed: bool = False
+
+
+@dataclass
 class MonitorState:
     """One partition's fold."""
 
@@ -64,6 +79,9 @@ class MonitorState:
     # Runs that ended after their deadline with no DeadlineMissed in the log (no monitor was
     # there in time): run -> its deadline. Owed a late miss within LATE_MISS_HORIZON.
     finished_late: dict[RunKey, float] = field(default_factory=dict)
+    task_deadlines: dict[str, dict[str, float]] = field(default_factory=dict)  # dag_id -> task_id -> seconds
+    tasks: dict[TaskKey, TaskClock] = field(default_factory=dict)  # task instances of open runs
+    tasks_missed: set[TaskKey] = field(default_factory=set)  # whose TaskDeadlineMissed is in the log
     queued: dict[TryKey, tuple[float, str, str]] = field(default_factory=dict)  # at, executor, queue
     started: dict[TryKey, float] = field(default_factory=dict)
     stats: WindowedStats = field(default_factory=WindowedStats)
@@ -99,10 +117,16 @@ def _dag_parsed(state: MonitorState, event: DagParsed) -> None:
         state.deadlines.pop(event.dag_id, None)
     else:
         state.deadlines[event.dag_id] = event.definition.deadline
+    task_deadlines = {task.task_id: task.deadline for task in definition.tasks if task.deadline is not None}
+    if task_deadlines:
+        state.task_deadlines[event.dag_id] = task_deadlines
+    else:
+        state.task_deadlines.pop(event.dag_id, None)
 
 
 def _dag_removed(state: MonitorState, event: DagDefinitionRemoved) -> None:
     state.deadlines.pop(event.dag_id, None)
+    state.task_deadlines.pop(event.dag_id, None)
     state.notifications.define(event.dag_id, {}, 0.0)
 
 
@@ -143,7 +167,7 @@ def _forget_old_late_runs(state: MonitorState, now: float) -> None:
 def _forget_tries_of(state: MonitorState, dag_id: str, run_id: str) -> None:
     # Tries that never started or never ended (killed, removed, marked) end with their run.
     # Only open tries are scanned: few, next to the tries that come and go.
-    for book in (state.queued, state.started):
+    for book in (state.queued, state.started, state.tasks):
         for key in [key for key in book if key[1] == run_id and key[0] == dag_id]:
             del book[key]
 
@@ -162,6 +186,17 @@ def _deadline_missed(state: MonitorState, event: DeadlineMissed) -> None:
     state.stats.observe(DEADLINE_MISSES, (event.dag_id,), event.at, 1.0)
 
 
+def _task_deadline_missed(state: MonitorState, event: TaskDeadlineMissed) -> None:
+    key = (event.dag_id, event.run_id, event.task_id)
+    if key in state.tasks_missed:
+        return  # our own decision read back (or a duplicate): counted once
+    state.tasks_missed.add(key)
+    clock = state.tasks.get(key)
+    if clock is not None:
+        clock.missed = True
+    state.stats.observe(TASK_DEADLINE_MISSES, (event.dag_id, event.task_id), event.at, 1.0)
+
+
 def _callback_called(state: MonitorState, event: CallbackCalled) -> None:
     state.notifications.called(event.dag_id, event.run_id, event.trigger)
 
@@ -170,8 +205,36 @@ def _try_key(event: Any) -> TryKey:
     return (event.dag_id, event.run_id, event.task_id, event.try_number)
 
 
+def _task_key(event: Any) -> TaskKey:
+    return (event.dag_id, event.run_id, event.task_id)
+
+
 def _task_queued(state: MonitorState, event: TaskQueued) -> None:
     state.queued[_try_key(event)] = (event.at, event.executor, event.queue)
+    key = _task_key(event)
+    clock = state.tasks.get(key)
+    if clock is None:
+        state.tasks[key] = TaskClock(event.at, missed=key in state.tasks_missed)
+    else:
+        clock.ended = False  # a retry: the clock runs on from the first TaskQueued
+
+
+def _task_instance_ended(state: MonitorState, event: Any) -> None:
+    clock = state.tasks.get(_task_key(event))
+    if clock is not None:
+        clock.ended = True
+
+
+def _task_retry_coming(state: MonitorState, event: TaskRetryScheduled) -> None:
+    clock = state.tasks.get(_task_key(event))
+    if clock is not None:
+        clock.ended = False  # failed, but not ended: it goes on with another try
+    state.stats.observe(TASK_RETRIES, (event.dag_id,), event.at, 1.0)
+
+
+def _task_cleared(state: MonitorState, event: TaskCleared) -> None:
+    # Cleared to run again: its next TaskQueued starts its clock afresh (a miss already written stays the only one).
+    state.tasks.pop(_task_key(event), None)
 
 
 def _task_started(state: MonitorState, event: TaskStarted) -> None:
@@ -192,6 +255,7 @@ def _task_ended(state: MonitorState, event: TaskSucceeded | TaskFailed) -> None:
     if started_at is not None:
         state.stats.observe(TASK_DURATION, (event.dag_id, event.task_id), event.at, event.at - started_at)
     state.stats.observe(TASK_FAILED, (event.dag_id,), event.at, 1.0 if isinstance(event, TaskFailed) else 0.0)
+    _task_instance_ended(state, event)
 
 
 def _declared_dead(state: MonitorState, event: TaskDeclaredDead) -> None:
@@ -199,10 +263,6 @@ def _declared_dead(state: MonitorState, event: TaskDeclaredDead) -> None:
     key = _try_key(event)
     state.queued.pop(key, None)
     state.started.pop(key, None)
-
-
-def _retry_scheduled(state: MonitorState, event: TaskRetryScheduled) -> None:
-    state.stats.observe(TASK_RETRIES, (event.dag_id,), event.at, 1.0)
 
 
 def _task_adopted(state: MonitorState, event: TaskAdopted) -> None:
@@ -221,7 +281,13 @@ _HANDLERS: dict[type, Callable[[MonitorState, Any], None]] = {
     TaskStarted: _task_started,
     TaskSucceeded: _task_ended,
     TaskFailed: _task_ended,
-    TaskRetryScheduled: _retry_scheduled,
+    TaskRetryScheduled: _task_retry_coming,
+    TaskKilled: _task_instance_ended,
+    TaskSkipped: _task_instance_ended,
+    TaskUpstreamFailed: _task_instance_ended,
+    TaskRemoved: _task_instance_ended,
+    TaskCleared: _task_cleared,
+    TaskDeadlineMissed: _task_deadline_missed,
     TaskDeclaredDead: _declared_dead,
     TaskAdopted: _task_adopted,
 }
