@@ -12,6 +12,7 @@ from typing import Any
 from croniter import croniter
 
 from schemas.dags import DagDefinition, TaskDefinition
+from tock.deadline import Deadline, deadline_of
 from tock.tasks import ID_PATTERN, Task, TaskOptions, seconds_of
 
 # Presets croniter understands, plus "@once" (one run at start_date).
@@ -40,13 +41,15 @@ class DAG:
     """A DAG: ``with DAG("etl", schedule="@hourly") as dag: ...``.
 
     Durations (retry_delay, deadline) are seconds or timedeltas; a naive start_date is UTC.
+    ``deadline`` counts from the run's start, or is a ``Deadline`` (e.g.
+    ``Deadline.after_logical_date(timedelta(hours=1))``: scheduled runs count from their logical date).
     ``on_failure`` / ``on_deadline_missed``: webhook URLs `tock monitor` POSTs to when a run fails
     or misses its deadline.
     """
 
     def __init__(self, dag_id: str, schedule: str | None = None, start_date: datetime | date | None = None,
                  catchup: bool = False, max_active_runs: int = 16, retries: int = 0,
-                 retry_delay: float | timedelta = 300, deadline: float | timedelta | None = None,
+                 retry_delay: float | timedelta = 300, deadline: float | timedelta | Deadline | None = None,
                  tags: tuple[str, ...] | list[str] = (), params: dict[str, Any] | None = None,
                  on_failure: str | None = None, on_deadline_missed: str | None = None) -> None:
         # The file that defines the DAG, so errors can name it.
@@ -77,7 +80,7 @@ class DAG:
 
     def _set_more_fields(self, retry_delay, deadline, tags, params) -> None:
         self.retry_delay: float = self._guard(lambda: seconds_of(retry_delay, "retry_delay"))
-        self.deadline: float | None = self._guard(lambda: seconds_of(deadline, "deadline"))
+        self.deadline, self.deadline_from = self._guard(lambda: deadline_of(deadline))
         if isinstance(tags, str) or not all(isinstance(tag, str) for tag in tags):
             self._fail(f"tags must be a list of strings, got {tags!r}")
         self.tags = tuple(tags)
@@ -137,6 +140,7 @@ class DAG:
         return DagDefinition(
             dag_id=self.dag_id, file_path=str(file_path), schedule=self.schedule, start_date=self.start_date,
             catchup=self.catchup, max_active_runs=self.max_active_runs, deadline=self.deadline,
+            deadline_from=self.deadline_from,
             tags=list(self.tags), params_json=self.params_json,
             tasks=[_task_definition(self.tasks[task_id]) for task_id in sorted(self.tasks)],
             on_failure=self.on_failure, on_deadline_missed=self.on_deadline_missed,

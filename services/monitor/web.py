@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from services.monitor.core import merged, table
+from services.monitor.core import merged, run_deadline, table
 from services.monitor.metrics import monitor_registry
 from services.monitor.shell import Monitor
 
@@ -39,7 +39,7 @@ def stats_view(monitor: Monitor, measure: str | None = None) -> dict:
 def deadlines_view(monitor: Monitor) -> dict:
     with monitor.lock:
         open_runs = [{"dag_id": dag_id, "run_id": run_id, "started_at": clock.started_at,
-                      "deadline": clock.started_at + fold.state.deadlines[dag_id], "missed": clock.missed}
+                      "deadline": run_deadline(fold.state, dag_id, clock), "missed": clock.missed}
                      for fold in monitor.folds.values() for (dag_id, run_id), clock in fold.state.runs.items()
                      if dag_id in fold.state.deadlines]
         missed = sorted([dag_id, run_id] for fold in monitor.folds.values() for dag_id, run_id in fold.state.missed)

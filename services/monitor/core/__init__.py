@@ -6,7 +6,7 @@ from services.monitor.core.notify import (DEADLINE_MISSED, FAILURE, Notification
                                           due_notifications)
 from services.monitor.core.state import (ADOPTIONS, DEADLINE_MISSES, QUEUE_LATENCY, RUN_DURATION, RUN_FAILED,
                                          TASK_DEADLINE_MISSES, TASK_DURATION, TASK_FAILED, TASK_RETRIES, DagDefinitionRemoved,
-                                         MonitorState, RunClock, UnknownEvent, evolve, fold)
+                                         MonitorState, RunClock, UnknownEvent, evolve, fold, run_deadline)
 from services.monitor.core.windows import (DEFAULT_SPECS, HOPPING_5M_1M, TUMBLING_5M, Aggregate, WindowedStats,
                                            WindowSpec, merged, table)
 

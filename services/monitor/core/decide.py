@@ -12,22 +12,20 @@ from __future__ import annotations
 import math
 
 from schemas import DeadlineMissed, TaskDeadlineMissed
-from services.monitor.core.state import LATE_MISS_HORIZON, MonitorState
+from services.monitor.core.state import LATE_MISS_HORIZON, MonitorState, run_deadline
 
 
 def decide(state: MonitorState, now: float) -> list[DeadlineMissed | TaskDeadlineMissed]:
-    """A DeadlineMissed for each open run whose start + its DAG's deadline is at or before ``now``
+    """A DeadlineMissed for each open run whose start (or, for a scheduled run of a DAG whose deadline
+    counts from it, logical date) + its DAG's deadline is at or before ``now``
     and that has none yet. ``deadline`` in the event is that moment (seconds since the epoch).
     Also, late, one for each run that ended past its deadline with none in the log (no monitor
     saw it in time), if that deadline is within LATE_MISS_HORIZON of ``now``."""
     misses = [DeadlineMissed(dag_id=dag_id, run_id=run_id, deadline=deadline, at=now)
               for (dag_id, run_id), deadline in state.finished_late.items() if now - deadline <= LATE_MISS_HORIZON]
     for (dag_id, run_id), clock in state.runs.items():
-        seconds = state.deadlines.get(dag_id)
-        if clock.missed or seconds is None:
-            continue
-        deadline = clock.started_at + seconds
-        if deadline <= now:
+        deadline = None if clock.missed else run_deadline(state, dag_id, clock)
+        if deadline is not None and deadline <= now:
             misses.append(DeadlineMissed(dag_id=dag_id, run_id=run_id, deadline=deadline, at=now))
     return misses + decide_task_misses(state, now)
 
@@ -51,6 +49,6 @@ def _task_deadlines(state: MonitorState):
 def next_deadline(state: MonitorState) -> float:
     """The earliest deadline of an open run still to come or due (inf when none): how long the shell
     may sleep. Late misses of ended runs are decided at every turn and need no wake-up."""
-    runs = min((clock.started_at + state.deadlines[dag_id] for (dag_id, _run), clock in state.runs.items()
+    runs = min((run_deadline(state, dag_id, clock) for (dag_id, _run), clock in state.runs.items()
                 if not clock.missed and dag_id in state.deadlines), default=math.inf)
     return min(runs, min((deadline for _task, deadline in _task_deadlines(state)), default=math.inf))

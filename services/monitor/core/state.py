@@ -26,6 +26,7 @@ RunKey = tuple[str, str]  # (dag_id, run_id)
 LATE_MISS_HORIZON = 3600.0
 TryKey = tuple[str, str, str, int]  # (dag_id, run_id, task_id, try_number)
 TaskKey = tuple[str, str, str]  # (dag_id, run_id, task_id): a task instance
+AFTER_LOGICAL_DATE = "logical_date"  # a DagDefinition.deadline_from
 
 # Measures of the windowed statistics, and what each value is.
 RUN_DURATION = "run_duration"  # seconds, key (dag_id,)
@@ -52,10 +53,13 @@ class DagDefinitionRemoved:
 
 @dataclass
 class RunClock:
-    """An open run: when it started (created, or reopened) and whether its miss is in the log."""
+    """An open run: when it started (created, or reopened), its logical date if it is a scheduled
+    run not reopened (what a DAG's deadline may count from instead), and whether its miss is in
+    the log."""
 
     started_at: float
     missed: bool = False
+    logical_date: float | None = None
 
 
 @dataclass
@@ -74,6 +78,7 @@ class MonitorState:
     """One partition's fold."""
 
     deadlines: dict[str, float] = field(default_factory=dict)  # dag_id -> seconds, DAGs that declare one
+    after_logical_date: set[str] = field(default_factory=set)  # DAGs whose deadline counts from the logical date
     runs: dict[RunKey, RunClock] = field(default_factory=dict)  # open runs
     missed: set[RunKey] = field(default_factory=set)  # runs whose DeadlineMissed is in the log
     # Runs that ended after their deadline with no DeadlineMissed in the log (no monitor was
@@ -87,6 +92,16 @@ class MonitorState:
     stats: WindowedStats = field(default_factory=WindowedStats)
     notifications: NotificationBook = field(default_factory=NotificationBook)
     events_folded: int = 0
+
+
+def run_deadline(state: MonitorState, dag_id: str, clock: RunClock) -> float | None:
+    """When an open run must have finished, by its DAG's current definition (None: no deadline)."""
+    seconds = state.deadlines.get(dag_id)
+    if seconds is None:
+        return None
+    if dag_id in state.after_logical_date and clock.logical_date is not None:
+        return clock.logical_date + seconds
+    return clock.started_at + seconds
 
 
 def evolve(state: MonitorState, event: Any) -> MonitorState:
@@ -117,6 +132,10 @@ def _dag_parsed(state: MonitorState, event: DagParsed) -> None:
         state.deadlines.pop(event.dag_id, None)
     else:
         state.deadlines[event.dag_id] = event.definition.deadline
+    if definition.deadline_from == AFTER_LOGICAL_DATE:
+        state.after_logical_date.add(event.dag_id)
+    else:
+        state.after_logical_date.discard(event.dag_id)
     task_deadlines = {task.task_id: task.deadline for task in definition.tasks if task.deadline is not None}
     if task_deadlines:
         state.task_deadlines[event.dag_id] = task_deadlines
@@ -126,17 +145,22 @@ def _dag_parsed(state: MonitorState, event: DagParsed) -> None:
 
 def _dag_removed(state: MonitorState, event: DagDefinitionRemoved) -> None:
     state.deadlines.pop(event.dag_id, None)
+    state.after_logical_date.discard(event.dag_id)
     state.task_deadlines.pop(event.dag_id, None)
     state.notifications.define(event.dag_id, {}, 0.0)
 
 
 def _run_created(state: MonitorState, event: DagRunCreated) -> None:
     key = (event.dag_id, event.run_id)
-    state.runs.setdefault(key, RunClock(event.at, missed=key in state.missed))
+    # Only a scheduled run's logical date is a time it is due by: a manual run's is when it was
+    # asked for, a backfill's is in the past by design (it would miss at once).
+    logical_date = event.logical_date if event.run_type == "scheduled" else None
+    state.runs.setdefault(key, RunClock(event.at, missed=key in state.missed, logical_date=logical_date))
 
 
 def _run_reopened(state: MonitorState, event: DagRunReopened) -> None:
-    # The run goes on again; its deadline counts from now, unless it has missed one already.
+    # The run goes on again; its deadline counts from now (not its logical date, long past),
+    # unless it has missed one already.
     key = (event.dag_id, event.run_id)
     if key not in state.runs:
         state.runs[key] = RunClock(event.at, missed=key in state.missed)
@@ -146,9 +170,9 @@ def _run_finished(state: MonitorState, event: DagRunFinished) -> None:
     key = (event.dag_id, event.run_id)
     clock = state.runs.pop(key, None)
     _forget_tries_of(state, event.dag_id, event.run_id)
-    seconds = state.deadlines.get(event.dag_id)
-    if clock is not None and not clock.missed and seconds is not None and event.at > clock.started_at + seconds:
-        state.finished_late[key] = clock.started_at + seconds
+    deadline = None if clock is None or clock.missed else run_deadline(state, event.dag_id, clock)
+    if deadline is not None and event.at > deadline:
+        state.finished_late[key] = deadline
     _forget_old_late_runs(state, event.at)
     if clock is not None:
         state.stats.observe(RUN_DURATION, (event.dag_id,), event.at, event.at - clock.started_at)
