@@ -75,6 +75,9 @@ class Settings(BaseSettings):
     monitor_port: int = Field(default=8090, ge=1, le=65535, description="port of the monitor's JSON tables")
     monitor_session_timeout: float = Field(default=10.0, ge=6, le=300,
                                            description="seconds before a silent monitor's partitions move")
+    monitor_callback_timeout: float = Field(default=30.0, gt=0, le=600,
+                                            description="seconds a module:function callback may run in its "
+                                                        "subprocess before it is killed (each attempt)")
     projector_batch: int = Field(default=20_000, ge=1, description="records the projector commits per DB transaction at most")
     celery_broker_url: str = Field(default="redis://127.0.0.1:6379/0", description="Celery broker (Redis)")
     celery_default_queue: str = Field(default="default", pattern=r"^[A-Za-z0-9._-]+$",

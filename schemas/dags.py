@@ -41,8 +41,8 @@ class DagDefinition:
     tags: list[str] = field(default_factory=list)
     params_json: str = "{}"
     tasks: list[TaskDefinition] = field(default_factory=list)
-    on_failure: str | None = None  # webhook URL called when a run fails
-    on_deadline_missed: str | None = None  # webhook URL called when a run misses its deadline
+    on_failure: str | None = None  # webhook URL or module:function called when a run fails
+    on_deadline_missed: str | None = None  # webhook URL or module:function called when a run misses its deadline
 
 
 @event(DAGS, version=4)

@@ -76,7 +76,7 @@ class DeadlineMissed(Event):
 @event(EVENTS)
 class CallbackCalled(Event):
     """The monitor called a DAG's callback (``trigger`` "failure" or "deadline_missed") for a run:
-    ``ok`` whether ``target`` (a webhook URL) accepted it within ``attempts`` tries; ``detail``
+    ``ok`` whether ``target`` (a webhook URL, or a ``module:function`` path) accepted it within ``attempts`` tries; ``detail``
     is its last answer or error."""
 
     dag_id: str

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 from dataclasses import asdict
 from datetime import date, datetime, time, timedelta, timezone
@@ -17,6 +18,9 @@ from tock.tasks import ID_PATTERN, Task, TaskOptions, seconds_of
 
 # Presets croniter understands, plus "@once" (one run at start_date).
 SCHEDULE_PRESETS = ("@once", "@hourly", "@daily", "@midnight", "@weekly", "@monthly", "@yearly", "@annually")
+
+# A callable callback: dotted module path, colon, function name (same as infra/callables.py).
+CALLBACK_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 
 _active: list[DAG] = []  # DAGs whose `with` block is open, innermost last
 _collectors: list[list[DAG]] = []  # lists collecting the DAGs a file defines (see tock.loading)
@@ -44,7 +48,7 @@ class DAG:
     ``deadline`` counts from the run's start, or is a ``Deadline`` (e.g.
     ``Deadline.after_logical_date(timedelta(hours=1))``: scheduled runs count from their logical date).
     ``on_failure`` / ``on_deadline_missed``: webhook URLs `tock monitor` POSTs to when a run fails
-    or misses its deadline.
+    or misses its deadline, or ``"package.module:function"`` paths it calls (in a subprocess).
     """
 
     def __init__(self, dag_id: str, schedule: str | None = None, start_date: datetime | date | None = None,
@@ -88,10 +92,12 @@ class DAG:
         self.params_json = self._guard(lambda: json.dumps(self.params, sort_keys=True))
 
     def _callback(self, target: str | None, name: str) -> str | None:
-        """A callback is a webhook URL (http or https) that `tock monitor` POSTs a JSON object to."""
-        if target is not None and not (isinstance(target, str) and target.startswith(("http://", "https://"))):
-            self._fail(f"{name} must be an http(s) webhook URL, got {target!r}")
-        return target
+        """A callback is a webhook URL (http or https) that `tock monitor` POSTs a JSON object to, or
+        a ``module:function`` path it calls with that object, in a subprocess."""
+        if target is None or (isinstance(target, str) and (target.startswith(("http://", "https://"))
+                                                           or CALLBACK_PATH.match(target))):
+            return target
+        self._fail(f"{name} must be an http(s) webhook URL or a 'module:function' path, got {target!r}")
 
     def _guard(self, compute):
         try:

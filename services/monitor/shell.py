@@ -17,8 +17,9 @@ Exactly one DeadlineMissed per run (and one TaskDeadlineMissed per task instance
 * A committed decision is folded at once, so the owner never decides it twice; its copy
   read back from the log changes nothing.
 
-Callbacks (a DAG's ``on_failure`` / ``on_deadline_missed`` webhooks) are called by the owner
-of the DAG's partition, on worker threads (infra/webhooks.py: retried with backoff), and each
+Callbacks (a DAG's ``on_failure`` / ``on_deadline_missed``: webhook URLs, or ``module:function``
+paths run in a subprocess with a timeout) are called by the owner of the DAG's partition, on
+worker threads (infra/callbacks.py: retried with backoff), and each
 call sequence ends with a CallbackCalled committed like a miss; the log settles it. A monitor
 that dies or loses the partition between the call and that commit leaves it owed, and the
 next owner calls again: callbacks are at least once (a receiver may dedupe on dag_id, run_id
@@ -46,7 +47,7 @@ from confluent_kafka import TopicPartition
 from infra.log import EventReader, LogRecord, PartitionsLost, TransactionAborted, TransactionalSession, replay, settle
 from infra.settings import Settings
 from infra.topics import topic_name
-from infra.webhooks import WebhookCaller
+from infra.callbacks import CallbackCaller
 from schemas import DAGS, EVENTS, CallbackCalled
 from services.monitor.core import (DagDefinitionRemoved, MonitorState, Notification, UnknownEvent, decide,
                                    due_notifications, evolve, next_deadline)
@@ -116,7 +117,7 @@ class Monitor:
         timeout_ms = int(self.settings.monitor_session_timeout * 1000)
         self.session = TransactionalSession(self.settings, f"{self.settings.topic_prefix}tock-monitor-"
                                             f"{self.monitor_id}", config={"transaction.timeout.ms": timeout_ms})
-        self.caller = WebhookCaller()
+        self.caller = CallbackCaller(callable_timeout=self.settings.monitor_callback_timeout)
         self.side = EventReader(self.settings, [], client_id=f"tock-monitor-side-{self.monitor_id}")
         self.events = EventReader(self.settings, [EVENTS], group_id=self.group_id, on_assign=self._assigned,
                                   on_revoke=self._revoked, client_id=f"tock-monitor-{self.monitor_id}",

@@ -277,6 +277,51 @@ def test_callbacks_are_called_once_per_miss_and_failure_retried_after_a_500(make
         receiver.close()
 
 
+CALLABLE_DAGS = '''
+from tock import DAG, BashTask
+
+with DAG("broken_called", on_failure="tock_alerts_{suffix}:notify") as broken:
+    BashTask("fails", "exit 1")
+'''
+
+ALERTS = '''
+import json, os, pathlib
+
+def notify(payload):
+    out = pathlib.Path({out!r})
+    with out.open("a") as calls:
+        calls.write(json.dumps(dict(payload, pid=os.getpid())) + "\\n")
+    if len(out.read_text().splitlines()) < 2:
+        raise RuntimeError("first call fails")
+'''
+
+
+def test_a_callable_callback_runs_in_a_subprocess_retried_once_and_recorded(make_settings, tmp_path, monkeypatch):
+    settings = make_settings(task_heartbeat_seconds=0.5, scheduler_session_timeout=6, monitor_session_timeout=6)
+    create_topics(settings)
+    suffix, out = tmp_path.name.replace("-", "_"), tmp_path / "calls.jsonl"
+    (tmp_path / f"tock_alerts_{suffix}.py").write_text(ALERTS.format(out=str(out)))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    path = tmp_path / "called.py"
+    path.write_text(CALLABLE_DAGS.format(suffix=suffix))
+    publish_dags(settings, path)
+    processes, tail = Processes(settings, tmp_path / "logs"), LogTail(settings)
+    try:
+        processes.scheduler("s1")
+        monitor, _base = start_monitor(processes, "m1")
+        run = trigger(settings, "broken_called")
+        (call,) = tail.wait_for(lambda _events: tail.of_type(CallbackCalled, run_id=run), 40, "the callback's outcome")
+        assert (call.dag_id, call.trigger, call.target, call.ok, call.attempts, call.detail) == (
+            "broken_called", "failure", f"tock_alerts_{suffix}:notify", True, 2, "returned")
+        calls = [json.loads(line) for line in out.read_text().splitlines()]
+        assert [(payload["run_id"], payload["trigger"], payload["state"]) for payload in calls] == [
+            (run, "failure", "failed")] * 2
+        assert all(payload["pid"] != monitor.pid for payload in calls)  # never in the monitor's own process
+    finally:
+        processes.close()
+        tail.close()
+
+
 def test_a_monitor_frozen_inside_its_transaction_then_thawed_writes_no_second_miss(system, tmp_path):
     """Monitor m1 freezes (SIGSTOP, fault injection) after sending its offsets and before committing
     the DeadlineMissed. m2 takes the partition over once m1's session times out, waits out m1's

@@ -203,12 +203,16 @@ def test_a_dag_file_imports_a_helper_module_kept_beside_it(tmp_path):
     assert sorted(dag.tasks) == ["copy_orders", "copy_users"]
 
 
-def test_callbacks_are_webhook_urls_carried_by_the_definition():
+def test_callbacks_are_webhook_urls_or_callable_paths_carried_by_the_definition():
     with DAG("hooked", deadline=60, on_failure="https://hooks.example/fail",
              on_deadline_missed="http://127.0.0.1:9/late") as dag:
         BashTask("a", "true")
     definition = dag.to_definition("/dags/hooked.py")
     assert (definition.on_failure, definition.on_deadline_missed) == ("https://hooks.example/fail",
                                                                        "http://127.0.0.1:9/late")
-    with pytest.raises(DagDefinitionError, match="on_failure must be an http"):
-        DAG("bad", on_failure="my_module:notify")
+    with DAG("called", on_failure="mypkg.alerts:notify") as dag:
+        BashTask("a", "true")
+    assert dag.to_definition("/dags/called.py").on_failure == "mypkg.alerts:notify"
+    for bad in ("my_module.notify", "ftp://hooks.example", "mypkg:alerts:notify", "my-pkg:notify"):
+        with pytest.raises(DagDefinitionError, match="on_failure must be an http.s. webhook URL or a 'module:function'"):
+            DAG("bad", on_failure=bad)
