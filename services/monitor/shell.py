@@ -22,8 +22,8 @@ paths run in a subprocess with a timeout) are called by the owner of the DAG's p
 worker threads (infra/callbacks.py: retried with backoff), and each
 call sequence ends with a CallbackCalled committed like a miss; the log settles it. A monitor
 that dies or loses the partition between the call and that commit leaves it owed, and the
-next owner calls again: callbacks are at least once (a receiver may dedupe on dag_id, run_id
-and trigger, which the payload carries).
+next owner calls again: callbacks are at least once (a receiver may dedupe on dag_id, run_id,
+trigger and, for a task instance's miss, task_id, which the payload carries).
 
 Why not faust-streaming: faust 0.15.3 (aiokafka 0.14) does join a consumer group on this
 Kafka 4.1 broker, but aiokafka has no KIP-447 transactional offset commits, so a monitor
@@ -177,7 +177,7 @@ class Monitor:
                 outcome = future.result()
                 ended.append((partition, CallbackCalled(
                     dag_id=notification.dag_id, run_id=notification.run_id, trigger=notification.trigger,
-                    target=notification.target, attempts=outcome.attempts, ok=outcome.ok, detail=outcome.detail,
+                    task_id=notification.task_id, target=notification.target, attempts=outcome.attempts, ok=outcome.ok, detail=outcome.detail,
                     at=now)))
         return ended
 
@@ -204,10 +204,11 @@ class Monitor:
                     evolve(fold.state, event)
         called = [event for _partition, event in decisions if isinstance(event, CallbackCalled)]
         for event in called:
-            self.in_flight.pop((event.dag_id, event.run_id, event.trigger), None)
+            self.in_flight.pop((event.dag_id, event.run_id, event.trigger, event.task_id), None)
             self.callbacks_called["ok" if event.ok else "failed"] += 1
-            log.info("callback %s of %s / %s: %s after %d attempt(s) (%s)", event.trigger, event.dag_id,
-                     event.run_id, "ok" if event.ok else "FAILED", event.attempts, event.detail)
+            log.info("callback %s of %s / %s%s: %s after %d attempt(s) (%s)", event.trigger, event.dag_id,
+                     event.run_id, f" / {event.task_id}" if event.task_id else "", "ok" if event.ok else "FAILED",
+                     event.attempts, event.detail)
         misses = [(partition, event) for partition, event in decisions if not isinstance(event, CallbackCalled)]
         self.fired += len(misses)
         for _partition, event in misses:

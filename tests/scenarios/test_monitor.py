@@ -282,6 +282,9 @@ from tock import DAG, BashTask
 
 with DAG("broken_called", on_failure="tock_alerts_{suffix}:notify") as broken:
     BashTask("fails", "exit 1")
+
+with DAG("task_late_called", on_deadline_missed="tock_alerts_{suffix}:noted") as task_late:
+    BashTask("slow", "sleep 6", deadline=2)
 '''
 
 ALERTS = '''
@@ -293,10 +296,13 @@ def notify(payload):
         calls.write(json.dumps(dict(payload, pid=os.getpid())) + "\\n")
     if len(out.read_text().splitlines()) < 2:
         raise RuntimeError("first call fails")
+
+def noted(payload):
+    pathlib.Path({out!r} + ".task").write_text(json.dumps(payload))
 '''
 
 
-def test_a_callable_callback_runs_in_a_subprocess_retried_once_and_recorded(make_settings, tmp_path, monkeypatch):
+def test_callable_callbacks_run_in_a_subprocess_retried_and_recorded_also_for_a_task_miss(make_settings, tmp_path, monkeypatch):
     settings = make_settings(task_heartbeat_seconds=0.5, scheduler_session_timeout=6, monitor_session_timeout=6)
     create_topics(settings)
     suffix, out = tmp_path.name.replace("-", "_"), tmp_path / "calls.jsonl"
@@ -317,6 +323,14 @@ def test_a_callable_callback_runs_in_a_subprocess_retried_once_and_recorded(make
         assert [(payload["run_id"], payload["trigger"], payload["state"]) for payload in calls] == [
             (run, "failure", "failed")] * 2
         assert all(payload["pid"] != monitor.pid for payload in calls)  # never in the monitor's own process
+        # A task instance's miss calls the DAG's on_deadline_missed, naming the task.
+        late = trigger(settings, "task_late_called")
+        (call,) = tail.wait_for(lambda _events: tail.of_type(CallbackCalled, run_id=late), 40, "the task miss's call")
+        (miss,) = tail.of_type(TaskDeadlineMissed, run_id=late)
+        assert (call.trigger, call.task_id, call.ok) == ("deadline_missed", "slow", True)
+        assert json.loads((tmp_path / "calls.jsonl.task").read_text()) == {
+            "dag_id": "task_late_called", "run_id": late, "task_id": "slow", "trigger": "deadline_missed",
+            "at": miss.at, "deadline": miss.deadline}
     finally:
         processes.close()
         tail.close()

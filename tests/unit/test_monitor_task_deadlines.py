@@ -4,11 +4,13 @@ not restart the clock; a clear does) and misses once, if it has not ended by the
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from schemas import (DagDefinition, DagParsed, DeadlineMissed, TaskCleared, TaskDeadlineMissed, TaskDefinition,
+from schemas import (CallbackCalled, DagDefinition, DagParsed, DeadlineMissed, TaskCleared, TaskDeadlineMissed, TaskDefinition,
                      TaskFailed, TaskQueued, TaskRetryScheduled, TaskSkipped, TaskSucceeded)
-from services.monitor.core import TASK_DEADLINE_MISSES, decide, fold, next_deadline, table
+from services.monitor.core import TASK_DEADLINE_MISSES, decide, due_notifications, fold, next_deadline, table
 from tests.unit.test_monitor_core import RUN, T0, created, finished
 
 IDS = {"dag_id": "etl", "run_id": RUN, "task_id": "a"}
@@ -89,3 +91,38 @@ def test_task_instances_are_forgotten_with_their_run_but_misses_are_not():
     state = fold([parsed(), created(), queued(T0 + 2), task_missed(T0 + 12, T0 + 12), finished(T0 + 20)])
     assert state.tasks == {} and state.tasks_missed == {("etl", RUN, "a")}
     assert decide(fold([queued(T0 + 30, 2)], state), T0 + 600) == []  # queued again in a reopened run
+
+
+HOOK = "http://hooks.example/tock"
+
+
+def with_hook(event: DagParsed) -> DagParsed:
+    return dataclasses.replace(event, definition=dataclasses.replace(event.definition, on_deadline_missed=HOOK))
+
+
+def task_called(task_id: str = "a") -> CallbackCalled:
+    return CallbackCalled(dag_id="etl", run_id=RUN, trigger="deadline_missed", task_id=task_id, target=HOOK,
+                          attempts=1, ok=True, at=T0 + 50)
+
+
+@pytest.mark.parametrize("events, expected", [
+    ([with_hook(parsed()), created(), queued(T0 + 2), task_missed(T0 + 12, T0 + 12)], [("deadline_missed", "a")]),
+    # The run's own miss and its task's are two calls, each settled by its own CallbackCalled.
+    ([with_hook(parsed(run_deadline=5.0)), created(), queued(T0 + 2), DeadlineMissed(
+        dag_id="etl", run_id=RUN, deadline=T0 + 5, at=T0 + 5), task_missed(T0 + 12, T0 + 12)],
+     [("deadline_missed", ""), ("deadline_missed", "a")]),
+    ([with_hook(parsed()), created(), queued(T0 + 2), task_missed(T0 + 12, T0 + 12), task_called()], []),
+    ([with_hook(parsed()), created(), queued(T0 + 2), task_missed(T0 + 12, T0 + 12), task_called("")],
+     [("deadline_missed", "a")]),  # the run's call settles nothing of the task's
+    ([parsed(), created(), queued(T0 + 2), task_missed(T0 + 12, T0 + 12)], []),  # no callback declared
+])
+def test_a_task_miss_owes_the_dags_deadline_callback(events, expected):
+    owed = due_notifications(fold(events).notifications)
+    assert [(notification.trigger, notification.task_id) for notification in owed] == expected
+
+
+def test_a_task_miss_callback_payload_names_the_task():
+    (owed,) = due_notifications(fold([with_hook(parsed()), created(), queued(T0 + 2),
+                                      task_missed(T0 + 12, T0 + 13)]).notifications)
+    assert owed.payload == {"dag_id": "etl", "run_id": RUN, "task_id": "a", "trigger": "deadline_missed",
+                            "at": T0 + 13, "deadline": T0 + 12}

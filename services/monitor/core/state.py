@@ -215,6 +215,8 @@ def _task_deadline_missed(state: MonitorState, event: TaskDeadlineMissed) -> Non
     if key in state.tasks_missed:
         return  # our own decision read back (or a duplicate): counted once
     state.tasks_missed.add(key)
+    state.notifications.triggered(event.dag_id, event.run_id, DEADLINE_MISSED, event.at,
+                                  {"deadline": event.deadline}, task_id=event.task_id)
     clock = state.tasks.get(key)
     if clock is not None:
         clock.missed = True
@@ -222,7 +224,7 @@ def _task_deadline_missed(state: MonitorState, event: TaskDeadlineMissed) -> Non
 
 
 def _callback_called(state: MonitorState, event: CallbackCalled) -> None:
-    state.notifications.called(event.dag_id, event.run_id, event.trigger)
+    state.notifications.called(event.dag_id, event.run_id, event.trigger, event.task_id)
 
 
 def _try_key(event: Any) -> TryKey:
