@@ -1,9 +1,9 @@
 """The monitor's tables as JSON over HTTP (a small stdlib server on a thread beside the loop).
 
 ``GET /stats``: the windowed statistics of the partitions this instance owns (optional
-``?measure=NAME``), ``GET /deadlines``: open runs with a deadline, the runs that missed
-one and the callbacks owed a call, ``GET /health``: the partitions owned, ``GET /metrics``: its
-Prometheus metrics. With several monitors, each serves its own
+``?measure=NAME``), ``GET /deadlines``: open runs and task instances with a deadline, the runs
+and task instances that missed one and the callbacks owed a call, ``GET /health``: the
+partitions owned, ``GET /metrics``: its Prometheus metrics. With several monitors, each serves its own
 partitions' DAGs (queue latency is per partition too: ask each).
 """
 
@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from services.monitor.core import merged, run_deadline, table
+from services.monitor.core import merged, open_task_deadlines, run_deadline, table
 from services.monitor.metrics import monitor_registry
 from services.monitor.shell import Monitor
 
@@ -43,9 +43,14 @@ def deadlines_view(monitor: Monitor) -> dict:
                      for fold in monitor.folds.values() for (dag_id, run_id), clock in fold.state.runs.items()
                      if dag_id in fold.state.deadlines]
         missed = sorted([dag_id, run_id] for fold in monitor.folds.values() for dag_id, run_id in fold.state.missed)
+        open_tasks = [{"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "deadline": deadline}
+                      for fold in monitor.folds.values()
+                      for (dag_id, run_id, task_id), deadline in open_task_deadlines(fold.state)]
+        tasks_missed = sorted(list(key) for fold in monitor.folds.values() for key in fold.state.tasks_missed)
         owed = sorted(list(key) for fold in monitor.folds.values() for key in fold.state.notifications.owed)
     return {"monitor_id": monitor.monitor_id, "open": sorted(open_runs, key=lambda run: run["deadline"]),
-            "missed": missed, "written_by_this_instance": monitor.fired, "callbacks_owed": owed}
+            "missed": missed, "open_tasks": sorted(open_tasks, key=lambda task: task["deadline"]),
+            "tasks_missed": tasks_missed, "written_by_this_instance": monitor.fired, "callbacks_owed": owed}
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -143,7 +143,7 @@ def scraped(base: str) -> dict[str, float]:
 
 def test_one_task_miss_about_its_deadline_after_the_task_was_first_queued(system):
     settings, processes, tail = system
-    start_monitor(processes, "m1")
+    _monitor, base = start_monitor(processes, "m1")
     run = trigger(settings, "task_late")
     tail.run_finished(run, 40)
     queued = tail.of_type(TaskQueued, run_id=run, task_id="slow")[0]
@@ -151,6 +151,8 @@ def test_one_task_miss_about_its_deadline_after_the_task_was_first_queued(system
     assert (miss.dag_id, miss.task_id, miss.deadline) == ("task_late", "slow", pytest.approx(queued.at + 3))
     assert 0 <= miss.at - miss.deadline < MISS_WITHIN
     assert misses_of(tail, run) == []  # the run declares no deadline of its own
+    wait_until(lambda: ["task_late", run, "slow"] in (view(base, "deadlines") or {}).get("tasks_missed", []), 10,
+               "the monitor's /deadlines to list the task miss")
 
 
 def test_exactly_one_miss_when_monitors_are_killed_and_restarted_around_the_deadline(system):

@@ -1,7 +1,7 @@
 """The monitor's pure core: fold tock.events and tock.dags (``evolve``), ``decide`` deadline misses,
 and keep windowed statistics. Imports only the standard library and ``schemas``."""
 
-from services.monitor.core.decide import decide, decide_task_misses, next_deadline
+from services.monitor.core.decide import decide, decide_task_misses, next_deadline, open_task_deadlines
 from services.monitor.core.notify import (DEADLINE_MISSED, FAILURE, Notification, NotificationBook,
                                           due_notifications)
 from services.monitor.core.state import (ADOPTIONS, DEADLINE_MISSES, QUEUE_LATENCY, RUN_DURATION, RUN_FAILED,

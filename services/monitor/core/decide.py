@@ -35,11 +35,11 @@ def decide_task_misses(state: MonitorState, now: float) -> list[TaskDeadlineMiss
     + its task's deadline is at or before ``now``, and that has none yet. (A task instance that ended
     late while no monitor was there gets none: only runs are owed late misses.)"""
     return [TaskDeadlineMissed(dag_id=dag_id, run_id=run_id, task_id=task_id, deadline=deadline, at=now)
-            for (dag_id, run_id, task_id), deadline in _task_deadlines(state) if deadline <= now]
+            for (dag_id, run_id, task_id), deadline in open_task_deadlines(state) if deadline <= now]
 
 
-def _task_deadlines(state: MonitorState):
-    """(task instance, its deadline) of every task instance still owed a miss if it runs late."""
+def open_task_deadlines(state: MonitorState):
+    """(task instance key, its deadline) of every task instance still owed a miss if it runs late."""
     for (dag_id, run_id, task_id), clock in state.tasks.items():
         seconds = state.task_deadlines.get(dag_id, {}).get(task_id)
         if seconds is not None and not clock.ended and not clock.missed:
@@ -51,4 +51,4 @@ def next_deadline(state: MonitorState) -> float:
     may sleep. Late misses of ended runs are decided at every turn and need no wake-up."""
     runs = min((run_deadline(state, dag_id, clock) for (dag_id, _run), clock in state.runs.items()
                 if not clock.missed and dag_id in state.deadlines), default=math.inf)
-    return min(runs, min((deadline for _task, deadline in _task_deadlines(state)), default=math.inf))
+    return min(runs, min((deadline for _task, deadline in open_task_deadlines(state)), default=math.inf))
