@@ -10,10 +10,10 @@ run-level events (runs, backfills, rejections) are not: they are in ``dag_run``,
 
 from __future__ import annotations
 
-from schemas import (ClearTask, KillTask, MarkTask, PodFinished, PodStarted, TaskAdopted, TaskCleared, TaskDeadlineMissed,
-                     TaskDeclaredDead,
-                     TaskFailed, TaskKilled, TaskKillRequested, TaskLaunched, TaskQueued, TaskRemoved,
-                     TaskRetryScheduled, TaskSkipped, TaskStarted, TaskSucceeded, TaskUpstreamFailed)
+from schemas import (ClearTask, KillTask, MarkTask, PodFinished, PodStarted, TaskAdopted, TaskCleared,
+                     TaskDeadlineMissed, TaskDeclaredDead, TaskFailed, TaskKilled, TaskKillRequested, TaskLaunched,
+                     TaskQueued, TaskRemoved, TaskRetryScheduled, TaskSkipped, TaskStarted, TaskSucceeded,
+                     TaskUpstreamFailed)
 from projections.records import Record, Row, logical_topic, payload_json
 
 TABLE = "task_event"

@@ -165,8 +165,9 @@ def fingerprint(definition: DagDefinition) -> str:
 def _task_definition(task: Task) -> TaskDefinition:
     return TaskDefinition(
         task_id=task.task_id, kind=task.kind, command=task.command, upstream=sorted(task.upstream_task_ids),
-        retries=task.retries, retry_delay=task.retry_delay, execution_timeout=task.execution_timeout, deadline=task.deadline,
-        executor=task.executor, queue=task.queue, pod_override_json=task.options.pod_override_json(),
+        retries=task.retries, retry_delay=task.retry_delay, execution_timeout=task.execution_timeout,
+        deadline=task.deadline, executor=task.executor, queue=task.queue,
+        pod_override_json=task.options.pod_override_json(),
     )
 
 

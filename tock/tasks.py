@@ -217,7 +217,8 @@ def task(function: Callable[..., Any] | None = None, *, task_id: str | None = No
 
     Options: retries, retry_delay (seconds or timedelta), execution_timeout, deadline (seconds or a
     timedelta after the task instance is first queued in a run: `tock monitor` writes a
-    TaskDeadlineMissed if it has not ended by then), executor ("local" | "celery" | "kubernetes"), queue, pod_override ({"image", "resources"}).
+    TaskDeadlineMissed if it has not ended by then), executor ("local" | "celery" | "kubernetes"),
+    queue, pod_override ({"image", "resources"}).
     """
     task_options = TaskOptions(**options)
 

@@ -177,8 +177,8 @@ class Monitor:
                 outcome = future.result()
                 ended.append((partition, CallbackCalled(
                     dag_id=notification.dag_id, run_id=notification.run_id, trigger=notification.trigger,
-                    task_id=notification.task_id, target=notification.target, attempts=outcome.attempts, ok=outcome.ok, detail=outcome.detail,
-                    at=now)))
+                    task_id=notification.task_id, target=notification.target, attempts=outcome.attempts,
+                    ok=outcome.ok, detail=outcome.detail, at=now)))
         return ended
 
     def _poll_wait(self) -> float:

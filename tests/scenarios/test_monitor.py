@@ -304,7 +304,8 @@ def noted(payload):
 '''
 
 
-def test_callable_callbacks_run_in_a_subprocess_retried_and_recorded_also_for_a_task_miss(make_settings, tmp_path, monkeypatch):
+def test_callable_callbacks_run_in_a_subprocess_retried_and_recorded_also_for_a_task_miss(make_settings, tmp_path,
+                                                                                            monkeypatch):
     settings = make_settings(task_heartbeat_seconds=0.5, scheduler_session_timeout=6, monitor_session_timeout=6)
     create_topics(settings)
     suffix, out = tmp_path.name.replace("-", "_"), tmp_path / "calls.jsonl"

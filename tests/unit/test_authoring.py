@@ -214,5 +214,5 @@ def test_callbacks_are_webhook_urls_or_callable_paths_carried_by_the_definition(
         BashTask("a", "true")
     assert dag.to_definition("/dags/called.py").on_failure == "mypkg.alerts:notify"
     for bad in ("my_module.notify", "ftp://hooks.example", "mypkg:alerts:notify", "my-pkg:notify"):
-        with pytest.raises(DagDefinitionError, match="on_failure must be an http.s. webhook URL or a 'module:function'"):
+        with pytest.raises(DagDefinitionError, match="must be an http.s. webhook URL or a 'module:function'"):
             DAG("bad", on_failure=bad)
