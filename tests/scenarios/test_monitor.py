@@ -339,6 +339,42 @@ def test_callable_callbacks_run_in_a_subprocess_retried_and_recorded_also_for_a_
         tail.close()
 
 
+CRON_DAGS = '''
+from datetime import datetime, timedelta
+from tock import DAG, BashTask, Deadline
+
+with DAG("every_minute", schedule="* * * * *", start_date=datetime(2026, 1, 1),
+         deadline=Deadline.after_logical_date(timedelta(seconds=2))) as every_minute:
+    BashTask("slow", "sleep 8")
+'''
+
+
+def test_a_scheduled_run_misses_its_deadline_counted_from_its_logical_date_a_manual_one_from_its_start(
+        make_settings, tmp_path):
+    settings = make_settings(task_heartbeat_seconds=0.5, scheduler_session_timeout=6, monitor_session_timeout=6)
+    create_topics(settings)
+    path = tmp_path / "cron.py"
+    path.write_text(CRON_DAGS)
+    publish_dags(settings, path)
+    processes, tail = Processes(settings, tmp_path / "logs"), LogTail(settings)
+    try:
+        _monitor, base = start_monitor(processes, "m1")
+        wait_until(lambda: owns_all(base, settings.partitions), 30, "the monitor to own every partition")
+        processes.scheduler("s1")
+        scheduled = tail.wait_for(lambda _events: tail.of_type(DagRunCreated, run_type="scheduled"), 30,
+                                  "the first scheduled run")[0]
+        miss = tail.wait_for(lambda _events: misses_of(tail, scheduled.run_id), 30, "its DeadlineMissed")[0]
+        assert miss.deadline == pytest.approx(scheduled.logical_date + 2)  # the cron fire time + 2 s
+        assert 0 <= miss.at - max(miss.deadline, scheduled.at) < MISS_WITHIN
+        manual = trigger(settings, "every_minute")
+        started = created_at(tail, manual)
+        miss = tail.wait_for(lambda _events: misses_of(tail, manual), 30, "the manual run's DeadlineMissed")[0]
+        assert miss.deadline == pytest.approx(started + 2)  # a manual run counts from its start
+    finally:
+        processes.close()
+        tail.close()
+
+
 def test_a_monitor_frozen_inside_its_transaction_then_thawed_writes_no_second_miss(system, tmp_path):
     """Monitor m1 freezes (SIGSTOP, fault injection) after sending its offsets and before committing
     the DeadlineMissed. m2 takes the partition over once m1's session times out, waits out m1's
