@@ -26,7 +26,8 @@ class MonitorCollector:
         yield _gauge("tock_monitor_open_runs_with_deadline", "open runs whose DAG declares a deadline", open_runs)
         yield _gauge("tock_monitor_window_cells", "windowed aggregates held (measure x key x window)", cells)
         yield _gauge("tock_monitor_callbacks_owed", "callback calls owed (not yet settled in the log)", owed)
-        misses = CounterMetricFamily("tock_monitor_deadline_misses_written", "DeadlineMissed committed by this monitor")
+        misses = CounterMetricFamily("tock_monitor_deadline_misses_written",
+                                     "DeadlineMissed and TaskDeadlineMissed committed by this monitor")
         misses.add_metric([], monitor.fired)
         yield misses
         calls = CounterMetricFamily("tock_monitor_callbacks_called", "callback call sequences committed, by outcome",

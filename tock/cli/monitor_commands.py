@@ -18,7 +18,8 @@ def monitor(ctx: typer.Context, monitor_id: Optional[str] = typer.Option(
         None, "--id", help="This instance's id (default: host-pid-random).")) -> None:
     """Watch deadlines and keep windowed statistics: join the monitor group on tock.events.
 
-    Writes one DeadlineMissed per run that passes its DAG's deadline, and serves run and task
+    Writes one DeadlineMissed per run that passes its DAG's deadline (and one TaskDeadlineMissed
+    per task instance that passes its task's), calls the DAGs' callbacks, and serves run and task
     durations, queue latency, failure and retry rates and adoptions (5-minute tumbling and
     hopping windows) as JSON on TOCK_MONITOR_HOST:TOCK_MONITOR_PORT (/stats, /deadlines).
     Run any number of instances; stops cleanly on SIGTERM / SIGINT.
