@@ -71,6 +71,13 @@ class Settings(BaseSettings):
     api_login_attempts: int = Field(default=5, ge=1, description="wrong passwords per user and address within "
                                     "TOCK_API_LOGIN_WINDOW before logins are refused (429) for the window")
     api_login_window: float = Field(default=300.0, gt=0, description="seconds of the wrong-password window")
+    monitor_host: str = Field(default="127.0.0.1", description="bind address of the monitor's JSON tables")
+    monitor_port: int = Field(default=8090, ge=1, le=65535, description="port of the monitor's JSON tables")
+    monitor_session_timeout: float = Field(default=10.0, ge=6, le=300,
+                                           description="seconds before a silent monitor's partitions move")
+    monitor_callback_timeout: float = Field(default=30.0, gt=0, le=600,
+                                            description="seconds a module:function callback may run in its "
+                                                        "subprocess before it is killed (each attempt)")
     projector_batch: int = Field(default=20_000, ge=1, description="records the projector commits per DB transaction at most")
     celery_broker_url: str = Field(default="redis://127.0.0.1:6379/0", description="Celery broker (Redis)")
     celery_default_queue: str = Field(default="default", pattern=r"^[A-Za-z0-9._-]+$",
@@ -109,7 +116,7 @@ class Settings(BaseSettings):
     hostname: str | None = Field(default=None, description="this host's name in handles, runner ids and claims; "
                                  "unset = the machine's host name (set it to run several simulated hosts on one)")
     fault_stop_before_commit: Path | None = Field(
-        default=None, description="fault injection for tests only: while this file exists, a scheduler stops "
+        default=None, description="fault injection for tests only: while this file exists, a scheduler or monitor stops "
                                   "itself (SIGSTOP) between sending its offsets and committing its transaction")
 
     @property

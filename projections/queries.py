@@ -64,12 +64,19 @@ def runs(engine: Engine, *, dag_id: str | None = None, state: str | None = None,
         query = query.where(table.c.dag_id == dag_id)
     if state is not None:
         query = query.where(table.c.state == state)
-    return _page(engine, query, limit, offset)
+    return [with_duration(row) for row in _page(engine, query, limit, offset)]
 
 
 def run(engine: Engine, dag_id: str, run_id: str) -> Row | None:
     table = LIVE["dag_run"]
-    return _one(engine, select(table).where(table.c.dag_id == dag_id, table.c.run_id == run_id))
+    row = _one(engine, select(table).where(table.c.dag_id == dag_id, table.c.run_id == run_id))
+    return None if row is None else with_duration(row)
+
+
+def with_duration(row: Row) -> Row:
+    """A run row with ``duration``: seconds from its creation to its (latest) end; None while it runs."""
+    ended, created = row.get("end_date"), row.get("created_at")
+    return {**row, "duration": None if ended is None or created is None else ended - created}
 
 
 def task_instances(engine: Engine, dag_id: str, run_id: str, *, state: str | None = None,

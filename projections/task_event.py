@@ -3,21 +3,23 @@
 Append-only: one row per record, keyed by its log position. Heartbeats are not history
 (the heartbeats topic is compacted; only the latest matters and it is in task_instance).
 Commands that name a task are history too (a run-wide ``ClearTask`` has task_id "");
+a task instance's ``TaskDeadlineMissed`` (from the monitor) is history too;
 run-level events (runs, backfills, rejections) are not: they are in ``dag_run``,
 ``backfill`` and ``command``.
 """
 
 from __future__ import annotations
 
-from schemas import (ClearTask, KillTask, MarkTask, PodFinished, PodStarted, TaskAdopted, TaskCleared, TaskDeclaredDead,
-                     TaskFailed, TaskKilled, TaskKillRequested, TaskLaunched, TaskQueued, TaskRemoved,
-                     TaskRetryScheduled, TaskSkipped, TaskStarted, TaskSucceeded, TaskUpstreamFailed)
+from schemas import (ClearTask, KillTask, MarkTask, PodFinished, PodStarted, TaskAdopted, TaskCleared,
+                     TaskDeadlineMissed, TaskDeclaredDead, TaskFailed, TaskKilled, TaskKillRequested, TaskLaunched,
+                     TaskQueued, TaskRemoved, TaskRetryScheduled, TaskSkipped, TaskStarted, TaskSucceeded,
+                     TaskUpstreamFailed)
 from projections.records import Record, Row, logical_topic, payload_json
 
 TABLE = "task_event"
 _EVENTS = (TaskQueued, TaskLaunched, TaskStarted, TaskAdopted, TaskSucceeded, TaskFailed,
            TaskRetryScheduled, TaskDeclaredDead, TaskUpstreamFailed, PodStarted, PodFinished, ClearTask, MarkTask,
-           KillTask, TaskCleared, TaskKillRequested, TaskKilled, TaskSkipped, TaskRemoved)
+           KillTask, TaskCleared, TaskKillRequested, TaskKilled, TaskSkipped, TaskRemoved, TaskDeadlineMissed)
 
 
 def rows_for(record: Record) -> list[Row]:

@@ -27,7 +27,7 @@ from schemas.parsing import (
     ProcessorKilled,
     ProcessorStarted,
 )
-from schemas.runs import BackfillFinished, BackfillPlanned, DagRunCreated, DagRunFinished, DagRunReopened, DeadlineMissed
+from schemas.runs import BackfillFinished, BackfillPlanned, CallbackCalled, DagRunCreated, DagRunFinished, DagRunReopened, DeadlineMissed
 from schemas.schedulers import SchedulerHeartbeat, SchedulerStopped
 from schemas.users import TokenCreated, TokenRevoked, UserCreated, UserDeleted
 from schemas.workers import WorkerHeartbeat, WorkerStopped
@@ -36,6 +36,7 @@ from schemas.tasks import (
     PodStarted,
     TaskAdopted,
     TaskCleared,
+    TaskDeadlineMissed,
     TaskDeclaredDead,
     TaskFailed,
     TaskHeartbeat,

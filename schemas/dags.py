@@ -21,6 +21,8 @@ class TaskDefinition:
     executor: str = "local"
     queue: str = "default"
     pod_override_json: str | None = None
+    # Seconds after the task instance was first queued in a run by which it must have ended.
+    deadline: float | None = None
 
 
 @record
@@ -34,14 +36,21 @@ class DagDefinition:
     catchup: bool = False
     max_active_runs: int = 16
     deadline: float | None = None
+    # What the run's deadline counts from: "start" (its DagRunCreated) or "logical_date" (scheduled runs).
+    deadline_from: str = "start"
     tags: list[str] = field(default_factory=list)
     params_json: str = "{}"
     tasks: list[TaskDefinition] = field(default_factory=list)
+    on_failure: str | None = None  # webhook URL or module:function called when a run fails
+    on_deadline_missed: str | None = None  # webhook URL or module:function called when a run misses its deadline
 
 
-@event(DAGS)
+@event(DAGS, version=4)
 class DagParsed(Event):
-    """The latest definition of a DAG; written only when its fingerprint changed."""
+    """The latest definition of a DAG; written only when its fingerprint changed.
+    v2: the definition has on_failure and on_deadline_missed (webhook URLs).
+    v3: each task definition has a deadline (per-task deadline, seconds after first queued).
+    v4: the definition has deadline_from ("start" or "logical_date")."""
 
     dag_id: str
     file_path: str

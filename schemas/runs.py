@@ -71,3 +71,21 @@ class DeadlineMissed(Event):
     run_id: str
     deadline: float
     at: float
+
+
+@event(EVENTS, version=2)
+class CallbackCalled(Event):
+    """The monitor called a DAG's callback (``trigger`` "failure" or "deadline_missed") for a run,
+    or for one of its task instances (``task_id``; "" for the run): ``ok`` whether ``target``
+    (a webhook URL, or a ``module:function`` path) accepted it within ``attempts`` tries;
+    ``detail`` is its last answer or error. v2 added task_id (a task instance's deadline miss)."""
+
+    dag_id: str
+    run_id: str
+    trigger: str
+    task_id: str = ""
+    target: str
+    attempts: int
+    ok: bool
+    detail: str = ""
+    at: float

@@ -231,6 +231,19 @@ class TaskRemoved(Event):
 
 
 @event(EVENTS)
+class TaskDeadlineMissed(Event):
+    """A task instance had not ended when the deadline its task declares passed: ``deadline`` is
+    that moment, its first TaskQueued in the run plus the task's ``deadline`` seconds. Written by
+    the monitor, once per task instance (see services/monitor/shell.py)."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    deadline: float
+    at: float
+
+
+@event(EVENTS)
 class TaskCleared(Event):
     """The owner reset a task instance for a new try, as a ClearTask (request_id) asked: its last
     try had ended (a running one is stopped first)."""

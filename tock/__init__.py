@@ -1,7 +1,8 @@
-"""Tock: the public authoring API for DAG files (DAG, task, BashTask)."""
+"""Tock: the public authoring API for DAG files (DAG, task, BashTask, Deadline)."""
 
 from tock.dag import DAG, DagDefinitionError, fingerprint
+from tock.deadline import Deadline
 from tock.loading import load_dags
 from tock.tasks import BashTask, Task, task
 
-__all__ = ["DAG", "BashTask", "DagDefinitionError", "Task", "fingerprint", "load_dags", "task"]
+__all__ = ["DAG", "BashTask", "DagDefinitionError", "Deadline", "Task", "fingerprint", "load_dags", "task"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 from dataclasses import asdict
 from datetime import date, datetime, time, timedelta, timezone
@@ -12,10 +13,14 @@ from typing import Any
 from croniter import croniter
 
 from schemas.dags import DagDefinition, TaskDefinition
+from tock.deadline import Deadline, deadline_of
 from tock.tasks import ID_PATTERN, Task, TaskOptions, seconds_of
 
 # Presets croniter understands, plus "@once" (one run at start_date).
 SCHEDULE_PRESETS = ("@once", "@hourly", "@daily", "@midnight", "@weekly", "@monthly", "@yearly", "@annually")
+
+# A callable callback: dotted module path, colon, function name (same as infra/callables.py).
+CALLBACK_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 
 _active: list[DAG] = []  # DAGs whose `with` block is open, innermost last
 _collectors: list[list[DAG]] = []  # lists collecting the DAGs a file defines (see tock.loading)
@@ -40,18 +45,25 @@ class DAG:
     """A DAG: ``with DAG("etl", schedule="@hourly") as dag: ...``.
 
     Durations (retry_delay, deadline) are seconds or timedeltas; a naive start_date is UTC.
+    ``deadline`` counts from the run's start, or is a ``Deadline`` (e.g.
+    ``Deadline.after_logical_date(timedelta(hours=1))``: scheduled runs count from their logical date).
+    ``on_failure`` / ``on_deadline_missed``: webhook URLs `tock monitor` POSTs to when a run fails
+    or misses its deadline, or ``"package.module:function"`` paths it calls (in a subprocess).
     """
 
     def __init__(self, dag_id: str, schedule: str | None = None, start_date: datetime | date | None = None,
                  catchup: bool = False, max_active_runs: int = 16, retries: int = 0,
-                 retry_delay: float | timedelta = 300, deadline: float | timedelta | None = None,
-                 tags: tuple[str, ...] | list[str] = (), params: dict[str, Any] | None = None) -> None:
+                 retry_delay: float | timedelta = 300, deadline: float | timedelta | Deadline | None = None,
+                 tags: tuple[str, ...] | list[str] = (), params: dict[str, Any] | None = None,
+                 on_failure: str | None = None, on_deadline_missed: str | None = None) -> None:
         # The file that defines the DAG, so errors can name it.
         self.fileloc: str | None = sys._getframe(1).f_code.co_filename
         self.dag_id = dag_id
         self.tasks: dict[str, Task] = {}
         self._set_fields(schedule, start_date, catchup, max_active_runs, retries)
         self._set_more_fields(retry_delay, deadline, tags, params)
+        self.on_failure = self._callback(on_failure, "on_failure")
+        self.on_deadline_missed = self._callback(on_deadline_missed, "on_deadline_missed")
         if _collectors:
             _collectors[-1].append(self)
 
@@ -72,12 +84,20 @@ class DAG:
 
     def _set_more_fields(self, retry_delay, deadline, tags, params) -> None:
         self.retry_delay: float = self._guard(lambda: seconds_of(retry_delay, "retry_delay"))
-        self.deadline: float | None = self._guard(lambda: seconds_of(deadline, "deadline"))
+        self.deadline, self.deadline_from = self._guard(lambda: deadline_of(deadline))
         if isinstance(tags, str) or not all(isinstance(tag, str) for tag in tags):
             self._fail(f"tags must be a list of strings, got {tags!r}")
         self.tags = tuple(tags)
         self.params = dict(params or {})
         self.params_json = self._guard(lambda: json.dumps(self.params, sort_keys=True))
+
+    def _callback(self, target: str | None, name: str) -> str | None:
+        """A callback is a webhook URL (http or https) that `tock monitor` POSTs a JSON object to, or
+        a ``module:function`` path it calls with that object, in a subprocess."""
+        if target is None or (isinstance(target, str) and (target.startswith(("http://", "https://"))
+                                                           or CALLBACK_PATH.match(target))):
+            return target
+        self._fail(f"{name} must be an http(s) webhook URL or a 'module:function' path, got {target!r}")
 
     def _guard(self, compute):
         try:
@@ -126,8 +146,10 @@ class DAG:
         return DagDefinition(
             dag_id=self.dag_id, file_path=str(file_path), schedule=self.schedule, start_date=self.start_date,
             catchup=self.catchup, max_active_runs=self.max_active_runs, deadline=self.deadline,
+            deadline_from=self.deadline_from,
             tags=list(self.tags), params_json=self.params_json,
             tasks=[_task_definition(self.tasks[task_id]) for task_id in sorted(self.tasks)],
+            on_failure=self.on_failure, on_deadline_missed=self.on_deadline_missed,
         )
 
     def __repr__(self) -> str:
@@ -144,7 +166,8 @@ def _task_definition(task: Task) -> TaskDefinition:
     return TaskDefinition(
         task_id=task.task_id, kind=task.kind, command=task.command, upstream=sorted(task.upstream_task_ids),
         retries=task.retries, retry_delay=task.retry_delay, execution_timeout=task.execution_timeout,
-        executor=task.executor, queue=task.queue, pod_override_json=task.options.pod_override_json(),
+        deadline=task.deadline, executor=task.executor, queue=task.queue,
+        pod_override_json=task.options.pod_override_json(),
     )
 
 

@@ -38,6 +38,7 @@ class TaskOptions:
     retries: int | None = None
     retry_delay: float | timedelta | None = None
     execution_timeout: float | timedelta | None = None
+    deadline: float | timedelta | None = None
     executor: str = "local"
     queue: str = "default"
     pod_override: dict[str, Any] | None = None
@@ -47,7 +48,7 @@ class TaskOptions:
         found = []
         if self.retries is not None and (not isinstance(self.retries, int) or self.retries < 0):
             found.append(f"retries must be a non-negative integer, got {self.retries!r}")
-        for name in ("retry_delay", "execution_timeout"):
+        for name in ("retry_delay", "execution_timeout", "deadline"):
             try:
                 seconds_of(getattr(self, name), name)
             except ValueError as error:
@@ -116,6 +117,11 @@ class Task:
     @property
     def execution_timeout(self) -> float | None:
         return seconds_of(self.options.execution_timeout, "execution_timeout")
+
+    @property
+    def deadline(self) -> float | None:
+        """Seconds after the task instance is first queued in a run by which it must have ended."""
+        return seconds_of(self.options.deadline, "deadline")
 
     @property
     def executor(self) -> str:
@@ -209,8 +215,10 @@ class TaskFunction:
 def task(function: Callable[..., Any] | None = None, *, task_id: str | None = None, **options: Any):
     """Declare a Python task: ``@task`` or ``@task(retries=2, executor="celery", ...)``.
 
-    Options: retries, retry_delay (seconds or timedelta), execution_timeout,
-    executor ("local" | "celery" | "kubernetes"), queue, pod_override ({"image", "resources"}).
+    Options: retries, retry_delay (seconds or timedelta), execution_timeout, deadline (seconds or a
+    timedelta after the task instance is first queued in a run: `tock monitor` writes a
+    TaskDeadlineMissed if it has not ended by then), executor ("local" | "celery" | "kubernetes"),
+    queue, pod_override ({"image", "resources"}).
     """
     task_options = TaskOptions(**options)
 

@@ -23,7 +23,9 @@ def _model_of(table_name: str, model_name: str) -> type[BaseModel]:
 
 
 Dag = _model_of("dag", "Dag")
-DagRun = _model_of("dag_run", "DagRun")
+DagRun = create_model("DagRun", __base__=_model_of("dag_run", "DagRunRow"),
+                      duration=(float | None, Field(None, description="seconds from the run's creation to its "
+                                                                      "(latest) end; null while it runs")))
 TaskInstance = _model_of("task_instance", "TaskInstance")
 TaskEvent = _model_of(TASK_EVENT, "TaskEvent")
 ImportError_ = _model_of("import_error", "ImportError")

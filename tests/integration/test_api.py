@@ -41,6 +41,7 @@ def test_read_endpoints(client):
     assert [run["run_id"] for run in _items(client, "/api/v1/runs", state="success")] == ["manual__1"]
     assert _items(client, "/api/v1/dags/etl/runs", state="failed") == []
     assert client.get(RUN).json()["conf"] == {"x": 1}
+    assert (client.get(RUN).json()["duration"], client.get(RUN).json()["deadline_missed_at"]) == (9.0, None)
     tasks = _items(client, f"{RUN}/tasks")
     assert [(t["task_id"], t["state"], t["try_number"]) for t in tasks] == [
         ("extract", "success", 1), ("load", "success", 1), ("transform", "success", 2)]

@@ -18,7 +18,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "infra" / "deploy"
 KUBECTL = "/usr/bin/kubectl"
-DEPLOYMENTS = ("tock-scheduler", "tock-dag-processor", "tock-projector", "tock-api", "tock-worker")
+DEPLOYMENTS = ("tock-scheduler", "tock-dag-processor", "tock-projector", "tock-api", "tock-worker", "tock-monitor")
 
 
 def render(variant: str, namespace: str | None, folder: Path) -> str:

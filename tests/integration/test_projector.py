@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from sqlalchemy import update
@@ -10,7 +12,7 @@ from typer.testing import CliRunner
 from infra.topics import topic_name
 from projections import queries
 from projections.tables import LIVE
-from schemas import DEAD_LETTER, DagFileRemoved, DagRemoved
+from schemas import DEAD_LETTER, DagFileRemoved, DagRemoved, DeadlineMissed
 from tests.integration.projection_db import (ProjectorThread, db_url, engine, log_end,  # noqa: F401
                                              offsets_reached, produce, projection_settings, wait_for)
 from tests.scenarios.scheduler_support import environment
@@ -72,11 +74,16 @@ def test_rebuild_verify_passes_after_a_run_and_fails_after_tampering(projection_
 
 
 def test_cli_queries_show_the_projected_run(projection_settings, engine):
-    produce(projection_settings, example_run())
+    missed = DeadlineMissed(dag_id="etl", run_id="manual__1", deadline=1_700_000_006.0, at=1_700_000_006.2)
+    produce(projection_settings, example_run() + [missed])
     with ProjectorThread(projection_settings):
         wait_for(lambda: offsets_reached(engine, log_end(projection_settings)), what="the projector to catch up")
     runs = _cli(projection_settings, "runs", "list", "etl", "--json")
     assert runs.exit_code == 0 and '"manual__1"' in runs.output
+    (row,) = json.loads(runs.output)
+    assert (row["deadline_missed_at"], row["duration"]) == (1_700_000_006.2, 9.0)  # created at +1, ended at +10
+    table = _cli(projection_settings, "runs", "list", "etl")
+    assert "deadline_missed_at" in table.output and "9.0 s" in table.output
     tasks = _cli(projection_settings, "tasks", "list", "etl", "manual__1")
     assert tasks.exit_code == 0 and "transform" in tasks.output and "success" in tasks.output
     history = _cli(projection_settings, "tasks", "history", "etl", "manual__1", "transform")

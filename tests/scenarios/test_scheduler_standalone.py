@@ -43,8 +43,8 @@ def free_ports(count: int) -> int:
 
 
 def test_standalone_runs_the_examples_and_stops_cleanly(make_settings, tmp_path):
-    settings = make_settings(api_port=free_port(), task_heartbeat_seconds=0.5, scheduler_session_timeout=6,
-                             standalone_metrics_port=free_ports(3))
+    settings = make_settings(api_port=free_port(), monitor_port=free_port(), task_heartbeat_seconds=0.5,
+                             scheduler_session_timeout=6, standalone_metrics_port=free_ports(3))
     create_topics(settings)
     env = environment(settings)
     with open(tmp_path / "standalone.log", "wb") as output:
@@ -73,7 +73,7 @@ def test_standalone_runs_the_examples_and_stops_cleanly(make_settings, tmp_path)
             standalone.kill()
     log = (tmp_path / "standalone.log").read_text()
     assert "stopping the services" in log
-    for service in ("dag-processor", "scheduler", "projector", "api"):
+    for service in ("dag-processor", "scheduler", "projector", "api", "monitor"):
         assert f"{service} stopped (exit code 0)" in log, service
     assert not [child for child in children if child.is_running() and child.status() != psutil.STATUS_ZOMBIE]
 

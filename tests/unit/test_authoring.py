@@ -52,7 +52,8 @@ def test_dependency_operators_with_lists_in_both_directions():
 def test_per_task_options_and_dag_defaults_reach_the_definition():
     with DAG("opts", schedule="@hourly", start_date=datetime(2024, 1, 1), retries=3,
              retry_delay=timedelta(minutes=2), deadline=3600, tags=["x"], params={"n": 1}) as dag:
-        @task(task_id="big", retries=0, execution_timeout=timedelta(seconds=90), executor="kubernetes",
+        @task(task_id="big", retries=0, execution_timeout=timedelta(seconds=90), deadline=timedelta(minutes=5),
+              executor="kubernetes",
               queue="gpu", pod_override={"image": "python:3.11", "resources": {"limits": {"memory": "1Gi"}}})
         def work():
             return None
@@ -62,6 +63,7 @@ def test_per_task_options_and_dag_defaults_reach_the_definition():
     big, after = (next(t for t in definition.tasks if t.task_id == name) for name in ("big", "after"))
     assert (big.retries, big.retry_delay, big.execution_timeout, big.executor, big.queue) == (
         0, 120.0, 90.0, "kubernetes", "gpu")
+    assert (big.deadline, after.deadline) == (300.0, None)  # seconds after first queued; none by default
     assert json.loads(big.pod_override_json)["image"] == "python:3.11"
     assert (after.retries, after.executor, after.upstream) == (3, "celery", ["big"])
     assert definition.start_date == datetime(2024, 1, 1, tzinfo=timezone.utc).timestamp()
@@ -147,6 +149,11 @@ INVALID = {
         from tock import DAG
         DAG("twice"); DAG("twice")
     """, "twice", "defined twice"),
+    "bad task deadline": ("""
+        from tock import DAG, BashTask
+        with DAG("late"):
+            BashTask("a", "x", deadline=-5)
+    """, "late", "deadline must not be negative"),
     "bad retries": ("""
         from tock import DAG
         DAG("neg", retries=-1)
@@ -194,3 +201,18 @@ def test_a_dag_file_imports_a_helper_module_kept_beside_it(tmp_path):
         "        BashTask(f'copy_{table}', 'true')\n")
     [dag] = load_dags(tmp_path / "uses_helper.py")
     assert sorted(dag.tasks) == ["copy_orders", "copy_users"]
+
+
+def test_callbacks_are_webhook_urls_or_callable_paths_carried_by_the_definition():
+    with DAG("hooked", deadline=60, on_failure="https://hooks.example/fail",
+             on_deadline_missed="http://127.0.0.1:9/late") as dag:
+        BashTask("a", "true")
+    definition = dag.to_definition("/dags/hooked.py")
+    assert (definition.on_failure, definition.on_deadline_missed) == ("https://hooks.example/fail",
+                                                                       "http://127.0.0.1:9/late")
+    with DAG("called", on_failure="mypkg.alerts:notify") as dag:
+        BashTask("a", "true")
+    assert dag.to_definition("/dags/called.py").on_failure == "mypkg.alerts:notify"
+    for bad in ("my_module.notify", "ftp://hooks.example", "mypkg:alerts:notify", "my-pkg:notify"):
+        with pytest.raises(DagDefinitionError, match="must be an http.s. webhook URL or a 'module:function'"):
+            DAG("bad", on_failure=bad)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from projections.view import fold
-from schemas import (PodFinished, TaskAdopted, TaskDeclaredDead, TaskFailed, TaskHeartbeat, TaskQueued,
-                     TaskRetryScheduled, TaskStarted, TaskSucceeded, TaskUpstreamFailed)
+from schemas import (PodFinished, TaskAdopted, TaskDeadlineMissed, TaskDeclaredDead, TaskFailed, TaskHeartbeat,
+                     TaskQueued, TaskRetryScheduled, TaskStarted, TaskSucceeded, TaskUpstreamFailed)
 from tests.unit.projection_logs import LogBuilder, lifecycle
 
 KEY = ("etl", "r1", "load")
@@ -95,6 +95,13 @@ def test_pod_finished_is_history_only():
     row, history = _row(_queued(1), _started(1), pod)
     assert row["state"] == "running"
     assert history[-1]["event_type"] == "PodFinished" and '"OOMKilled"' in history[-1]["payload_json"]
+
+
+def test_a_task_deadline_miss_is_history_only():
+    missed = TaskDeadlineMissed(**IDS, deadline=20.0, at=20.5)
+    row, history = _row(_queued(1), _started(1), missed)
+    assert row["state"] == "running"
+    assert history[-1]["event_type"] == "TaskDeadlineMissed" and '"deadline":20.0' in history[-1]["payload_json"]
 
 
 def test_a_second_launch_that_lost_the_claim_changes_nothing():

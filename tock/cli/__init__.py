@@ -29,6 +29,7 @@ COMMAND_MODULES = [
     "tock.cli.dag_commands",
     "tock.cli.query_commands",
     "tock.cli.scheduler_commands",
+    "tock.cli.monitor_commands",
     "tock.cli.runner_commands",
     "tock.cli.operator_commands",
     "tock.cli.backfill_commands",
@@ -61,6 +62,7 @@ COMMANDS: dict[str, list[str]] = {
     "executors": ["tock.cli.executor_commands"],
     "node-agent": ["tock.cli.node_agent_commands"],
     "users": ["tock.cli.user_commands"],
+    "monitor": ["tock.cli.monitor_commands"],
     "tokens": ["tock.cli.user_commands"],
     **dict.fromkeys(["dags", "runs", "tasks", "commands", "projections", "schedulers"], _GROUPS),
 }

@@ -91,8 +91,8 @@ def runs_list(ctx: typer.Context, dag_id: Optional[str] = typer.Argument(None, h
               limit: int = LIMIT_OPTION, as_json: bool = JSON_OPTION) -> None:
     """DAG runs, newest first."""
     rows = _query(ctx, lambda engine: queries.runs(engine, dag_id=dag_id, state=state, limit=limit))
-    _show(rows, ["dag_id", "run_id", "state", "run_type", "logical_date", "created_at", "end_date"],
-          as_json, title="DAG runs")
+    _show(rows, ["dag_id", "run_id", "state", "run_type", "logical_date", "created_at", "end_date", "duration",
+                 "deadline_missed_at"], as_json, title="DAG runs")
 
 
 @tasks_app.command("list")
@@ -204,6 +204,8 @@ def _show(rows: list[dict[str, Any]], columns: Sequence[str], as_json: bool, *, 
 def _cell(column: str, value: Any) -> str:
     if value is None:
         return ""
+    if column == "duration":
+        return f"{value:.1f} s"
     if isinstance(value, float) and (column.endswith(("_date", "_at")) or column in TIME_COLUMNS):
         return dt.datetime.fromtimestamp(value, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
     return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else str(value)

@@ -20,6 +20,7 @@ from schemas import (
     DagRunCreated,
     DagRunFinished,
     DagRunReopened,
+    CallbackCalled,
     DeadlineMissed,
     KillTask,
     MarkTask,
@@ -29,6 +30,7 @@ from schemas import (
     RequestBackfill,
     TaskAdopted,
     TaskCleared,
+    TaskDeadlineMissed,
     TaskDeclaredDead,
     TaskFailed,
     TaskHeartbeat,
@@ -281,4 +283,6 @@ _HANDLERS: dict[type, Callable[[SchedulerState, Any], None]] = {
     PodFinished: _pod_finished,
     PodStarted: _recorded_only,
     DeadlineMissed: _recorded_only,
+    TaskDeadlineMissed: _recorded_only,
+    CallbackCalled: _recorded_only,
 }

@@ -1,0 +1,31 @@
+"""CallbackCaller: the one port the monitor calls a DAG's callbacks through.
+
+A target is a webhook URL (http or https: infra/webhooks.py) or a ``module:function`` path
+(infra/callables.py, in a subprocess); both give a Future of a CallOutcome.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+
+from infra.callables import CallableCaller
+from infra.webhooks import WebhookCaller
+
+
+def is_webhook(target: str) -> bool:
+    return target.startswith(("http://", "https://"))
+
+
+class CallbackCaller:
+    """Routes each call to the webhook or the callable caller."""
+
+    def __init__(self, *, callable_timeout: float) -> None:
+        self.webhooks = WebhookCaller()
+        self.callables = CallableCaller(timeout=callable_timeout)
+
+    def call(self, target: str, payload: dict) -> Future:
+        return (self.webhooks if is_webhook(target) else self.callables).call(target, payload)
+
+    def close(self) -> None:
+        self.webhooks.close()
+        self.callables.close()

@@ -1,0 +1,1 @@
+"""``tock monitor``: deadline misses and windowed statistics, folded from tock.events."""
