@@ -15,7 +15,7 @@ from selenium.webdriver.support.ui import Select
 
 from tests.scenarios.scheduler_support import REPO, Processes, create_topics, environment
 from tests.scenarios.web_ui_support import (PASSWORD_LINE, browser, free_port, log_in, screenshots_folder, wait,
-                                            wait_for_http)
+                                            wait_for_http, click)
 
 pytestmark = pytest.mark.scenario
 EXAMPLES = REPO / "examples" / "dags"
@@ -65,7 +65,7 @@ def test_an_operator_triggers_a_dag_and_watches_its_grid_turn_green(system, requ
         wait(driver, lambda: driver.find_elements(By.CSS_SELECTOR, 'tr[data-dag="example_etl"]'), 60,
              "example_etl in the DAG list (live, without reloading)")
         driver.save_screenshot(str(shots / "dags.png"))
-        driver.find_element(By.CSS_SELECTOR, 'a[href="/actions/trigger?dag_id=example_etl"]').click()
+        click(driver, 'a[href="/actions/trigger?dag_id=example_etl"]', "example_etl's Trigger link")
         driver.save_screenshot(str(shots / "confirm-trigger.png"))
         driver.find_element(By.ID, "confirm").click()
         wait(driver, lambda: driver.current_url.startswith(base + "/dags/example_etl"), 30,
@@ -76,7 +76,7 @@ def test_an_operator_triggers_a_dag_and_watches_its_grid_turn_green(system, requ
         driver.save_screenshot(str(shots / "grid.png"))
         _the_other_pages(driver, base, shots)
         driver.get(base + "/dags/example_etl")
-        driver.find_element(By.CSS_SELECTOR, 'a.cell[data-task="report"]').click()
+        click(driver, 'a.cell[data-task="report"]', "report's cell")
         wait(driver, lambda: "TaskSucceeded" in driver.find_element(By.CLASS_NAME, "timeline").text, 30,
              "the task's timeline")
         wait(driver, lambda: "report for" in driver.find_element(By.ID, "log").text, 30, "the try's log")
@@ -92,9 +92,9 @@ def _clear_a_failed_flaky_task(driver, base: str, shots) -> None:
     driver.get(base + "/actions/trigger?dag_id=example_flaky")
     driver.find_element(By.ID, "confirm").click()
     wait(driver, lambda: _green_cells(driver) == 2, 120, "example_flaky's run to succeed")
-    flaky = driver.find_element(By.CSS_SELECTOR, 'a.cell[data-task="flaky"]')
-    assert flaky.text.strip() == "✓2", flaky.text  # the success came on the second try
-    flaky.click()
+    cell = 'a.cell[data-task="flaky"]'
+    assert driver.find_element(By.CSS_SELECTOR, cell).text.strip() == "✓2"  # the success came on try 2
+    click(driver, cell, "flaky's cell")
     task_page = driver.current_url
     _act(driver, "mark", lambda: Select(driver.find_element(By.NAME, "state")).select_by_visible_text("failed"))
     wait(driver, lambda: "✗ failed" in driver.find_element(By.ID, "try-state").text, 30, "flaky marked failed")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -36,8 +37,14 @@ def browser() -> webdriver.Chrome:
 
 
 def wait(driver: webdriver.Chrome, condition, timeout: float, what: str):
-    return WebDriverWait(driver, timeout, poll_frequency=0.2).until(
-        lambda _driver: condition(), message=f"timed out after {timeout} s waiting for {what}")
+    """Wait for ``condition()``; an element the page's live update replaced meanwhile is looked up again."""
+    return WebDriverWait(driver, timeout, poll_frequency=0.2, ignored_exceptions=(StaleElementReferenceException,)
+                         ).until(lambda _driver: condition(), message=f"timed out after {timeout} s waiting for {what}")
+
+
+def click(driver: webdriver.Chrome, css: str, what: str, timeout: float = 30) -> None:
+    """Click the element ``css`` selects, looking it up again if a live update replaced it first."""
+    wait(driver, lambda: driver.find_element(By.CSS_SELECTOR, css).click() or True, timeout, f"to click {what}")
 
 
 def log_in(driver: webdriver.Chrome, base: str, username: str, password: str) -> None:

@@ -3,15 +3,17 @@
   const live = document.getElementById("live");
   if (!live) return;
   let version = null;
+  const rendered = live.innerHTML;  // what the server put in the page
   async function poll() {
     try {
       const response = await fetch(live.dataset.live, {credentials: "same-origin", headers: {Accept: "application/json"}});
       if (response.status === 401 || response.redirected) { window.location = "/login?next=" + encodeURIComponent(location.pathname); return; }
       if (response.ok) {
         const body = await response.json();
-        // The first answer is swapped in too: the page may have changed between its render and now.
+        // The first answer is swapped in too unless it is what the page already shows: the state
+        // may have changed between the page's render and now.
         if (body.version !== version) {
-          live.innerHTML = body.html;
+          if (version !== null || body.html !== rendered) live.innerHTML = body.html;
           version = body.version;
         }
       }
