@@ -114,12 +114,11 @@ def kafka_settings(make_settings: Callable[..., Settings]) -> Settings:
 
     from infra.topics import ensure_topics
 
-    from tests.shared_log import shared_event_log
-
     settings = make_settings()
     ensure_topics(AdminClient({"bootstrap.servers": settings.bootstrap}), settings.topic_prefix,
                   settings.partitions)
-    shared_event_log(settings)  # opened now, it has its producer id when the test first appends
+    # No shared producer is opened here: tests on this fixture count this process's own
+    # descriptors and children (the DAG processor's), and a producer connecting meanwhile adds pipes.
     return settings
 
 
