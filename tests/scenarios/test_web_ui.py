@@ -93,7 +93,8 @@ def _clear_a_failed_flaky_task(driver, base: str, shots) -> None:
     driver.find_element(By.ID, "confirm").click()
     wait(driver, lambda: _green_cells(driver) == 2, 120, "example_flaky's run to succeed")
     cell = 'a.cell[data-task="flaky"]'
-    assert driver.find_element(By.CSS_SELECTOR, cell).text.strip() == "✓2"  # the success came on try 2
+    wait(driver, lambda: driver.find_element(By.CSS_SELECTOR, cell).text.strip() == "✓2", 10,
+         "flaky's cell to show its success on the second try")
     click(driver, cell, "flaky's cell")
     task_page = driver.current_url
     _act(driver, "mark", lambda: Select(driver.find_element(By.NAME, "state")).select_by_visible_text("failed"))
@@ -114,8 +115,9 @@ def _clear_a_failed_flaky_task(driver, base: str, shots) -> None:
 def _the_other_pages(driver, base: str, shots) -> None:
     """Graph, runs (with conf), DAG files and cluster pages of the system as it runs."""
     driver.get(base + "/dags/example_etl/graph")
-    nodes = driver.find_elements(By.CSS_SELECTOR, "svg.dag-graph .node")
-    assert len(nodes) == ETL_TASKS and {node.get_attribute("data-state") for node in nodes} == {"success"}
+    wait(driver, lambda: [node.get_attribute("data-state") for node in
+                          driver.find_elements(By.CSS_SELECTOR, "svg.dag-graph .node")] == ["success"] * ETL_TASKS,
+         10, "every task of the graph shown as succeeded")
     driver.save_screenshot(str(shots / "graph.png"))
     driver.get(base + "/dags/example_etl/runs")
     assert "manual" in driver.find_element(By.TAG_NAME, "main").text
