@@ -43,7 +43,7 @@ browser:
 	@bash infra/scripts/chromium.sh install >/dev/null
 
 test: services kube browser
-	$(BIN)/pytest -q -p no:cacheprovider tests/unit tests/integration tests/scenarios
+	@BIN=$(BIN) bash infra/scripts/run-tests.sh
 	@echo "browser screenshots: $(TOCK_HOME)/screenshots"
 
 unit: venv

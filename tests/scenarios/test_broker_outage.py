@@ -28,7 +28,7 @@ from schemas import (EVENTS, SCHEDULERS, SchedulerHeartbeat, TaskDeclaredDead, T
 from tests.scenarios.scheduler_support import (LogTail, Processes, create_topics, free_port, trigger,
                                                wait_until_published)
 
-pytestmark = pytest.mark.scenario
+pytestmark = [pytest.mark.scenario, pytest.mark.apart]
 
 HEARTBEAT_TIMEOUT = 60
 OUTAGE_SECONDS = 3 * HEARTBEAT_TIMEOUT
