@@ -96,9 +96,11 @@ def test_every_service_serves_metrics_that_follow_a_run(settings, tmp_path):
 
 
 def _idle(families: dict[str, list]) -> dict[str, list] | None:
-    running = value(families, "tock_scheduler_tries", executor="local", state="running")
-    return families if running == 0 and value(families, "tock_scheduler_decisions_total",
-                                              event="DagRunFinished") else None
+    """The scrape once the run's end is counted and both tries gauges are back to 0 (they mirror the
+    fold at most twice a second, so they may trail the decision counters by that much)."""
+    tries = [value(families, "tock_scheduler_tries", executor="local", state=state) for state in ("queued", "running")]
+    return families if tries == [0, 0] and value(families, "tock_scheduler_decisions_total",
+                                                 event="DagRunFinished") else None
 
 
 def _drained(families: dict[str, list]) -> dict[str, list] | None:
