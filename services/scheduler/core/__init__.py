@@ -12,6 +12,7 @@ from services.scheduler.core.liveness import (
     next_wakeup,
     orphans,
     overdue_tries,
+    reindex_timers,
     silence_deadline,
 )
 from services.scheduler.core.evolve import UnknownEvent, evolve, fold

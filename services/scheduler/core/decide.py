@@ -19,7 +19,7 @@ from schemas import (
     TaskUpstreamFailed,
 )
 from services.scheduler.core.backfill import decide_backfills
-from services.scheduler.core.liveness import Evidence, dead_tries, declared_dead
+from services.scheduler.core.liveness import Evidence, dead_tries, declared_dead, due_retries
 from services.scheduler.core.model import (
     ACTIVE,
     CLEAR,
@@ -157,8 +157,7 @@ def _runs_to_walk(state: SchedulerState, now: float, touched: Collection[RunKey]
     if touched is None:
         return list(state.runs.values())
     keys = set(touched) | {key[:2] for key in dead}
-    keys |= {key[:2] for key in state.waiting
-             if (instance := state.instance(key)) is not None and now >= (instance.not_before or 0.0)}
+    keys |= {key[:2] for key in due_retries(state, now)}
     return [state.runs[key] for key in sorted(keys) if key in state.runs]
 
 

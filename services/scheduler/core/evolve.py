@@ -171,7 +171,7 @@ def _launched(state: SchedulerState, event: TaskLaunched) -> None:
     instance, key = _current(state, event)
     if instance is not None and not instance.handle:  # the first launch names the handle, once
         instance.handle, instance.launched_at = event.handle, event.at
-        now_live(state, key)
+        now_live(state, key, instance)
 
 
 def _started(state: SchedulerState, event: TaskStarted) -> None:
@@ -181,13 +181,16 @@ def _started(state: SchedulerState, event: TaskStarted) -> None:
     instance, key = _current(state, event)
     if instance is not None and not instance.runner_id:
         instance.state, instance.started_at, instance.runner_id = RUNNING, event.at, event.runner_id
-        now_live(state, key)
+        now_live(state, key, instance)
 
 
 def _heartbeat(state: SchedulerState, event: TaskHeartbeat) -> None:
-    instance, _key = _current(state, event)
+    instance, key = _current(state, event)
     if instance is not None and _from_claimant(instance, event) and (instance.last_heartbeat_at or 0.0) < event.at:
+        first_sign = instance.started_at is None and instance.last_heartbeat_at is None
         instance.last_heartbeat_at = event.at
+        if first_sign and key in state.live:  # read before its TaskStarted: the heartbeat timeout applies now
+            state.timers.watch(key, instance.try_number)
 
 
 def _adopted(state: SchedulerState, event: TaskAdopted) -> None:
@@ -218,7 +221,9 @@ def _retry_scheduled(state: SchedulerState, event: TaskRetryScheduled) -> None:
     if instance is None or instance.state != FAILED or instance.try_number != event.try_number:
         return
     instance.state, instance.not_before = UP_FOR_RETRY, event.not_before
-    state.waiting[(event.dag_id, event.run_id, event.task_id)] = None
+    key = (event.dag_id, event.run_id, event.task_id)
+    state.waiting[key] = None
+    state.timers.retry(key, instance.try_number, event.not_before)
 
 
 def _upstream_failed(state: SchedulerState, event: TaskUpstreamFailed) -> None:

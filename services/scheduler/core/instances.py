@@ -20,9 +20,11 @@ from services.scheduler.core.model import (
 )
 
 
-def now_live(state: SchedulerState, key: TryKey) -> None:
+def now_live(state: SchedulerState, key: TryKey, instance: TaskInstance) -> None:
+    """The try was launched or its runner started: it has a silence deadline (timed again on start)."""
     state.unlaunched.pop(key, None)
     state.live[key] = None
+    state.timers.watch(key, instance.try_number)
 
 
 def forget_try(state: SchedulerState, key: TryKey) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from schemas import TaskAdopted, TaskDeclaredDead
 from services.scheduler.core.model import ACTIVE, DagRun, SchedulerState, TaskInstance, TryKey
+from services.scheduler.core.timers import Current, Timers
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,16 +61,11 @@ def silence_deadline(instance: TaskInstance, timeout: float, start_timeout: floa
 def overdue_tries(state: SchedulerState, at: float, timeout: float, reachable_since: float = 0.0,
                   start_timeout: float | None = None) -> set[TryKey]:
     """Live tries that had been silent past their deadline at ``at`` (and for a whole heartbeat
-    timeout since the log became reachable again)."""
-    overdue = set()
-    for key in state.live:
-        instance = state.instance(key)
-        if instance is None or instance.state not in ACTIVE:
-            continue
-        deadline = silence_deadline(instance, timeout, start_timeout)
-        if deadline is not None and at > max(deadline, reachable_since + timeout):
-            overdue.add(key)
-    return overdue
+    timeout since the log became reachable again). Reads the heap: only due tries are looked at."""
+    if at <= reachable_since + timeout:
+        return set()
+    timers = _filed(state, timeout, start_timeout)
+    return set(timers.silence.due(at, _silence_now(state, timeout, start_timeout), strictly=True))
 
 
 def dead_tries(state: SchedulerState, evidence: Evidence, timeout: float,
@@ -78,18 +74,57 @@ def dead_tries(state: SchedulerState, evidence: Evidence, timeout: float,
     return overdue_tries(state, evidence.heard_until, timeout, evidence.reachable_since, start_timeout)
 
 
+def due_retries(state: SchedulerState, now: float) -> set[TryKey]:
+    """Tries up for retry whose ``not_before`` has come."""
+    return set(state.timers.retries.due(now, _retry_now(state), strictly=False))
+
+
 def next_wakeup(state: SchedulerState, timeout: float, now: float, start_timeout: float | None = None) -> float | None:
     """The earliest time after ``now`` a retry falls due or a live try's silence deadline passes.
 
     Times already past are left out: what is due is decided on every turn, and a time a
     decision cannot act on (a retry of a run whose DAG is gone, a death still waiting for
     evidence) must not turn the loop into a spin."""
-    times = [instance.not_before for key in state.waiting
-             if (instance := state.instance(key)) is not None and instance.not_before is not None]
-    times += [deadline for key in state.live
-              if (instance := state.instance(key)) is not None
-              and (deadline := silence_deadline(instance, timeout, start_timeout)) is not None]
-    return min((time for time in times if time > now), default=None)
+    timers = _filed(state, timeout, start_timeout)
+    times = [timers.retries.next_after(now, _retry_now(state)),
+             timers.silence.next_after(now, _silence_now(state, timeout, start_timeout))]
+    return min((time for time in times if time is not None), default=None)
+
+
+def reindex_timers(state: SchedulerState) -> None:
+    """Rebuild the deadline heaps from the live and waiting tries (after a state was restored)."""
+    state.timers.clear()
+    for key in state.live:
+        if (instance := state.instance(key)) is not None:
+            state.timers.watch(key, instance.try_number)
+    for key in state.waiting:
+        if (instance := state.instance(key)) is not None and instance.not_before is not None:
+            state.timers.retry(key, instance.try_number, instance.not_before)
+
+
+def _filed(state: SchedulerState, timeout: float, start_timeout: float | None) -> Timers:
+    state.timers.file_fresh(_silence_now(state, timeout, start_timeout))
+    return state.timers
+
+
+def _silence_now(state: SchedulerState, timeout: float, start_timeout: float | None) -> Current:
+    """A silence entry's deadline as the try stands now; None once the try is no longer live."""
+    def current(key: TryKey, try_number: int) -> float | None:
+        instance = state.instance(key)
+        if instance is None or instance.try_number != try_number or instance.state not in ACTIVE \
+                or key not in state.live:
+            return None
+        return silence_deadline(instance, timeout, start_timeout)
+    return current
+
+
+def _retry_now(state: SchedulerState) -> Current:
+    def current(key: TryKey, try_number: int) -> float | None:
+        instance = state.instance(key)
+        if instance is None or instance.try_number != try_number or key not in state.waiting:
+            return None
+        return instance.not_before
+    return current
 
 
 # -- adoption --------------------------------------------------------------------------------

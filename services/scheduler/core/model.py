@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from schemas import DagDefinition, RequestBackfill, TaskDefinition, TriggerDagRun
+from services.scheduler.core.timers import Timers
 
 # Task-instance states.
 NONE = "none"                      # not queued yet in this run
@@ -140,6 +141,7 @@ class SchedulerState:
     unlaunched: dict[TryKey, None] = field(default_factory=dict)      # queued tries without a handle
     live: dict[TryKey, None] = field(default_factory=dict)            # tries with a handle or started
     waiting: dict[TryKey, None] = field(default_factory=dict)         # up for retry
+    timers: Timers = field(default_factory=Timers, compare=False, repr=False)  # derived: deadlines in heaps
 
     def instance(self, key: TryKey) -> TaskInstance | None:
         run = self.runs.get(key[:2])
