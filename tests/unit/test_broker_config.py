@@ -112,3 +112,12 @@ def test_the_cli_names_a_bad_node_and_a_bad_node_count(tmp_path):
     assert not_yet.returncode == 1 and "start it whole first" in not_yet.stderr
     too_many = cli(fresh, "start", "--nodes", "12")
     assert too_many.returncode == 2 and "--nodes" in too_many.stderr
+
+
+def test_every_producer_waits_for_all_in_sync_replicas(tmp_path):
+    """Tock's producers (KafkaEventLog, TransactionalSession) all start from producer_config:
+    idempotent, which librdkafka only allows with acks=all."""
+    from infra.log.config import producer_config
+
+    config = producer_config(load_settings({"TOCK_HOME": str(tmp_path)}), "test")
+    assert config["acks"] == "all" and config["enable.idempotence"] is True
