@@ -25,7 +25,8 @@ from schemas import (EVENTS, DagRunCreated, DagRunFinished, TaskDeclaredDead, Ta
                      TaskSucceeded, decode)
 from tests.scenarios.cluster_support import (cluster_settings, dump_batches, leader_of, partitions_missing_from_isr,
                                              start_private_cluster)
-from tests.scenarios.scheduler_support import REPO, LogTail, Processes, create_topics, publish_dags, trigger, wait_until
+from tests.scenarios.scheduler_support import (REPO, LogTail, Processes, create_topics, kill_hard, publish_dags, trigger,
+                                               wait_until)
 
 pytestmark = [pytest.mark.scenario, pytest.mark.apart]
 
@@ -128,7 +129,7 @@ def test_losing_the_partition_leader_mid_run_loses_and_duplicates_nothing(cluste
         tail.wait_for(lambda _events: len(tail.of_type(TaskSucceeded, run_id=run_id)) >= KILL_AFTER_SUCCEEDED,
                       120, f"{KILL_AFTER_SUCCEEDED} tasks to succeed")
         victim = leader_of(admin, events_topic, partition)
-        os.kill(cluster.node_status(victim).pid, 9)
+        kill_hard(cluster.node_status(victim).pid)
         succeeded_at_kill = len(tail.of_type(TaskSucceeded, run_id=run_id))
         assert succeeded_at_kill < len(TASKS), "the chain ended before the kill: nothing was tested"
         killed_after = time.monotonic() - began
