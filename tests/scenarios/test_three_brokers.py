@@ -25,8 +25,8 @@ from schemas import (EVENTS, DagRunCreated, DagRunFinished, TaskDeclaredDead, Ta
                      TaskSucceeded, decode)
 from tests.scenarios.cluster_support import (cluster_settings, dump_batches, leader_of, partitions_missing_from_isr,
                                              start_private_cluster)
-from tests.scenarios.scheduler_support import (REPO, LogTail, Processes, create_topics, kill_hard, publish_dags, trigger,
-                                               wait_until)
+from tests.scenarios.scheduler_support import (REPO, LogTail, Processes, create_topics, kill_hard, publish_dags,
+                                               trigger, wait_until)
 
 pytestmark = [pytest.mark.scenario, pytest.mark.apart]
 
@@ -118,7 +118,8 @@ def test_losing_the_partition_leader_mid_run_loses_and_duplicates_nothing(cluste
     (dags / "chain.py").write_text(CHAIN.format(marks=str(marks), tasks=TASKS))
     settings = cluster_settings(cluster, tmp_path / "home", task_heartbeat_seconds=1, scheduler_session_timeout=10)
     create_topics(settings)
-    events_topic, admin = topic_name(settings.topic_prefix, EVENTS), AdminClient({"bootstrap.servers": settings.bootstrap})
+    events_topic = topic_name(settings.topic_prefix, EVENTS)
+    admin = AdminClient({"bootstrap.servers": settings.bootstrap})
     [dag_id] = publish_dags(settings, dags / "chain.py")
     partition = partition_for(dag_id, settings.partitions)
     services, tail = Processes(settings, tmp_path / "logs"), LogTail(settings)

@@ -12,7 +12,8 @@ from infra.settings import MAX_BROKER_NODES
 from infra.topics import TopicMismatch, ensure_topics
 from tock.cli import settings_of
 
-broker_app = typer.Typer(help="The local development Kafka broker (KRaft; one node or a loopback cluster).", no_args_is_help=True)
+broker_app = typer.Typer(help="The local development Kafka broker (KRaft; one node or a loopback cluster).",
+                         no_args_is_help=True)
 topics_app = typer.Typer(help="Tock's Kafka topics.", no_args_is_help=True)
 
 
