@@ -114,7 +114,7 @@ class LocalKafkaBroker:
         return remembered
 
     # -- commands ------------------------------------------------------------
-    def start(self, timeout: float = 90.0) -> ClusterStatus:
+    def start(self, timeout: float = 180.0) -> ClusterStatus:
         """Start every node that does not run; return once all accept connections."""
         self._check_node_count()
         pids = {node.node_id: _live_pid(node) for node in self.nodes}
@@ -127,7 +127,7 @@ class LocalKafkaBroker:
             self._wait_ready(node, pids[node.node_id], timeout)
         return self.status()
 
-    def start_node(self, node_id: int, timeout: float = 90.0) -> BrokerStatus:
+    def start_node(self, node_id: int, timeout: float = 180.0) -> BrokerStatus:
         """Start one node of an existing broker (the others' quorum must be up for it to get ready)."""
         node = self.node(node_id)
         if self.formatted_nodes() is None:
