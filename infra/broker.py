@@ -307,6 +307,8 @@ def _is_kafka(pid: int, config_file: Path) -> bool:
     """Whether ``pid`` is the Kafka broker of that server.properties (not a recycled pid)."""
     try:
         arguments = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        return b"kafka.Kafka" in arguments and str(config_file).encode() in arguments
     except OSError:
         return False
+    # Compared resolved: a broker started under another spelling of the same home is still ours.
+    configs = [Path(os.fsdecode(argument)).resolve() for argument in arguments if argument.endswith(b".properties")]
+    return b"kafka.Kafka" in arguments and config_file.resolve() in configs
