@@ -249,8 +249,14 @@ def _live_pid(node: BrokerNode) -> int | None:
 
 
 def kafka_cluster_id() -> str:
-    """A cluster id in Kafka's format: 16 random bytes, URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A cluster id in Kafka's format: 16 random bytes, URL-safe base64 without padding.
+
+    Never starting with "-", as Kafka's own Uuid.randomUuid: StorageTool's ``-t -abc...`` would
+    read the id as an option ("argument --cluster-id/-t: expected one argument"; 1 in 64 ids)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def require_java(minimum: int = 17) -> str:

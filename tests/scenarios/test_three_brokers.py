@@ -10,6 +10,7 @@ runs last. Marked ``apart``: it runs in the second pytest process of infra/scrip
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -153,8 +154,11 @@ def test_losing_the_partition_leader_mid_run_loses_and_duplicates_nothing(cluste
     leader = leader_of(admin, events_topic, partition)
     assert _batches_below(cluster, victim, events_topic, partition, settings) == \
         _batches_below(cluster, leader, events_topic, partition, settings)
+    ends = sorted(event.at for event in tail.of_type(TaskSucceeded, run_id=run_id))
+    hops = [later - earlier for earlier, later in zip(ends, ends[1:])]
     print(f"\nkilled node {victim} (leader of {events_topic}[{partition}]) {killed_after:.1f} s after start, "
-          f"{succeeded_at_kill} of {len(TASKS)} tasks done; run finished {run_seconds:.1f} s after start")
+          f"{succeeded_at_kill} of {len(TASKS)} tasks done; run finished {run_seconds:.1f} s after start; "
+          f"between two TaskSucceeded: longest {max(hops):.1f} s, median {statistics.median(hops):.2f} s")
 
 
 def _assert_each_task_ran_once(tail: LogTail, run_id: str, marks) -> None:

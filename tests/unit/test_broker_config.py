@@ -121,3 +121,12 @@ def test_every_producer_waits_for_all_in_sync_replicas(tmp_path):
 
     config = producer_config(load_settings({"TOCK_HOME": str(tmp_path)}), "test")
     assert config["acks"] == "all" and config["enable.idempotence"] is True
+
+
+def test_cluster_ids_never_start_with_a_dash():
+    """StorageTool reads ``-t -abc...`` as an option; one id in 64 started with "-" and formatting failed."""
+    from infra.broker import kafka_cluster_id
+
+    ids = [kafka_cluster_id() for _ in range(2000)]
+    assert not [cluster_id for cluster_id in ids if cluster_id.startswith("-")]
+    assert all(len(cluster_id) == 22 for cluster_id in ids)
