@@ -16,6 +16,9 @@ from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "TOCK_"
+MAX_BROKER_NODES = 9
+# Where the local broker remembers its node count (written when a cluster is first formatted).
+BROKER_NODES_FILE = Path("broker") / "nodes"
 
 
 class SettingsError(ValueError):
@@ -31,7 +34,13 @@ class Settings(BaseSettings):
     kafka_bootstrap: str | None = Field(default=None, description="existing Kafka cluster; unset = the local broker")
     kafka_libs: Path = Field(default=Path.home() / ".cache" / "tock" / "kafka-libs", description="Kafka jar cache")
     broker_port: int = Field(default=9092, ge=1, le=65535, description="local broker client port")
-    controller_port: int = Field(default=9093, ge=1, le=65535, description="local broker controller port")
+    controller_port: int | None = Field(default=None, ge=1, le=65535,
+                                        description="first controller port of the local broker (node i: +i-1); "
+                                                    "unset = right after the client ports (TOCK_BROKER_PORT + nodes)")
+    broker_nodes: int | None = Field(default=None, ge=1, le=MAX_BROKER_NODES,
+                                     description="node count of the local broker (node i listens on "
+                                                 "TOCK_BROKER_PORT + i-1); unset = what <home>/broker/nodes "
+                                                 "remembers (`tock broker start --nodes N` writes it), else 1")
     broker_heap: str = Field(default="512M", pattern=r"^\d+[MG]$", description="local broker JVM heap")
     topic_prefix: str = Field(default="", pattern=r"^[A-Za-z0-9._-]*$", description="prefix of every topic name")
     partitions: int = Field(default=12, ge=1, le=1000, description="partition count of scheduling topics")
@@ -142,14 +151,22 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _ports_differ(self) -> Settings:
-        if self.broker_port == self.controller_port:
-            raise ValueError("TOCK_BROKER_PORT and TOCK_CONTROLLER_PORT must differ")
+        problem = port_problem(self.broker_port, self.controller_port, self.local_broker_nodes)
+        if problem:
+            raise ValueError(problem)
         return self
 
     @property
+    def local_broker_nodes(self) -> int:
+        """Node count of the local broker (1 unless set or remembered)."""
+        return self.broker_nodes or 1
+
+    @property
     def bootstrap(self) -> str:
-        """Where clients connect: the configured cluster or the local broker."""
-        return self.kafka_bootstrap or f"127.0.0.1:{self.broker_port}"
+        """Where clients connect: the configured cluster, or every node of the local broker (a client
+        that starts while one node is down still finds the others)."""
+        clients, _controllers = local_ports(self.broker_port, self.controller_port, self.local_broker_nodes)
+        return self.kafka_bootstrap or ",".join(f"127.0.0.1:{port}" for port in clients)
 
     @property
     def uses_local_broker(self) -> bool:
@@ -168,6 +185,40 @@ class Settings(BaseSettings):
         return self.db_url or f"sqlite:///{self.home / 'tock.db'}"
 
 
+def local_ports(broker_port: int, controller_port: int | None, nodes: int) -> tuple[list[int], list[int]]:
+    """Client and controller ports of the local broker's nodes 1..nodes: consecutive from
+    TOCK_BROKER_PORT, and from TOCK_CONTROLLER_PORT (unset: right after the client ports)."""
+    first_controller = broker_port + nodes if controller_port is None else controller_port
+    return ([broker_port + index for index in range(nodes)],
+            [first_controller + index for index in range(nodes)])
+
+
+def port_problem(broker_port: int, controller_port: int | None, nodes: int) -> str | None:
+    """Why these ports cannot serve ``nodes`` local nodes (overlap, past 65535), or None."""
+    clients, controllers = local_ports(broker_port, controller_port, nodes)
+    if max(clients + controllers) > 65535:
+        return (f"{nodes} node(s) from TOCK_BROKER_PORT={broker_port} / controller port {controllers[0]} "
+                "run past port 65535")
+    shared = sorted(set(clients) & set(controllers))
+    if shared:
+        return (f"the local broker's client ports {_span(clients)} (TOCK_BROKER_PORT + node-1) and controller "
+                f"ports {_span(controllers)} (TOCK_CONTROLLER_PORT + node-1) overlap on {shared}; "
+                f"set TOCK_CONTROLLER_PORT to {clients[-1] + 1} or more, or unset it")
+    return None
+
+
+def _span(ports: list[int]) -> str:
+    return str(ports[0]) if len(ports) == 1 else f"{ports[0]}-{ports[-1]}"
+
+
+def remembered_broker_nodes(home: Path) -> int | None:
+    """The node count the local broker under ``home`` was formatted with, if it remembers one."""
+    try:
+        return int((home / BROKER_NODES_FILE).read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
 def known_variables() -> set[str]:
     """Names of every TOCK_* variable Tock understands."""
     return {ENV_PREFIX + name.upper() for name in Settings.model_fields}
@@ -182,9 +233,15 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         raise SettingsError(
             f"unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known_variables()))}"
         )
-    values = {key[len(ENV_PREFIX):].lower(): value for key, value in ours.items()}
+    values = _drop_empty({key[len(ENV_PREFIX):].lower(): value for key, value in ours.items()})
+    if "broker_nodes" not in values:
+        # Read once here, like the environment: later commands and every client of a local
+        # cluster know its node count (and so its bootstrap list) without being told again.
+        remembered = remembered_broker_nodes(Path(values.get("home", Settings.model_fields["home"].default)))
+        if remembered is not None:
+            values["broker_nodes"] = str(remembered)
     try:
-        return Settings(**_drop_empty(values))
+        return Settings(**values)
     except ValidationError as error:
         raise SettingsError(_describe(error)) from None
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
+from infra.broker_config import replication_for
 from schemas.declare import DAGS, DEAD_LETTER, EVENTS, HEARTBEATS, LOGS, PARSING, SCHEDULERS, USERS
 
 # Every topic has TOCK_PARTITIONS partitions, so partition p of each concerns the same DAGs.
@@ -58,16 +59,21 @@ class TopicNames:
 def ensure_topics(admin: AdminClient, prefix: str, partitions: int, timeout: float = 30.0, *,
                   log_retention_hours: float | None = None) -> list[str]:
     """Create missing topics; verify every other one. Returns the names it created.
-    ``log_retention_hours`` (TOCK_TASK_LOG_RETENTION_HOURS): how long a new tock.logs keeps lines."""
+    ``log_retention_hours`` (TOCK_TASK_LOG_RETENTION_HOURS): how long a new tock.logs keeps lines.
+
+    New topics are replicated as the cluster allows (infra/broker_config.replication_for): 3 replicas
+    and min.insync.replicas=2 on 3+ brokers, 2/2 on two, 1/1 on one. Brokers are counted from the
+    metadata, which lists the live ones: create topics while the whole cluster runs."""
     wanted = {topic_name(prefix, spec.logical): _with_log_retention(spec, log_retention_hours) for spec in SPECS}
-    existing = admin.list_topics(timeout=timeout).topics
-    missing = [NewTopic(name, num_partitions=partitions, replication_factor=1,
-                        config={"cleanup.policy": spec.cleanup, **spec.configs})
-               for name, spec in wanted.items() if name not in existing]
+    cluster = admin.list_topics(timeout=timeout)
+    replicas, min_isr = replication_for(len(cluster.brokers))
+    missing = [NewTopic(name, num_partitions=partitions, replication_factor=replicas,
+                        config={"cleanup.policy": spec.cleanup, "min.insync.replicas": str(min_isr), **spec.configs})
+               for name, spec in wanted.items() if name not in cluster.topics]
     created = _create(admin, missing, timeout)
     # Topics we did not create (including ones another client created concurrently) must match.
     to_verify = [name for name in wanted if name not in created]
-    metadata = _wait_for_metadata(admin, to_verify, timeout)
+    metadata = _wait_for_metadata(admin, list(wanted), timeout)
     problems = [problem for name in to_verify
                 for problem in _mismatches(admin, name, wanted[name], partitions, metadata[name], timeout)]
     if problems:
@@ -83,15 +89,21 @@ def _with_log_retention(spec: TopicSpec, hours: float | None) -> TopicSpec:
 
 
 def _wait_for_metadata(admin: AdminClient, names: list[str], timeout: float) -> dict:
-    """Topic metadata of ``names``, waiting out the broker's metadata lag after a creation."""
+    """Topic metadata of ``names``, waiting out the broker's metadata lag after a creation and
+    leader elections (a partition without a leader, or an error, on a busy or partly down cluster)."""
     deadline = time.monotonic() + timeout
     while True:
         topics = admin.list_topics(timeout=timeout).topics
-        if all(name in topics and topics[name].partitions for name in names):
+        if all(name in topics and _settled(topics[name]) for name in names):
             return topics
         if time.monotonic() > deadline:
             raise RuntimeError(f"topics {names} did not appear in the broker's metadata within {timeout} s")
         time.sleep(0.1)
+
+
+def _settled(metadata) -> bool:
+    return (metadata.error is None and bool(metadata.partitions)
+            and all(partition.leader >= 0 and partition.error is None for partition in metadata.partitions.values()))
 
 
 def _create(admin: AdminClient, topics: list[NewTopic], timeout: float) -> list[str]:

@@ -96,8 +96,9 @@ def load() -> str:
     return "load average " + " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
-def bench_w1_w2(tmp: Path) -> None:
-    settings = bench_settings(tmp / "home", partitions=3, parallelism=64, warm_runners=64)
+def bench_w1_w2(tmp: Path, bootstrap: str | None = None) -> None:
+    """W1 and W2 on the local broker, or on the cluster at ``bootstrap`` (bench_cluster.py)."""
+    settings = bench_settings(tmp / "home", partitions=3, bootstrap=bootstrap, parallelism=64, warm_runners=64)
     publish_dags(settings, write_dag(tmp, "fan_out", FAN_OUT))
     publish_dags(settings, write_dag(tmp, "chain", CHAIN))
     scheduler, tail = start_scheduler(settings, tmp, "bench"), LogTail(settings)

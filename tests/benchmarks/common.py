@@ -24,10 +24,11 @@ def infra_home() -> Path:
     return Path(os.environ.get("TOCK_HOME", REPO / ".tock"))
 
 
-def bench_settings(tmp: Path, partitions: int = 12, **overrides: str) -> Settings:
-    """Settings on the local broker with a fresh topic prefix whose topics exist."""
-    broker = LocalKafkaBroker(load_settings({"TOCK_HOME": str(infra_home())}))
-    address = os.environ.get("TOCK_KAFKA_BOOTSTRAP") or broker.start().address
+def bench_settings(tmp: Path, partitions: int = 12, *, bootstrap: str | None = None, **overrides: str) -> Settings:
+    """Settings on the local broker (or on ``bootstrap``) with a fresh topic prefix whose topics exist."""
+    address = bootstrap or os.environ.get("TOCK_KAFKA_BOOTSTRAP")
+    if address is None:
+        address = LocalKafkaBroker(load_settings({"TOCK_HOME": str(infra_home())})).start().address
     values = {
         "TOCK_HOME": str(tmp),
         "TOCK_KAFKA_BOOTSTRAP": address,

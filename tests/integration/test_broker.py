@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -16,14 +17,15 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from infra.broker import LocalKafkaBroker
 from infra.settings import load_settings
-
-PORT, CONTROLLER_PORT = 19092, 19093
+from tests.scenarios.scheduler_support import free_port
 
 
 @pytest.fixture
 def private_env(tmp_path):
-    env = {"TOCK_HOME": str(tmp_path / "home"), "TOCK_BROKER_PORT": str(PORT),
-           "TOCK_CONTROLLER_PORT": str(CONTROLLER_PORT), "TOCK_BROKER_HEAP": "256M"}
+    # Free ports drawn at random: fixed ones collided with the same test run from another checkout.
+    port = free_port()
+    env = {"TOCK_HOME": str(tmp_path / "home"), "TOCK_BROKER_PORT": str(port),
+           "TOCK_CONTROLLER_PORT": str(free_port(port, port + 1)), "TOCK_BROKER_HEAP": "256M"}
     yield env
     LocalKafkaBroker(load_settings(env)).stop()
 
@@ -51,10 +53,14 @@ def test_status_start_stop_and_data_survives_a_restart(private_env):
     assert tock(private_env, "broker", "status").returncode == 3
     started = tock(private_env, "broker", "start")
     assert started.returncode == 0, started.stderr
-    assert f"ready at 127.0.0.1:{PORT}" in started.stdout
+    address = f"127.0.0.1:{private_env['TOCK_BROKER_PORT']}"
+    assert f"ready at {address}" in started.stdout
     assert "ready" in tock(private_env, "broker", "status").stdout
+    # One node keeps the layout it always had: everything right under <home>/broker.
+    broker_root = Path(private_env["TOCK_HOME"]) / "broker"
+    assert (broker_root / "data" / "meta.properties").exists() and (broker_root / "broker.pid").exists()
+    assert (broker_root / "nodes").read_text() == "1\n"
 
-    address = f"127.0.0.1:{PORT}"
     admin = AdminClient({"bootstrap.servers": address})
     admin.create_topics([NewTopic("kept", 1, 1)])["kept"].result(30)
     assert produce_and_read(address, "kept", b"before restart") == [b"before restart"]

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import typer
 from confluent_kafka.admin import AdminClient
 
 from infra.broker import BrokerError, LocalKafkaBroker
+from infra.settings import MAX_BROKER_NODES
 from infra.topics import TopicMismatch, ensure_topics
 from tock.cli import settings_of
 
-broker_app = typer.Typer(help="The local development Kafka broker (single node, KRaft).", no_args_is_help=True)
+broker_app = typer.Typer(help="The local development Kafka broker (KRaft; one node or a loopback cluster).",
+                         no_args_is_help=True)
 topics_app = typer.Typer(help="Tock's Kafka topics.", no_args_is_help=True)
 
 
@@ -18,36 +22,57 @@ def register(app: typer.Typer) -> None:
     app.add_typer(topics_app, name="topics")
 
 
-def _local_broker(ctx: typer.Context) -> LocalKafkaBroker:
+def _local_broker(ctx: typer.Context, nodes: int | None = None) -> LocalKafkaBroker:
     settings = settings_of(ctx)
     if not settings.uses_local_broker:
         typer.echo(f"TOCK_KAFKA_BOOTSTRAP is set ({settings.kafka_bootstrap}): no local broker is used")
         raise typer.Exit(0)
-    return LocalKafkaBroker(settings)
+    try:
+        return LocalKafkaBroker(settings, nodes)
+    except BrokerError as error:
+        _fail(error)
+
+
+def _fail(error: BrokerError) -> NoReturn:
+    typer.echo(f"tock broker: {error}", err=True)
+    raise typer.Exit(1) from None
+
+
+NODES = typer.Option(None, "--nodes", min=1, max=MAX_BROKER_NODES,
+                     help="node count of a new local broker (KRaft cluster on loopback, node i on "
+                          "TOCK_BROKER_PORT + i-1); an existing one remembers its count")
+NODE = typer.Option(None, "--node", help="only this node, numbered 1..N like Kafka's node.id")
 
 
 @broker_app.command("start")
-def broker_start(ctx: typer.Context) -> None:
+def broker_start(ctx: typer.Context, nodes: int | None = NODES, node: int | None = NODE) -> None:
     """Start the local broker (fetching its jars on first use) and wait until it is ready."""
-    broker = _local_broker(ctx)
+    broker = _local_broker(ctx, nodes)
     try:
+        if node is not None:
+            typer.echo(f"broker node {node} {broker.start_node(node).describe()}")
+            return
         status = broker.start()
     except BrokerError as error:
-        typer.echo(f"tock broker: {error}", err=True)
-        raise typer.Exit(1) from None
+        _fail(error)
     typer.echo(f"broker {status.describe()}")
 
 
 @broker_app.command("stop")
-def broker_stop(ctx: typer.Context) -> None:
-    """Stop the local broker cleanly; its data stays for the next start."""
-    stopped = _local_broker(ctx).stop()
-    typer.echo("broker stopped" if stopped else "broker was not running")
+def broker_stop(ctx: typer.Context, node: int | None = NODE) -> None:
+    """Stop the local broker (every node, or one) cleanly; its data stays for the next start."""
+    broker = _local_broker(ctx)
+    try:
+        stopped = broker.stop() if node is None else broker.stop_node(node)
+    except BrokerError as error:
+        _fail(error)
+    what = "broker" if node is None else f"broker node {node}"
+    typer.echo(f"{what} stopped" if stopped else f"{what} was not running")
 
 
 @broker_app.command("status")
 def broker_status(ctx: typer.Context) -> None:
-    """Say whether the local broker runs and accepts connections (exit 3 when stopped)."""
+    """Say whether each node runs and accepts connections (exit 3 unless every node is ready)."""
     status = _local_broker(ctx).status()
     typer.echo(f"broker {status.describe()}")
     if not status.ready:
