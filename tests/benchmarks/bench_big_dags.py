@@ -39,7 +39,7 @@ from tests.scenarios.scheduler_support import environment
 TASKS = 10_000
 FILES = 1_000
 FILE_TASKS = 10
-RUN_TIMEOUT = 900.0
+RUN_TIMEOUT = 420.0  # keeps the bench under ~8 min on 2 loaded cores; a run not done by then is reported partially
 PYSPY = os.environ.get("PYSPY", "")
 
 FAN_OUT = '''
@@ -178,8 +178,13 @@ def bench_fan_out(tmp: Path, tasks: int, parallelism: int) -> None:
         run_id, acked = trigger(settings, "big_fan_out")
         progress = Progress(reader, acked, tasks)
         progress.scheduler_pid = scheduler.pid
-        wait(reader, lambda: reader.counts["DagRunFinished"] >= 1, RUN_TIMEOUT, "the run to finish", progress.tick)
+        try:
+            wait(reader, lambda: reader.counts["DagRunFinished"] >= 1, RUN_TIMEOUT, "the run to finish",
+                 progress.tick)
+        except TimeoutError:
+            print(f"     !! the run did not finish within {RUN_TIMEOUT:g} s: partial figures below", flush=True)
         scheduler_cpu = cpu_of(scheduler.pid) - cpu0
+        progress.sample()
         report_fan_out(reader, run_id, acked, tasks, scheduler_cpu, progress)
         profiler.stop_and_summarize(f"the scheduler during the {tasks:,}-task run")
         profiler = None
@@ -247,8 +252,14 @@ def report_fan_out(reader: Reader, run_id: str, acked: float, tasks: int, schedu
         name = type(event).__name__
         kinds[name] += 1
         last[name] = max(last.get(name, 0.0), event.at)
-    finished = next(event for event in events if type(event).__name__ == "DagRunFinished")
-    figure(f"fan-out {tasks:,}: trigger acked -> run {finished.state}", finished.at - acked, "s")
+    finished = next((event for event in events if type(event).__name__ == "DagRunFinished"), None)
+    if finished is not None:
+        figure(f"fan-out {tasks:,}: trigger acked -> run {finished.state}", finished.at - acked, "s")
+    else:
+        succeeded = kinds["TaskSucceeded"]
+        figure(f"fan-out {tasks:,}: NOT finished; tries succeeded in {time.time() - acked:.0f} s", succeeded, "tries")
+        rate = succeeded / (time.time() - acked)
+        figure(f"fan-out {tasks:,}:   at that rate, trigger -> success would take", (tasks + 1) / rate, "s")
     print(f"       ({load()}; last of each, from the trigger: " + ", ".join(
         f"{name} +{last[name] - acked:.1f} s" for name in ("DagRunCreated", "TaskQueued", "TaskLaunched",
                                                            "TaskStarted", "TaskSucceeded") if name in last) + ")")

@@ -410,7 +410,11 @@ def bench_takeover(tmp: Path) -> None:
         first = min(resumed(), key=lambda event: event.at)
         figure("takeover: kill -9 of 1 of 4 -> last dead partition assigned+replayed (survivor log)",
                max(assigned.values()) - killed_at, "s", "report; session timeout dominates")
-        figure("takeover: kill -9 -> first survivor decision in a dead partition (event time)",
+        adoptions = adoption_times(fleet, survivors, dead, killed_at)
+        if adoptions:
+            figure("takeover: kill -9 -> adoption decided for the last dead partition (survivor log)",
+                   max(adoptions.values()) - killed_at, "s")
+        figure("takeover: kill -9 -> first survivor decision event in a dead partition (event time)",
                first.at - killed_at, "s")
         print(f"       (first: {type(first).__name__} {first.dag_id} by {first.scheduler_id}; partitions "
               f"{sorted(dead)} went to " + ", ".join(f"{name}: {sorted(p for p, who in owner_of(fleet, survivors, dead).items() if who == name)}"
@@ -439,6 +443,18 @@ def assignment_times(fleet: Fleet, survivors: list[str], dead: set[int], since: 
             if stamp and assigned and log_time(stamp.group(1)) >= since:
                 for partition in _numbers(assigned.group(1)) & dead:
                     found.setdefault(partition, log_time(stamp.group(1)))
+    return found
+
+
+def adoption_times(fleet: Fleet, survivors: list[str], dead: set[int], since: float) -> dict[int, float]:
+    """Dead partition -> time of the survivor's "partition N: K orphan(s), M alive and adopted" line (the
+    adoption decided after replay, committed in the next transaction even when empty)."""
+    found: dict[int, float] = {}
+    for name in survivors:
+        for line in fleet.log_of(name).splitlines():
+            stamp, adopted = STAMP.match(line), re.search(r"partition (\d+): \d+ orphan", line)
+            if stamp and adopted and log_time(stamp.group(1)) >= since and int(adopted.group(1)) in dead:
+                found.setdefault(int(adopted.group(1)), log_time(stamp.group(1)))
     return found
 
 
