@@ -128,7 +128,7 @@ def summarize_profile(path: Path, title: str, top: int) -> None:
     if not total:
         print(f"     (py-spy: no samples of {title})")
         return
-    print(f"     py-spy profile of {title}: {total:,} samples at 50 Hz (idle included; {path})")
+    print(f"     py-spy profile of {title}: {total:,} samples at 50 Hz over the main and librdkafka-calling threads; py-spy leaves out idle (sleeping) samples but counts a thread waiting for a CPU as active; {path})")
     print("       inclusive (function on the stack):")
     for frame, samples in inclusive.most_common(top):
         print(f"         {100 * samples / total:5.1f} %  {frame}")
@@ -238,7 +238,7 @@ class Progress:
         for child in children:
             try:
                 times = child.cpu_times()
-                self.helpers[child.pid] = times.user + times.system + times.children_user + times.children_system
+                self.helpers[child.pid] = times.user + times.system  # not children_*: a reaped child sampled alive would count twice
             except psutil.NoSuchProcess:
                 pass
 
@@ -269,7 +269,7 @@ def report_fan_out(reader: Reader, run_id: str, acked: float, tasks: int, schedu
     decisions = sum(kinds[name] for name in ("DagRunCreated", "TaskQueued", "TaskLaunched", "DagRunFinished"))
     figure(f"fan-out {tasks:,}: scheduler CPU", scheduler_cpu, "s")
     figure(f"fan-out {tasks:,}: scheduler CPU per decision", 1000 * scheduler_cpu / decisions, "ms")
-    figure(f"fan-out {tasks:,}: launcher + runners CPU (sampled each 1 s, lower bound)",
+    figure(f"fan-out {tasks:,}: launcher + runners CPU (own, sampled each 1 s, lower bound)",
            sum(progress.helpers.values()), "s")
     print(f"       (decisions: {decisions:,} = DagRunCreated + TaskQueued + TaskLaunched + DagRunFinished; events "
           + ", ".join(f"{name} {count:,}" for name, count in sorted(kinds.items())) + ")")

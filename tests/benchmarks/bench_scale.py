@@ -160,8 +160,8 @@ class Fleet:
         return total
 
     def sample_helpers(self) -> None:
-        """CPU of each launcher and runner (with the user-code children it reaped), kept per pid:
-        runners exit, so what they spent after the last sample is lost (a lower bound)."""
+        """CPU of each launcher, runner and user-code child (its own), kept per pid: processes exit, so
+        what they spent after the last sample is lost (a lower bound)."""
         for process in list(self.processes.values()):
             try:
                 children = psutil.Process(process.pid).children(recursive=True)
@@ -170,7 +170,7 @@ class Fleet:
             for child in children:
                 try:
                     times = child.cpu_times()
-                    self.helpers[child.pid] = times.user + times.system + times.children_user + times.children_system
+                    self.helpers[child.pid] = times.user + times.system  # not children_*: a reaped child sampled alive would count twice
                 except psutil.NoSuchProcess:
                     pass
 
