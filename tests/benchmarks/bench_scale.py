@@ -364,7 +364,7 @@ def load_before_after(result: dict) -> str:
 
 def extrapolate(results: list[dict]) -> None:
     print("\n     CPU per decision -> extrapolation (N schedulers on N cores decide ~ N / c decisions/s, "
-          "until the broker's\n     transaction rate limits it; c from the 'decided' variant when present):")
+          "until the broker's\n     transaction rate limits it), for each variant measured:")
     for result in results:
         c = result["cpu_per_decision"]
         if c and c == c:
