@@ -68,6 +68,8 @@ class Launcher:
         launches = []
         for memory in memories:
             for key in memory.state.unlaunched:
+                if not self._may_take(memory, key, slots):
+                    continue  # its executor is full: the request is not even built (10,000 queued cost seconds)
                 launch = self._prepare(memory, key)
                 if launch is not None and slots[launch.executor] > 0:
                     slots[launch.executor] -= 1
@@ -107,6 +109,11 @@ class Launcher:
         """The partition was lost: its launches are the new owner's business."""
         for key in [key for key in self.in_flight if memory.state.instance(key) is not None]:
             del self.in_flight[key]
+
+    def _may_take(self, memory: PartitionMemory, key: TryKey, slots: Counter[str]) -> bool:
+        """False when the try's executor (one this scheduler runs) has no free slot this turn."""
+        instance = memory.state.instance(key)
+        return instance is None or instance.executor not in self.executors or slots[instance.executor] > 0
 
     def _prepare(self, memory: PartitionMemory, key: TryKey) -> Launch | None:
         state = memory.state
