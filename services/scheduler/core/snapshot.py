@@ -3,14 +3,17 @@
 Never pickle: anyone able to write the topic would run code in every scheduler. The format is
 explicit, positional and versioned::
 
-    b"TOCKSNAP\\n" | header (JSON, one line) | b"\\n" | zlib(JSON body)
+    b"TOCKSNAP\\n" | header (JSON, one line) | b"\\n" | zlib(body)
+
+    body = framed blobs: JSON of everything but the runs | run columns | task counts | instance columns
 
 The header names the format, ``STATE_VERSION`` and a fingerprint of the model's fields
 (``model_fingerprint``): a snapshot written by other code is refused (``SnapshotRefused``)
 before its body is read, and the caller replays the full history instead. Events (echoes,
 pending triggers and backfill requests) are Avro records (schemas.codec), so they keep
-decoding across schema versions; everything else is positional lists, in dict order
-(deciding walks ``runs``, ``live``, ``unlaunched``, ``waiting`` in that order).
+decoding across schema versions; runs and task instances (most of a long history: the finished
+runs) are columns (core/columns.py), fast to write and read; the rest is positional JSON lists.
+Everything keeps dict order (deciding walks ``runs``, ``live``, ``unlaunched``, ``waiting`` in order).
 
 Derived data (a DAG's task map and topological order, any index added later) is not
 written: ``restored`` rebuilds it after decoding.
@@ -24,11 +27,12 @@ import hashlib
 import json
 import zlib
 from collections import deque
+from array import array
 from dataclasses import dataclass
 from typing import Any
 
 from schemas import DagDefinition, TaskDefinition, decode, encode
-from services.scheduler.core import model
+from services.scheduler.core import columns, model
 from services.scheduler.core.model import (Backfill, DagEntry, DagRun, Rejection, SchedulerState, TaskInstance,
                                            topological_order)
 
@@ -75,19 +79,25 @@ def encode_snapshot(snapshot: Snapshot) -> bytes:
     """The record value of a snapshot."""
     header = {"format": FORMAT, "version": STATE_VERSION, "fingerprint": FINGERPRINT,
               "partition": snapshot.partition, "positions": snapshot.positions}
-    body = [_pack_state(snapshot.state), [_pack_event(event) for event in snapshot.echoes]]
-    packed = zlib.compress(json.dumps(body, separators=(",", ":")).encode(), COMPRESSION_LEVEL)
-    return MAGIC + json.dumps(header).encode() + b"\n" + packed
+    state = snapshot.state
+    runs = [*state.runs.values(), *state.finished.values()]
+    instances = [instance for run in runs for instance in run.tasks.values()]
+    rest = [_pack_state(state), [_pack_event(event) for event in snapshot.echoes],
+            [len(state.runs), len(state.finished), len(instances)]]
+    body = columns.frame([json.dumps(rest, separators=(",", ":")).encode(),
+                          *columns.pack_rows(runs, _RUN_KINDS),
+                          array("q", [len(run.tasks) for run in runs]).tobytes(),
+                          *columns.pack_rows(instances, _INSTANCE_KINDS)])
+    return MAGIC + json.dumps(header).encode() + b"\n" + zlib.compress(body, COMPRESSION_LEVEL)
 
 
 def _pack_state(state: SchedulerState) -> list:
+    """Everything but the runs (written as columns)."""
     return [[_pack_dag(entry) for entry in state.dags.values()],
             sorted(state.paused),
-            [_pack_run(run) for run in state.runs.values()],
             list(state.latest_scheduled.items()),
             list(state.next_due.items()),
             [_pack_event(trigger) for trigger in state.triggers.values()],
-            [_pack_run(run) for run in state.finished.values()],
             sorted(state.requests),
             [[request, *dataclasses.astuple(rejection)] for request, rejection in state.rejections.items()],
             [_pack_dag(entry) for entry in state.removed_dags.values()],
@@ -103,13 +113,6 @@ def _pack_dag(entry: DagEntry) -> list:
     return [fields, entry.fingerprint, entry.first_seen_at]
 
 
-def _pack_run(run: DagRun) -> list:
-    # The tasks dict is keyed by each instance's task_id, the runs dicts by (dag_id, run_id): both derived.
-    return [run.dag_id, run.run_id, run.logical_date, run.run_type, run.conf_json, run.created_at,
-            [[getattr(instance, name) for name in _INSTANCE_FIELDS] for instance in run.tasks.values()],
-            run.finished_state, run.reopened_by]
-
-
 def _pack_backfill(key: str, backfill: Backfill) -> list:
     return [key, backfill.dag_id, backfill.dates, backfill.reprocess_failed, backfill.conf_json,
             sorted(backfill.runs), backfill.cancelled]
@@ -122,7 +125,11 @@ def _pack_event(event: Any) -> str:
 _DAG_FIELDS = tuple(item.name for item in dataclasses.fields(DagDefinition))
 _DAG_TASKS = _DAG_FIELDS.index("tasks")
 _TASK_FIELDS = tuple(item.name for item in dataclasses.fields(TaskDefinition))
-_INSTANCE_FIELDS = tuple(item.name for item in dataclasses.fields(TaskInstance))
+# The runs dicts are keyed by (dag_id, run_id), a run's tasks by each instance's task_id: both derived.
+_RUN_KINDS = columns.field_kinds(DagRun, [name for name in (item.name for item in dataclasses.fields(DagRun))
+                                          if name != "tasks"])
+_RUN_FIELDS = tuple(name for name, _kind in _RUN_KINDS)
+_INSTANCE_KINDS = columns.field_kinds(TaskInstance)
 
 
 # -- decoding ----------------------------------------------------------------------------------
@@ -153,13 +160,39 @@ def decode_snapshot(value: bytes) -> Snapshot:
         raise SnapshotRefused(f"snapshot of partition {partition} was written for another scheduler model "
                               f"(fingerprint {header.get('fingerprint')}, this scheduler's is {FINGERPRINT})")
     try:
-        state_body, echoes = json.loads(zlib.decompress(value[body_start:]))
-        state = restored(_unpack_state(state_body))
-        positions = {str(topic): int(offset) for topic, offset in header["positions"].items()}
-        return Snapshot(int(partition), state, positions, deque(_unpack_event(text) for text in echoes))
+        snapshot = _decode_body(zlib.decompress(value[body_start:]), header)
     except Exception as error:  # noqa: BLE001 - any malformed body is refused, never half-read
         raise SnapshotRefused(f"snapshot of partition {partition} is corrupt: {type(error).__name__}: {error}") \
             from None
+    return snapshot
+
+
+def _decode_body(body: bytes, header: dict) -> Snapshot:
+    blobs = columns.unframe(body)
+    rest, echoes, (live_runs, finished_runs, instance_count) = json.loads(blobs[0])
+    run_blobs = blobs[1:1 + len(_RUN_KINDS)]
+    task_counts = array("q", blobs[1 + len(_RUN_KINDS)]).tolist()
+    instance_blobs = blobs[2 + len(_RUN_KINDS):]
+    instances = list(map(TaskInstance, *columns.unpack_columns(instance_blobs, _INSTANCE_KINDS, instance_count)))
+    runs = _unpack_runs(columns.unpack_columns(run_blobs, _RUN_KINDS, live_runs + finished_runs),
+                        task_counts, instances)
+    state = _unpack_state(rest)
+    state.runs = {(run.dag_id, run.run_id): run for run in runs[:live_runs]}
+    state.finished = {(run.dag_id, run.run_id): run for run in runs[live_runs:]}
+    positions = {str(topic): int(offset) for topic, offset in header["positions"].items()}
+    return Snapshot(int(header["partition"]), restored(state), positions,
+                    deque(_unpack_event(text) for text in echoes))
+
+
+def _unpack_runs(run_columns: list[list], task_counts: list[int], instances: list[TaskInstance]) -> list[DagRun]:
+    if sum(task_counts) != len(instances) or len(task_counts) != len(run_columns[0]):
+        raise ValueError("run and task instance counts disagree")
+    runs, start = [], 0
+    for fields, count in zip(zip(*run_columns), task_counts):
+        tasks = {instance.task_id: instance for instance in instances[start:start + count]}
+        start += count
+        runs.append(DagRun(**dict(zip(_RUN_FIELDS, fields)), tasks=tasks))
+    return runs
 
 
 def restored(state: SchedulerState) -> SchedulerState:
@@ -169,17 +202,15 @@ def restored(state: SchedulerState) -> SchedulerState:
 
 
 def _unpack_state(body: list) -> SchedulerState:
-    (dags, paused, runs, latest, next_due, triggers, finished, requests, rejections, removed,
+    (dags, paused, latest, next_due, triggers, requests, rejections, removed,
      backfill_requests, backfills, unlaunched, live, waiting) = body
     state = SchedulerState()
     state.dags = {entry.definition.dag_id: entry for entry in map(_unpack_dag, dags)}
     state.paused = set(paused)
-    state.runs = {(run.dag_id, run.run_id): run for run in map(_unpack_run, runs)}
     state.latest_scheduled = dict(latest)
     state.next_due = dict(next_due)
     state.triggers = {(trigger.dag_id, model.manual_run_id(trigger.request_id)): trigger
                       for trigger in map(_unpack_event, triggers)}
-    state.finished = {(run.dag_id, run.run_id): run for run in map(_unpack_run, finished)}
     state.requests = set(requests)
     state.rejections = {request: Rejection(*fields) for request, *fields in rejections}
     state.removed_dags = {entry.definition.dag_id: entry for entry in map(_unpack_dag, removed)}
@@ -197,12 +228,6 @@ def _unpack_dag(packed: list) -> DagEntry:
     definition = DagDefinition(**fields)
     tasks = {task.task_id: task for task in definition.tasks}
     return DagEntry(definition, fingerprint, first_seen_at, tasks, topological_order(tasks))
-
-
-def _unpack_run(packed: list) -> DagRun:
-    dag_id, run_id, logical_date, run_type, conf_json, created_at, instances, finished_state, reopened_by = packed
-    tasks = {fields[0]: TaskInstance(*fields) for fields in instances}
-    return DagRun(dag_id, run_id, logical_date, run_type, conf_json, created_at, tasks, finished_state, reopened_by)
 
 
 def _unpack_backfill(packed: list) -> tuple[str, Backfill]:
