@@ -35,7 +35,7 @@ def finished_run(dag_id: str, number: int, tasks: int, at: float) -> Iterator:
     for index in range(tasks):
         yield from _try(dag_id, run_id, f"t{index}", at + index)
         yield TaskSucceeded(dag_id=dag_id, run_id=run_id, task_id=f"t{index}", try_number=1,
-                            runner_id=f"runner-{number}-{index}", at=at + index + 0.5)
+                            runner_id=f"r-{run_id}", at=at + index + 0.5)
     yield DagRunFinished(dag_id=dag_id, run_id=run_id, state="success", at=at + tasks)
 
 
