@@ -14,10 +14,10 @@ OWNER = "synthetic-scheduler"
 EXECUTOR = "synthetic"  # no executor of that name runs: a probe answers "unknown", never kills
 
 
-def dag_parsed(dag_id: str, tasks: int, at: float = 0.0) -> DagParsed:
+def dag_parsed(dag_id: str, tasks: int, at: float = 0.0, executor: str = EXECUTOR) -> DagParsed:
     """A chain of ``tasks`` bash tasks."""
     definitions = [TaskDefinition(task_id=f"t{index}", kind="bash", command="true",
-                                  upstream=[f"t{index - 1}"] if index else [], executor=EXECUTOR)
+                                  upstream=[f"t{index - 1}"] if index else [], executor=executor)
                    for index in range(tasks)]
     definition = DagDefinition(dag_id=dag_id, file_path=f"/dags/{dag_id}.py", tasks=definitions,
                                tags=["synthetic"])
