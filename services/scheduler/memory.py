@@ -14,6 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from confluent_kafka import KafkaException
+
 from infra.log import LogRecord, replay
 from infra.log.latest import latest_value
 from infra.settings import Settings
@@ -25,6 +27,7 @@ from services.scheduler.core.snapshot import Snapshot, SnapshotRefused, decode_s
 log = logging.getLogger("tock.scheduler")
 
 REPLAYED_TOPICS = (DAGS, EVENTS, HEARTBEATS)
+SNAPSHOT_READ_TIMEOUT = 10.0  # past it, a takeover replays the full history
 
 
 @dataclass
@@ -78,7 +81,13 @@ def restore(settings: Settings, partitions: list[int], client_id: str = "tock-sc
     """The memories of ``partitions`` whose latest snapshot this code can read (the others: none)."""
     memories = {}
     for partition in partitions:
-        found = latest_value(settings, SNAPSHOTS, partition, str(partition), client_id=client_id)
+        try:
+            found = latest_value(settings, SNAPSHOTS, partition, str(partition), client_id=client_id,
+                                 timeout=SNAPSHOT_READ_TIMEOUT)
+        except (KafkaException, TimeoutError) as error:
+            log.warning("the snapshot of partition %d could not be read (%s): replaying the full history",
+                        partition, error)
+            continue
         if found is None:
             continue
         try:

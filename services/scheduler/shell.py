@@ -8,6 +8,7 @@ instance that lost p cannot commit anything for it.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -94,6 +95,8 @@ class Scheduler:
                                   client_id=f"tock-scheduler-{self.scheduler_id}",
                                   config=self._group_config())
         self.evidence = HeartbeatEvidence(self.side, topic_name(self.settings.topic_prefix, HEARTBEATS))
+        self.snapshots_on = self._snapshot_topic_exists()
+        self.takeovers.config = dataclasses.replace(self.takeovers.config, snapshots=self.snapshots_on)
         log.info("scheduler %s started", self.scheduler_id)
         try:
             while not self._stop.is_set():
@@ -109,7 +112,7 @@ class Scheduler:
         # Launches already made are committed with the goodbye, so the next owner sees their handles.
         goodbye = (None, SchedulerStopped(scheduler_id=self.scheduler_id, at=time.time()))
         try:
-            self._commit_now(self.pending + [goodbye], self._snapshots(sorted(self.memories)))
+            self._commit_now(self.pending + [goodbye], self._snapshots(sorted(self.memories) if self.snapshots_on else []))
         except TransactionAborted as error:  # e.g. the group rebalanced as we stopped: the next owner relaunches
             log.warning("stopping: the last decisions were not committed (%s); the runners' claims in the "
                         "log keep any try from running twice", error)
@@ -331,7 +334,20 @@ class Scheduler:
                 memory.folded_since_snapshot, memory.snapshot_at = 0, time.time()
 
     # -- snapshots -----------------------------------------------------------------------------
+    def _snapshot_topic_exists(self) -> bool:
+        """Whether tock.snapshots exists: writing to a missing topic would abort every transaction
+        (an upgrade that did not run `tock topics create`). Without it, no snapshots."""
+        topic = topic_name(self.settings.topic_prefix, SNAPSHOTS)
+        found = self.events.consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if found is None or found.error is not None or not found.partitions:
+            log.error("topic %s does not exist: no snapshots are written, every takeover replays the full "
+                      "history (`tock topics create` creates it)", topic)
+            return False
+        return True
+
     def _snapshots_due(self, now: float) -> list[int]:
+        if not self.snapshots_on:
+            return []
         every, interval = self.settings.scheduler_snapshot_every_events, self.settings.scheduler_snapshot_interval_seconds
         return [partition for partition, memory in self.memories.items()
                 if partition not in self.adoption_due

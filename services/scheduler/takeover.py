@@ -45,6 +45,7 @@ class TakeoverConfig:
     group_id: str
     client_id: str
     settle_timeout: float
+    snapshots: bool = True  # False: tock.snapshots is missing, always replay the full history
 
 
 def prepare(config: TakeoverConfig, takeover: Takeover) -> Takeover:
@@ -53,7 +54,8 @@ def prepare(config: TakeoverConfig, takeover: Takeover) -> Takeover:
         settle(config.settings, EVENTS, takeover.partitions, timeout=config.settle_timeout,
                client_id=f"{config.client_id}-settle", group_id=config.group_id)
         takeover.settled = time.time()
-        restored = restore(config.settings, takeover.partitions, client_id=f"{config.client_id}-snapshots")
+        restored = restore(config.settings, takeover.partitions, client_id=f"{config.client_id}-snapshots") \
+            if config.snapshots else {}
         takeover.restored = time.time()
         takeover.memories = rebuild(config.settings, takeover.partitions, restored)
         takeover.from_snapshot = set(restored)
@@ -67,7 +69,7 @@ class BackgroundTakeovers:
     """Runs ``prepare`` on threads; epochs say which results are still wanted."""
 
     def __init__(self, config: TakeoverConfig, work: Callable[[TakeoverConfig, Takeover], Takeover] = prepare) -> None:
-        self._config = config
+        self.config = config
         self._work = work
         self._epochs: dict[int, int] = {}
         self._running: dict[int, int] = {}  # partition -> epoch of its takeover under way
@@ -109,4 +111,4 @@ class BackgroundTakeovers:
                 done.append(takeover)
 
     def _run(self, takeover: Takeover) -> None:
-        self._done.put(self._work(self._config, takeover))
+        self._done.put(self._work(self.config, takeover))
