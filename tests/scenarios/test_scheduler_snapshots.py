@@ -194,3 +194,79 @@ def test_a_snapshot_of_an_older_state_version_is_skipped_and_the_full_history_re
         stop(scheduler, thread)
     assert (f"snapshot of partition {PARTITION} was written by state version {STATE_VERSION - 1}, this scheduler "
             f"reads {STATE_VERSION} (offset 0 of the snapshots): replaying the full history") in caplog.text
+
+
+# -- the takeover runs off the poll thread -------------------------------------------------------
+
+CHAIN = '''
+from tock import DAG, BashTask
+
+for dag_id in {dag_ids!r}:
+    with DAG(dag_id) as dag:
+        BashTask("a", "true") >> BashTask("b", "true")
+    globals()[dag_id] = dag
+'''
+
+
+class HeldTakeover:
+    """Wraps the real takeover work: once armed, the next takeover waits until released, then
+    does the real settle + snapshot + replay. A stand-in for a replay slowed by a long history."""
+
+    def __init__(self, work) -> None:
+        self.work, self.armed, self.release, self.holding = work, threading.Event(), threading.Event(), []
+
+    def __call__(self, config, takeover):
+        if self.armed.is_set():
+            self.holding.append(list(takeover.partitions))
+            assert self.release.wait(120), "never released"
+        return self.work(config, takeover)
+
+
+def dag_in(settings, partition: int) -> str:
+    from infra.log import partition_for
+
+    return next(f"chain{index}" for index in range(1000) if partition_for(f"chain{index}", settings.partitions) == partition)
+
+
+def test_a_held_takeover_does_not_stop_the_scheduler_deciding_its_other_partition(make_settings, tmp_path):
+    """While the takeover of a partition is held (its settle + snapshot + replay have not even begun),
+    the same scheduler runs a whole DAG run of the partition it already owns: polling, folding,
+    deciding and committing go on. Then the held takeover is released and installed. It shows the
+    loop is not blocked; it does not measure max.poll.interval.ms (300 s by default) being kept."""
+    settings = make_settings(partitions=2, scheduler_session_timeout=6, task_heartbeat_seconds=0.5)
+    create_topics(settings)
+    dag_ids = [dag_in(settings, 0), dag_in(settings, 1)]
+    path = tmp_path / "dags" / "chains.py"
+    path.parent.mkdir()
+    path.write_text(CHAIN.format(dag_ids=dag_ids))
+    publish_dags(settings, path)
+    tail = LogTail(settings)
+    holder, holder_thread = in_process_scheduler(settings, "holder")
+    worker, worker_thread, held = None, None, None
+    try:
+        wait_until(lambda: len(holder.memories) == 2, 60, "the holder to own both partitions")
+        worker = Scheduler(settings, {"local": LocalExecutor(settings)}, scheduler_id="worker")
+        held = worker.takeovers._work = HeldTakeover(worker.takeovers._work)
+        worker_thread = threading.Thread(target=worker.run, name="scheduler-worker")
+        worker_thread.start()
+        owned = wait_until(lambda: len(worker.memories) == 1 and set(worker.memories), 60, "the worker's share")
+        [mine], [other] = owned, {0, 1} - owned
+        held.armed.set()
+        stop(holder, holder_thread)  # its partition moves to the worker, whose takeover is held
+        wait_until(lambda: held.holding, 60, "the worker's takeover of the holder's partition to start")
+        assert held.holding == [[other]]
+        run_id = trigger(settings, dag_ids[mine])
+        assert tail.run_finished(run_id, 120).state == "success"
+        assert other not in worker.memories and other in worker.takeovers.under_way
+        held.release.set()
+        wait_until(lambda: other in worker.memories, 60, "the held takeover to be installed")
+        other_run = trigger(settings, dag_ids[other])
+        assert tail.run_finished(other_run, 120).state == "success"
+    finally:
+        if held is not None:
+            held.release.set()
+        if holder_thread.is_alive():
+            stop(holder, holder_thread)
+        if worker_thread is not None:
+            stop(worker, worker_thread)
+        tail.close()
