@@ -112,7 +112,8 @@ class Scheduler:
         # Launches already made are committed with the goodbye, so the next owner sees their handles.
         goodbye = (None, SchedulerStopped(scheduler_id=self.scheduler_id, at=time.time()))
         try:
-            self._commit_now(self.pending + [goodbye], self._snapshots(sorted(self.memories) if self.snapshots_on else []))
+            snapshots = self._snapshots(sorted(self.memories) if self.snapshots_on else [])  # a fast restart
+            self._commit_now(self.pending + [goodbye], snapshots)
         except TransactionAborted as error:  # e.g. the group rebalanced as we stopped: the next owner relaunches
             log.warning("stopping: the last decisions were not committed (%s); the runners' claims in the "
                         "log keep any try from running twice", error)
@@ -348,7 +349,8 @@ class Scheduler:
     def _snapshots_due(self, now: float) -> list[int]:
         if not self.snapshots_on:
             return []
-        every, interval = self.settings.scheduler_snapshot_every_events, self.settings.scheduler_snapshot_interval_seconds
+        every = self.settings.scheduler_snapshot_every_events
+        interval = self.settings.scheduler_snapshot_interval_seconds
         return [partition for partition, memory in self.memories.items()
                 if partition not in self.adoption_due
                 and snapshot_due(memory.folded_since_snapshot, now - memory.snapshot_at, every, interval)]

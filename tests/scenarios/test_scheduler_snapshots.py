@@ -225,7 +225,8 @@ class HeldTakeover:
 def dag_in(settings, partition: int) -> str:
     from infra.log import partition_for
 
-    return next(f"chain{index}" for index in range(1000) if partition_for(f"chain{index}", settings.partitions) == partition)
+    return next(f"chain{index}" for index in range(1000)
+                if partition_for(f"chain{index}", settings.partitions) == partition)
 
 
 def test_a_held_takeover_does_not_stop_the_scheduler_deciding_its_other_partition(make_settings, tmp_path):
