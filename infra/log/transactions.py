@@ -145,11 +145,11 @@ class TransactionalSession(Closing):
                      offsets: dict[tuple[str, int], int] | None, raw: Iterable[RawRecord]) -> None:
         try:
             self.producer.begin_transaction()
-            for item in events:
-                self._append(item)
             for record in raw:
                 produce(self.producer, topic_name(self._settings.topic_prefix, record.logical_topic), record.value,
                         record.key, record.partition)
+            for item in events:
+                self._append(item)
             if reader is not None:
                 self._send_offsets(reader, reader.positions() if offsets is None else offsets)
             self._injected_stop()
