@@ -23,15 +23,15 @@ import time
 from pathlib import Path
 
 from infra.executors import LocalExecutor
-from infra.log import KafkaEventLog
+from infra.log import EventReader, KafkaEventLog
 from infra.log.latest import latest_value
-from schemas import SNAPSHOTS, DagRunCreated, TriggerDagRun
+from infra.topics import topic_name
+from schemas import EVENTS, SNAPSHOTS, DagRunCreated, TriggerDagRun
 from services.scheduler.core.snapshot import decode_snapshot
 from services.scheduler.shell import Scheduler
 from tests import synthetic_history as synthetic
 from tests.benchmarks.common import bench_settings, figure
 from tests.benchmarks.w3_takeover import drop_topics, load
-from tests.scenarios.scheduler_support import LogTail
 
 EVENTS_WANTED = int(os.environ.get("BENCH_SNAPSHOT_EVENTS", 2_000_000))
 OPEN_TRIES = 200
@@ -71,15 +71,31 @@ def trigger(settings, request_id: str) -> str:
     return f"manual__{request_id}"
 
 
-def take_over(settings, name: str, request_id: str, tail: LogTail) -> tuple[Scheduler, threading.Thread, float]:
-    """A Scheduler thread takes the partition over; seconds from its assignment to the triggered run's creation."""
+def take_over(settings, name: str, request_id: str) -> tuple[Scheduler, threading.Thread, float]:
+    """A Scheduler thread takes the partition over; seconds from its assignment to the triggered run's creation.
+    The run is watched from the end of the log as it is now: reading the history in this process would
+    take the scheduler thread's CPU (one interpreter lock)."""
+    watch = EventReader(settings, [], client_id="bench-watch")
+    _low, end = watch.watermarks(topic_name(settings.topic_prefix, EVENTS), 0)
+    watch.assign([(EVENTS, 0, end)])
     run_id = trigger(settings, request_id)
     scheduler = Scheduler(settings, {"local": LocalExecutor(settings)}, scheduler_id=name)
     thread = threading.Thread(target=scheduler.run, name=name)
     thread.start()
-    created = tail.wait_for(lambda _events: next(iter(tail.of_type(DagRunCreated, run_id=run_id)), None), 600,
-                            f"{name} to create {run_id}")
+    try:
+        created = wait_for_created(watch, run_id)
+    finally:
+        watch.close()
     return scheduler, thread, created.at - scheduler.assigned_at[0]
+
+
+def wait_for_created(watch: EventReader, run_id: str, timeout: float = 900) -> DagRunCreated:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for record in watch.poll(0.5):
+            if isinstance(record.event, DagRunCreated) and record.event.run_id == run_id:
+                return record.event
+    raise TimeoutError(f"{run_id} was not created within {timeout:g} s")
 
 
 def stop(scheduler: Scheduler, thread: threading.Thread) -> None:
@@ -91,18 +107,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         settings = bench_settings(Path(tmp), partitions=1, task_heartbeat_timeout=600,
                                   scheduler_snapshot_every_events=0, scheduler_snapshot_interval_seconds=0)
-        tail = LogTail(settings)
         try:
-            run(settings, tail)
+            run(settings)
         finally:
-            tail.close()
             drop_topics(settings)
 
 
-def run(settings, tail: LogTail) -> None:
+def run(settings) -> None:
     print(f"  (SYNTHETIC history: {EVENTS_WANTED:,} events written by the bench, {OPEN_TRIES} open tries; {load()})")
     write_history(settings, EVENTS_WANTED)
-    full, full_thread, full_seconds = take_over(settings, "full", "first", tail)
+    full, full_thread, full_seconds = take_over(settings, "full", "first")
     figure("takeover by full replay: assignment -> decisions", full_seconds, "s")
     stop(full, full_thread)  # the goodbye commit writes the snapshot
     encode = full.metrics.registry.get_sample_value("tock_scheduler_snapshot_seconds_sum")
@@ -115,7 +129,7 @@ def run(settings, tail: LogTail) -> None:
     print(f"     ({len(snapshot.state.finished):,} finished runs, {len(snapshot.state.runs):,} open runs, "
           f"{len(snapshot.state.live):,} live tries in the snapshot)")
     write_tail(settings)
-    second, second_thread, snapshot_seconds = take_over(settings, "from-snapshot", "second", tail)
+    second, second_thread, snapshot_seconds = take_over(settings, "from-snapshot", "second")
     used = second.metrics.registry.get_sample_value("tock_scheduler_takeover_from_snapshot_total")
     stop(second, second_thread)
     figure(f"takeover from snapshot + tail of ~{TAIL_RUNS * EVENTS_PER_RUN:,} events: assignment -> decisions",
