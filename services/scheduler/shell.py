@@ -40,6 +40,7 @@ MAX_POLL_WAIT = 0.2  # longest sleep between decisions when nothing arrives (tim
 TAKEOVER_POLL_WAIT = 0.02  # ... while a takeover runs in the background: its result is installed by this loop
 ASSIGNMENT = "cooperative-sticky"
 TRANSACTION_RETRY_BACKOFF_MS = 5
+SNAPSHOT_RECORD_OVERHEAD = 64 * 1024  # key and batch framing around a snapshot's value, kept under the limits
 REPLAY_RETRY_FIRST, REPLAY_RETRY_MOST = 1.0, 30.0  # seconds between attempts at a failed takeover
 
 
@@ -88,7 +89,9 @@ class Scheduler:
         self.session = TransactionalSession(
             self.settings, f"{self.settings.topic_prefix}tock-scheduler-{self.scheduler_id}",
             config={"transaction.timeout.ms": int(self.settings.scheduler_session_timeout * 1000),
-                    "retry.backoff.ms": TRANSACTION_RETRY_BACKOFF_MS})
+                    "retry.backoff.ms": TRANSACTION_RETRY_BACKOFF_MS,
+                    # A snapshot is one record of up to SNAPSHOT_MAX_BYTES (the topic allows as much).
+                    "message.max.bytes": SNAPSHOT_MAX_BYTES})
         self.side = EventReader(self.settings, [], client_id=f"tock-scheduler-side-{self.scheduler_id}")
         self.events = EventReader(self.settings, [EVENTS], group_id=self.group_id,
                                   on_assign=self._assigned, on_revoke=self._revoked,
@@ -292,6 +295,7 @@ class Scheduler:
         except TransactionAborted as error:
             self.metrics.aborted.inc()
             self._aborted(error)
+            self._snapshots_put_off(snapshots)
             return
         finally:
             elapsed = time.time() - started
@@ -355,6 +359,16 @@ class Scheduler:
                 if partition not in self.adoption_due
                 and snapshot_due(memory.folded_since_snapshot, now - memory.snapshot_at, every, interval)]
 
+    def _snapshots_put_off(self, partitions: list[int]) -> None:
+        """After an aborted transaction that carried snapshots, decide again without them: should the
+        snapshot itself be what the broker refused, the decisions must not wait on it."""
+        for partition in partitions:
+            memory = self.memories.get(partition)
+            if memory is not None:
+                memory.folded_since_snapshot, memory.snapshot_at = 0, time.time()
+        if partitions:
+            log.warning("snapshots of partitions %s put off to their next turn", sorted(partitions))
+
     def _snapshots(self, partitions: list[int]) -> list[RawRecord]:
         """Snapshots of these partitions' memories as they are now: before the decisions of the
         transaction they go out in are folded (see memory.snapshot_of)."""
@@ -365,9 +379,10 @@ class Scheduler:
             value = snapshot_of(memory)
             self.metrics.snapshot_seconds.observe(time.process_time() - started)
             self.metrics.snapshot_bytes.observe(len(value))
-            if len(value) > SNAPSHOT_MAX_BYTES:
-                log.warning("partition %d: snapshot of %d bytes is over the %d-byte limit of tock.snapshots; not "
-                            "written (a takeover replays the full history)", partition, len(value), SNAPSHOT_MAX_BYTES)
+            if len(value) > SNAPSHOT_MAX_BYTES - SNAPSHOT_RECORD_OVERHEAD:
+                log.warning("partition %d: snapshot of %d bytes is over the limit of tock.snapshots (%d bytes a "
+                            "record); not written (a takeover replays the full history)", partition, len(value),
+                            SNAPSHOT_MAX_BYTES)
                 memory.folded_since_snapshot, memory.snapshot_at = 0, time.time()
                 continue
             records.append(RawRecord(SNAPSHOTS, partition, str(partition), value))

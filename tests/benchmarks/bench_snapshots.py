@@ -15,6 +15,7 @@ turn after the takeover, with the adoptions); measured from the scheduler's assi
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import tempfile
@@ -104,6 +105,8 @@ def stop(scheduler: Scheduler, thread: threading.Thread) -> None:
 
 
 def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("tock.scheduler").setLevel(logging.INFO)
     with tempfile.TemporaryDirectory() as tmp:
         settings = bench_settings(Path(tmp), partitions=1, task_heartbeat_timeout=600,
                                   scheduler_snapshot_every_events=0, scheduler_snapshot_interval_seconds=0)
@@ -121,7 +124,10 @@ def run(settings) -> None:
     stop(full, full_thread)  # the goodbye commit writes the snapshot
     encode = full.metrics.registry.get_sample_value("tock_scheduler_snapshot_seconds_sum")
     figure("snapshot encode (CPU, on the decision thread)", encode or 0.0, "s")
-    offset, value = latest_value(settings, SNAPSHOTS, 0, "0")
+    found = latest_value(settings, SNAPSHOTS, 0, "0")
+    if found is None:
+        raise SystemExit("  !! no snapshot was written by the graceful stop (see the scheduler's log above)")
+    _offset, value = found
     figure("snapshot size (compressed record)", len(value) / 1e6, "MB")
     started = time.process_time()
     snapshot = decode_snapshot(value)

@@ -7,8 +7,12 @@ real DAG decided by a real scheduler process, which snapshots the partition and 
 
 from __future__ import annotations
 
+import base64
 import copy
+import dataclasses
+import json
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -271,3 +275,27 @@ def test_a_held_takeover_does_not_stop_the_scheduler_deciding_its_other_partitio
         if worker_thread is not None:
             stop(worker, worker_thread)
         tail.close()
+
+
+def test_a_snapshot_larger_than_a_default_kafka_record_is_written(make_settings, caplog):
+    """A big partition's snapshot is megabytes: beyond librdkafka's and the broker's 1 MB defaults."""
+    caplog.set_level(logging.INFO)
+    settings = make_settings(partitions=1, scheduler_snapshot_every_events=1, scheduler_snapshot_interval_seconds=0)
+    create_topics(settings)
+    event_log = shared_event_log(settings)
+    for index in range(3):  # each DagParsed just under 1 MB; random text: the snapshot hardly compresses
+        parsed = synthetic.dag_parsed(f"big{index}", 1, time.time())
+        bulky = dataclasses.replace(parsed.definition, params_json=json.dumps(
+            base64.b64encode(os.urandom(700_000)).decode()))
+        event_log.append(dataclasses.replace(parsed, definition=bulky))
+    event_log.flush()
+    scheduler, thread = in_process_scheduler(settings, "big")
+    try:
+        found = wait_until(lambda: (found := latest_value(settings, SNAPSHOTS, PARTITION, str(PARTITION),
+                                                          client_id="test-snapshots")) and found, 60,
+                           "a snapshot")
+        assert len(found[1]) > 2 * 1024 * 1024
+        assert snapshot_codec.decode_snapshot(found[1]).state == scheduler.memories[PARTITION].state
+    finally:
+        stop(scheduler, thread)
+    assert "put off" not in caplog.text and "not written" not in caplog.text
