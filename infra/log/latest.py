@@ -14,6 +14,7 @@ import uuid
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from infra.log.config import consumer_config
+from infra.log.reader import LEADERSHIP_CHANGES
 from infra.settings import Settings
 from infra.topics import topic_name
 
@@ -74,9 +75,8 @@ def _watermarks(consumer: Consumer, part: TopicPartition, timeout: float) -> tup
         try:
             return consumer.get_watermark_offsets(part, timeout=timeout)
         except KafkaException as exc:
-            if not exc.args[0].retriable() and exc.args[0].code() not in (KafkaError._UNKNOWN_PARTITION,
-                                                                         KafkaError.UNKNOWN_TOPIC_OR_PART,
-                                                                         KafkaError.LEADER_NOT_AVAILABLE):
+            # A topic just created, or a leader moving: as EventReader.watermarks waits them out.
+            if not exc.args[0].retriable() and exc.args[0].code() not in LEADERSHIP_CHANGES:
                 raise
             if time.monotonic() > deadline:
                 raise
