@@ -62,6 +62,12 @@ class Settings(BaseSettings):
                                       "runner to start (a busy Celery queue, a pending pod) before it is dead")
     scheduler_session_timeout: float = Field(default=10.0, ge=6, le=300,
                                              description="seconds before a silent scheduler's partitions move")
+    scheduler_snapshot_every_events: int = Field(
+        default=100_000, ge=0, description="a scheduler snapshots a partition (to tock.snapshots, with its "
+        "decisions) once it has folded this many records of it since the last snapshot; 0 = off")
+    scheduler_snapshot_interval_seconds: float = Field(
+        default=60.0, ge=0, description="a scheduler also snapshots a partition once this many seconds "
+        "passed since its last snapshot with at least one record folded; 0 = off (both 0: no snapshots, every takeover replays the full history)")
     task_log_ship_limit_bytes: int = Field(default=10 * 1024 * 1024, ge=0,
                                            description="bytes of a try's output shipped to tock.logs at most; "
                                                        "past it a truncation marker (the local file keeps all)")

@@ -8,9 +8,11 @@ from dataclasses import dataclass, field
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from infra.broker_config import replication_for
-from schemas.declare import DAGS, DEAD_LETTER, EVENTS, HEARTBEATS, LOGS, PARSING, SCHEDULERS, USERS
+from schemas.declare import DAGS, DEAD_LETTER, EVENTS, HEARTBEATS, LOGS, PARSING, SCHEDULERS, SNAPSHOTS, USERS
 
 # Every topic has TOCK_PARTITIONS partitions, so partition p of each concerns the same DAGs.
+
+SNAPSHOT_MAX_BYTES = 64 * 1024 * 1024  # largest snapshot record (topic max.message.bytes, producer message.max.bytes)
 
 
 class TopicMismatch(RuntimeError):
@@ -34,6 +36,10 @@ SPECS: tuple[TopicSpec, ...] = (
     TopicSpec(DEAD_LETTER, "delete", {"retention.ms": "-1"}),
     TopicSpec(LOGS, "delete", {"retention.ms": str(7 * 24 * 3600 * 1000)}),  # see log_retention_hours
     TopicSpec(USERS, "delete", {"retention.ms": "-1"}),  # accounts: every change kept, like tock.events
+    # One key per partition (the partition number), in that partition: compaction keeps the latest.
+    # A big partition's snapshot is megabytes (compressed), beyond the broker's 1 MB default.
+    TopicSpec(SNAPSHOTS, "compact", {"max.message.bytes": str(SNAPSHOT_MAX_BYTES),
+                                     "segment.ms": str(3600 * 1000), "min.cleanable.dirty.ratio": "0.1"}),
 )
 
 

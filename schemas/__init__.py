@@ -13,6 +13,7 @@ from schemas.declare import (
     LOGS,
     PARSING,
     SCHEDULERS,
+    SNAPSHOTS,
     USERS,
     Event,
     event_type,

@@ -21,6 +21,7 @@ SCHEDULERS = "schedulers"
 DEAD_LETTER = "dead-letter"
 LOGS = "logs"  # task log lines (schemas/logs.py)
 USERS = "users"  # accounts and API tokens (schemas/users.py)
+SNAPSHOTS = "snapshots"  # scheduler partition snapshots (services/scheduler/core/snapshot.py), not events
 
 EVENT_TYPES: dict[str, type] = {}
 

@@ -21,7 +21,7 @@ from schemas import DecodeError, decode
 log = logging.getLogger("tock.log")
 
 # ... and a topic so fresh that the client's metadata does not list it or its partitions yet.
-_LEADERSHIP_CHANGES = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+LEADERSHIP_CHANGES = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
                        KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TRANSPORT, KafkaError._TIMED_OUT,
                        KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
 
@@ -104,7 +104,7 @@ class EventReader(Closing):
                                                            cached=cached)
             except KafkaException as exc:
                 error: KafkaError = exc.args[0]
-                transient = error.retriable() or error.code() in _LEADERSHIP_CHANGES
+                transient = error.retriable() or error.code() in LEADERSHIP_CHANGES
                 if not transient or time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)

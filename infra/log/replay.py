@@ -1,4 +1,5 @@
-"""replay(): read partitions read_committed from their start up to their end as it stood when replay began."""
+"""replay(): read partitions read_committed from their start (or given offsets) up to their end as it
+stood when replay began."""
 
 from __future__ import annotations
 
@@ -19,8 +20,10 @@ REPLAY_FETCH = {"max.partition.fetch.bytes": 32 * 1024 * 1024, "fetch.max.bytes"
 
 
 def replay(settings: Settings, logical_topic: str, partitions: list[int] | None = None, *,
-           client_id: str = "tock-replay", timeout: float = 30.0) -> Iterator[LogRecord]:
-    """Every committed record of ``partitions`` (default: all) up to the end offsets taken at the start.
+           client_id: str = "tock-replay", timeout: float = 30.0,
+           start: dict[int, int] | None = None) -> Iterator[LogRecord]:
+    """Every committed record of ``partitions`` (default: all) up to the end offsets taken at the start,
+    from offset ``start[partition]`` where given (e.g. where a snapshot ends), else from the beginning.
 
     Records written after replay began are not returned, so replay always ends, even
     while producers keep writing. Undecodable records go to the dead-letter topic.
@@ -28,8 +31,9 @@ def replay(settings: Settings, logical_topic: str, partitions: list[int] | None 
     topic = topic_name(settings.topic_prefix, logical_topic)
     reader = EventReader(settings, [], client_id=client_id, partition_eof=True, config=REPLAY_FETCH)
     try:
-        ends = _end_offsets(reader, topic, partitions, timeout)
-        reader.assign([(logical_topic, partition, OFFSET_BEGINNING) for partition in ends])
+        start = start or {}
+        ends = _end_offsets(reader, topic, partitions, timeout, start)
+        reader.assign([(logical_topic, partition, start.get(partition, OFFSET_BEGINNING)) for partition in ends])
         while ends:
             # A short wait: consume() blocks until a full batch or the timeout, and the
             # tail of a partition never fills a batch; the loop ends at the end offsets.
@@ -41,7 +45,7 @@ def replay(settings: Settings, logical_topic: str, partitions: list[int] | None 
 
 
 def _end_offsets(reader: EventReader, topic: str, partitions: list[int] | None,
-                 timeout: float) -> dict[int, int]:
+                 timeout: float, start: dict[int, int]) -> dict[int, int]:
     """High watermark of each non-empty partition. Records of a transaction still open below it
     are read if it commits before the reader reaches them; the end of the log (partition EOF,
     at the last stable offset for read_committed) also ends a partition, so replay never waits
@@ -51,7 +55,7 @@ def _end_offsets(reader: EventReader, topic: str, partitions: list[int] | None,
     ends = {}
     for partition in partitions:
         low, high = reader.watermarks(topic, partition, timeout)
-        if high > low:
+        if high > max(low, start.get(partition, 0)):
             ends[partition] = high
     return ends
 

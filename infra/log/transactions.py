@@ -15,15 +15,16 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from infra.log.closing import Closing
 from infra.log.config import producer_config
-from infra.log.producer import produce_event
+from infra.log.producer import produce, produce_event
 from infra.log.reader import EventReader
 from infra.settings import Settings
+from infra.topics import topic_name
 
 log = logging.getLogger("tock.log")
 
@@ -60,6 +61,15 @@ class PartitionsLost(TransactionAborted):
 
 
 Item = Any  # an event, or (event, key, partition_key)
+
+
+class RawRecord(NamedTuple):
+    """An already encoded record for a given partition of a logical topic (e.g. a scheduler snapshot)."""
+
+    logical_topic: str
+    partition: int
+    key: str
+    value: bytes
 
 
 def failure_kind(error: KafkaError) -> type[Fenced] | type[TransactionAborted]:
@@ -114,8 +124,9 @@ class TransactionalSession(Closing):
                          exc.args[0] if isinstance(exc, KafkaException) else None) from None
 
     def commit(self, events: Iterable[Item], reader: EventReader | None,
-               offsets: dict[tuple[str, int], int] | None = None) -> None:
-        """Write ``events`` and commit ``offsets`` (default: ``reader.positions()``) in one transaction.
+               offsets: dict[tuple[str, int], int] | None = None, raw: Iterable[RawRecord] = ()) -> None:
+        """Write ``events`` and ``raw`` records and commit ``offsets`` (default: ``reader.positions()``)
+        in one transaction.
 
         ``reader`` None writes events only (no consumed offsets). Raises TransactionAborted
         (nothing written; decide again) or Fenced (stop).
@@ -125,15 +136,18 @@ class TransactionalSession(Closing):
         if self._needs_init:
             self._restart_producer()
         try:
-            self._commit_once(events, reader, offsets)
+            self._commit_once(events, reader, offsets, raw)
         except _Wedged as wedged:
             self._abandon_producer(wedged)
             raise TransactionAborted(f"transaction abandoned: {wedged}") from None
 
     def _commit_once(self, events: Iterable[Item], reader: EventReader | None,
-                     offsets: dict[tuple[str, int], int] | None) -> None:
+                     offsets: dict[tuple[str, int], int] | None, raw: Iterable[RawRecord]) -> None:
         try:
             self.producer.begin_transaction()
+            for record in raw:
+                produce(self.producer, topic_name(self._settings.topic_prefix, record.logical_topic), record.value,
+                        record.key, record.partition)
             for item in events:
                 self._append(item)
             if reader is not None:

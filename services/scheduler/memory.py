@@ -1,7 +1,8 @@
 """What a scheduler holds per owned partition, and how it is rebuilt on being assigned one.
 
 Partition p of tock.dags, tock.events and tock.heartbeats concerns the same DAGs, so a
-partition's memory is the fold of p of those three topics (in that order on replay).
+partition's memory is the fold of p of those three topics (in that order on replay), or the
+latest snapshot of p (tock.snapshots, key and partition p) and the fold of what follows it.
 """
 
 from __future__ import annotations
@@ -13,15 +14,20 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from confluent_kafka import KafkaException
+
 from infra.log import LogRecord, replay
+from infra.log.latest import latest_value
 from infra.settings import Settings
 from infra.topics import topic_name
-from schemas import DAGS, EVENTS, HEARTBEATS
+from schemas import DAGS, EVENTS, HEARTBEATS, SNAPSHOTS
 from services.scheduler.core import DagTombstone, SchedulerState, UnknownEvent, evolve
+from services.scheduler.core.snapshot import Snapshot, SnapshotRefused, decode_snapshot, encode_snapshot
 
 log = logging.getLogger("tock.scheduler")
 
 REPLAYED_TOPICS = (DAGS, EVENTS, HEARTBEATS)
+SNAPSHOT_READ_TIMEOUT = 10.0  # past it, a takeover replays the full history
 
 
 @dataclass
@@ -32,10 +38,13 @@ class PartitionMemory:
     state: SchedulerState = field(default_factory=SchedulerState)
     positions: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REPLAYED_TOPICS, 0))
     echoes: deque = field(default_factory=deque)
+    folded_since_snapshot: int = 0  # records read since the last snapshot (or the takeover)
+    snapshot_at: float = 0.0        # when the last snapshot was committed (or the takeover done)
 
     def fold_record(self, logical: str, record: LogRecord) -> Any | None:
         """Fold one record read from the log; returns the event folded (None if skipped)."""
         self.positions[logical] = record.offset + 1
+        self.folded_since_snapshot += 1
         event = record.event
         if event is None:
             if logical != DAGS or record.key is None:
@@ -62,21 +71,58 @@ class PartitionMemory:
                 self.echoes.append(event)
 
 
-def rebuild(settings: Settings, partitions: list[int]) -> dict[int, PartitionMemory]:
-    """Replay partitions of tock.dags, tock.events and tock.heartbeats into fresh memories.
+def snapshot_of(memory: PartitionMemory) -> bytes:
+    """The memory as a snapshot record value: the state before any decision not committed yet."""
+    return encode_snapshot(Snapshot(memory.partition, memory.state, dict(memory.positions), memory.echoes))
+
+
+def restore(settings: Settings, partitions: list[int], client_id: str = "tock-scheduler-snapshots"
+            ) -> dict[int, PartitionMemory]:
+    """The memories of ``partitions`` whose latest snapshot this code can read (the others: none)."""
+    memories = {}
+    for partition in partitions:
+        try:
+            found = latest_value(settings, SNAPSHOTS, partition, str(partition), client_id=client_id,
+                                 timeout=SNAPSHOT_READ_TIMEOUT)
+        except (KafkaException, TimeoutError) as error:
+            log.warning("the snapshot of partition %d could not be read (%s): replaying the full history",
+                        partition, error)
+            continue
+        if found is None:
+            continue
+        try:
+            snapshot = decode_snapshot(found[1])
+        except SnapshotRefused as refused:
+            log.warning("%s (offset %d of the snapshots): replaying the full history", refused, found[0])
+            continue
+        if snapshot.partition != partition:
+            log.warning("the snapshot at offset %d of partition %d is of partition %d: replaying the full history",
+                        found[0], partition, snapshot.partition)
+            continue
+        memories[partition] = PartitionMemory(partition, snapshot.state, snapshot.positions, snapshot.echoes)
+    return memories
+
+
+def rebuild(settings: Settings, partitions: list[int], restored: dict[int, PartitionMemory] | None = None
+            ) -> dict[int, PartitionMemory]:
+    """Replay partitions of tock.dags, tock.events and tock.heartbeats into fresh memories, or on from
+    ``restored`` memories (from snapshots) from the offsets they cover.
 
     The three topics are read at once (reading is mostly waiting on the broker) and folded
     in that order: definitions before runs, runs before their heartbeats. tock.events is
     folded as it streams in, through a bounded queue, so a long history never sits in memory.
     """
-    memories = {partition: PartitionMemory(partition) for partition in partitions}
+    restored = restored or {}
+    memories = {partition: restored.get(partition) or PartitionMemory(partition) for partition in partitions}
     if not partitions:
         return memories
+    starts = {logical: {partition: memory.positions[logical] for partition, memory in restored.items()}
+              for logical in REPLAYED_TOPICS}
     events: queue.Queue = queue.Queue(maxsize=REPLAY_QUEUE)
     with ThreadPoolExecutor(len(REPLAYED_TOPICS), thread_name_prefix="replay") as pool:
-        dags = pool.submit(_read, settings, DAGS, partitions)
-        streaming = pool.submit(_stream, settings, EVENTS, partitions, events)
-        heartbeats = pool.submit(_read, settings, HEARTBEATS, partitions)
+        dags = pool.submit(_read, settings, DAGS, partitions, starts[DAGS])
+        streaming = pool.submit(_stream, settings, EVENTS, partitions, events, starts[EVENTS])
+        heartbeats = pool.submit(_read, settings, HEARTBEATS, partitions, starts[HEARTBEATS])
         _fold_all(memories, DAGS, dags.result())
         _fold_all(memories, EVENTS, iter(events.get, _END))
         streaming.result()
@@ -93,13 +139,15 @@ def _fold_all(memories: dict[int, PartitionMemory], logical: str, records) -> No
         memories[record.partition].fold_record(logical, record)
 
 
-def _read(settings: Settings, logical: str, partitions: list[int]) -> list[LogRecord]:
-    return list(replay(settings, logical, partitions, client_id=f"tock-scheduler-replay-{logical}"))
+def _read(settings: Settings, logical: str, partitions: list[int], start: dict[int, int]) -> list[LogRecord]:
+    return list(replay(settings, logical, partitions, client_id=f"tock-scheduler-replay-{logical}", start=start))
 
 
-def _stream(settings: Settings, logical: str, partitions: list[int], into: queue.Queue) -> None:
+def _stream(settings: Settings, logical: str, partitions: list[int], into: queue.Queue,
+            start: dict[int, int]) -> None:
     try:
-        for record in replay(settings, logical, partitions, client_id=f"tock-scheduler-replay-{logical}"):
+        for record in replay(settings, logical, partitions, client_id=f"tock-scheduler-replay-{logical}",
+                             start=start):
             into.put(record)
     finally:
         into.put(_END)

@@ -69,6 +69,14 @@ class SchedulerMetrics:
         self.takeover_seconds = Histogram("tock_scheduler_takeover_seconds", "time from being assigned "
                                           "partitions to reading on (waiting out open transactions, replay)",
                                           buckets=SLOW, registry=registry)
+        self.takeover_from_snapshot = Counter("tock_scheduler_takeover_from_snapshot", "partitions taken over "
+                                              "from a snapshot and the log after it (not a full replay)",
+                                              registry=registry)
+        self.snapshot_seconds = Histogram("tock_scheduler_snapshot_seconds", "CPU seconds to encode one "
+                                          "partition's snapshot (on the decision thread)", buckets=SLOW,
+                                          registry=registry)
+        self.snapshot_bytes = Histogram("tock_scheduler_snapshot_bytes", "size of one partition's snapshot",
+                                        buckets=(1e4, 1e5, 1e6, 4e6, 16e6, 64e6), registry=registry)
         self.heartbeat_delay = Histogram("tock_runner_heartbeat_delay_seconds", "how late each runner "
                                          "heartbeat came after the previous one, beyond "
                                          "TOCK_TASK_HEARTBEAT_SECONDS (read from the log)",

@@ -8,6 +8,7 @@ instance that lost p cannot commit anything for it.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -18,24 +19,28 @@ from collections.abc import Mapping
 
 from confluent_kafka import TopicPartition
 
-from infra.log import EventReader, PartitionsLost, TransactionAborted, TransactionalSession, partition_for, settle
+from infra.log import EventReader, PartitionsLost, RawRecord, TransactionAborted, TransactionalSession, partition_for
 from infra.settings import Settings
-from infra.topics import topic_name
-from schemas import (DAGS, EVENTS, HEARTBEATS, DagParsed, PauseDag, SchedulerHeartbeat, SchedulerStopped,
+from infra.topics import SNAPSHOT_MAX_BYTES, topic_name
+from schemas import (DAGS, EVENTS, HEARTBEATS, SNAPSHOTS, DagParsed, PauseDag, SchedulerHeartbeat, SchedulerStopped,
                      TaskHeartbeat, TaskKillRequested, TaskLaunched)
 from services.scheduler.core import Policy, decide, decide_adoption, next_wakeup, orphans, overdue_tries
 from services.scheduler.core.pods import try_has_ended, worth_writing
 from services.scheduler.core.model import DagTombstone
+from services.scheduler.core.snapshot import snapshot_due
 from services.scheduler.evidence import SLOW_CALL, HeartbeatEvidence
 from services.scheduler.launching import Executor, Launcher
-from services.scheduler.memory import PartitionMemory, logical_topics, rebuild
+from services.scheduler.memory import PartitionMemory, logical_topics, snapshot_of
 from services.scheduler.metrics import SchedulerMetrics, heartbeat_delay
+from services.scheduler.takeover import BackgroundTakeovers, Takeover, TakeoverConfig
 
 log = logging.getLogger("tock.scheduler")
 
 MAX_POLL_WAIT = 0.2  # longest sleep between decisions when nothing arrives (timers, cron)
+TAKEOVER_POLL_WAIT = 0.02  # ... while a takeover runs in the background: its result is installed by this loop
 ASSIGNMENT = "cooperative-sticky"
 TRANSACTION_RETRY_BACKOFF_MS = 5
+SNAPSHOT_RECORD_OVERHEAD = 64 * 1024  # key and batch framing around a snapshot's value, kept under the limits
 REPLAY_RETRY_FIRST, REPLAY_RETRY_MOST = 1.0, 30.0  # seconds between attempts at a failed takeover
 
 
@@ -68,6 +73,9 @@ class Scheduler:
         self.group_id = f"{settings.topic_prefix}tock-scheduler"
         self._next_heartbeat = 0.0
         self.assigned_at: dict[int, float] = {}  # when each partition was taken over (for benchmarks)
+        self.takeovers = BackgroundTakeovers(TakeoverConfig(settings, self.group_id,
+                                                            f"tock-scheduler-{self.scheduler_id}",
+                                                            self._settle_timeout()))
         self._pods_written: set[tuple[str, str]] = set()  # (observation, pod uid) written already
 
     # -- life cycle ------------------------------------------------------------------------
@@ -81,13 +89,17 @@ class Scheduler:
         self.session = TransactionalSession(
             self.settings, f"{self.settings.topic_prefix}tock-scheduler-{self.scheduler_id}",
             config={"transaction.timeout.ms": int(self.settings.scheduler_session_timeout * 1000),
-                    "retry.backoff.ms": TRANSACTION_RETRY_BACKOFF_MS})
+                    "retry.backoff.ms": TRANSACTION_RETRY_BACKOFF_MS,
+                    # A snapshot is one record of up to SNAPSHOT_MAX_BYTES (the topic allows as much).
+                    "message.max.bytes": SNAPSHOT_MAX_BYTES})
         self.side = EventReader(self.settings, [], client_id=f"tock-scheduler-side-{self.scheduler_id}")
         self.events = EventReader(self.settings, [EVENTS], group_id=self.group_id,
                                   on_assign=self._assigned, on_revoke=self._revoked,
                                   client_id=f"tock-scheduler-{self.scheduler_id}",
                                   config=self._group_config())
         self.evidence = HeartbeatEvidence(self.side, topic_name(self.settings.topic_prefix, HEARTBEATS))
+        self.snapshots_on = self._snapshot_topic_exists()
+        self.takeovers.config = dataclasses.replace(self.takeovers.config, snapshots=self.snapshots_on)
         log.info("scheduler %s started", self.scheduler_id)
         try:
             while not self._stop.is_set():
@@ -103,7 +115,8 @@ class Scheduler:
         # Launches already made are committed with the goodbye, so the next owner sees their handles.
         goodbye = (None, SchedulerStopped(scheduler_id=self.scheduler_id, at=time.time()))
         try:
-            self._commit_now(self.pending + [goodbye])
+            snapshots = self._snapshots(sorted(self.memories) if self.snapshots_on else [])  # a fast restart
+            self._commit_now(self.pending + [goodbye], snapshots)
         except TransactionAborted as error:  # e.g. the group rebalanced as we stopped: the next owner relaunches
             log.warning("stopping: the last decisions were not committed (%s); the runners' claims in the "
                         "log keep any try from running twice", error)
@@ -140,14 +153,16 @@ class Scheduler:
         records = self.events.poll(self._poll_wait(), 1)
         records += self.events.poll(0, 5000) + self.side.poll(0, 5000)
         touched = self._fold(records)
+        self._install_takeovers()
         self._retry_takeovers()
         now = time.time()
         self._gather_evidence(now)
         decisions = self._adoptions(now) + self._decisions(now, touched) + self._heartbeat(now)
+        snapshots = self._snapshots_due(now)
         # A takeover is done when a commit carries its adoptions, even none: without that commit
         # the loop spun (no wait while adoptions are due) until some other decision came along.
-        if decisions or self.pending or self.adoption_due or not self.may_launch:
-            self._commit(decisions)
+        if decisions or self.pending or self.adoption_due or not self.may_launch or snapshots:
+            self._commit(decisions, snapshots)
         if self.may_launch:
             self.pending.extend(self.launcher.launch_ready(self.memories.values()))
         self._tend_pods()
@@ -161,7 +176,7 @@ class Scheduler:
                    if (wakeup := next_wakeup(memory.state, self.policy.heartbeat_timeout, now,
                                              self.policy.start_timeout)) is not None]
         wait = min(wakeups, default=now + MAX_POLL_WAIT) - now
-        return min(max(wait, 0.0), MAX_POLL_WAIT)
+        return min(max(wait, 0.0), TAKEOVER_POLL_WAIT if self.takeovers.under_way else MAX_POLL_WAIT)
 
     def _fold(self, records) -> dict[int, set | None]:
         """Fold records of owned partitions; returns the runs touched per partition (None: walk all)."""
@@ -272,14 +287,15 @@ class Scheduler:
                                           pid=os.getpid(), partitions=sorted(self.memories), at=now))]
 
     # -- committing ----------------------------------------------------------------------------
-    def _commit(self, decisions: list) -> None:
+    def _commit(self, decisions: list, snapshots: list[int] = ()) -> None:
         batch = self.pending + decisions
         started = time.time()
         try:
-            self._commit_now(batch)
+            self._commit_now(batch, self._snapshots(snapshots))
         except TransactionAborted as error:
             self.metrics.aborted.inc()
             self._aborted(error)
+            self._snapshots_put_off(snapshots)
             return
         finally:
             elapsed = time.time() - started
@@ -313,32 +329,86 @@ class Scheduler:
                     self.launcher.kill_committed(memory, event)
         self.launcher.committed(event for _partition, event in batch if isinstance(event, TaskLaunched))
 
-    def _commit_now(self, batch: list) -> None:
+    def _commit_now(self, batch: list, snapshots: list[RawRecord] = ()) -> None:
         offsets = {(topic_name(self.settings.topic_prefix, EVENTS), partition): memory.positions[EVENTS]
                    for partition, memory in self.memories.items()}
-        self.session.commit([event for _partition, event in batch], self.events, offsets)
+        self.session.commit([event for _partition, event in batch], self.events, offsets, snapshots)
+        for snapshot in snapshots:
+            memory = self.memories.get(snapshot.partition)
+            if memory is not None:
+                memory.folded_since_snapshot, memory.snapshot_at = 0, time.time()
+
+    # -- snapshots -----------------------------------------------------------------------------
+    def _snapshot_topic_exists(self) -> bool:
+        """Whether tock.snapshots exists: writing to a missing topic would abort every transaction
+        (an upgrade that did not run `tock topics create`). Without it, no snapshots."""
+        topic = topic_name(self.settings.topic_prefix, SNAPSHOTS)
+        found = self.events.consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if found is None or found.error is not None or not found.partitions:
+            log.error("topic %s does not exist: no snapshots are written, every takeover replays the full "
+                      "history (`tock topics create` creates it)", topic)
+            return False
+        return True
+
+    def _snapshots_due(self, now: float) -> list[int]:
+        if not self.snapshots_on:
+            return []
+        every = self.settings.scheduler_snapshot_every_events
+        interval = self.settings.scheduler_snapshot_interval_seconds
+        return [partition for partition, memory in self.memories.items()
+                if partition not in self.adoption_due
+                and snapshot_due(memory.folded_since_snapshot, now - memory.snapshot_at, every, interval)]
+
+    def _snapshots_put_off(self, partitions: list[int]) -> None:
+        """After an aborted transaction that carried snapshots, decide again without them: should the
+        snapshot itself be what the broker refused, the decisions must not wait on it."""
+        for partition in partitions:
+            memory = self.memories.get(partition)
+            if memory is not None:
+                memory.folded_since_snapshot, memory.snapshot_at = 0, time.time()
+        if partitions:
+            log.warning("snapshots of partitions %s put off to their next turn", sorted(partitions))
+
+    def _snapshots(self, partitions: list[int]) -> list[RawRecord]:
+        """Snapshots of these partitions' memories as they are now: before the decisions of the
+        transaction they go out in are folded (see memory.snapshot_of)."""
+        records = []
+        for partition in partitions:
+            memory = self.memories[partition]
+            started = time.process_time()
+            value = snapshot_of(memory)
+            self.metrics.snapshot_seconds.observe(time.process_time() - started)
+            self.metrics.snapshot_bytes.observe(len(value))
+            if len(value) > SNAPSHOT_MAX_BYTES - SNAPSHOT_RECORD_OVERHEAD:
+                log.warning("partition %d: snapshot of %d bytes is over the limit of tock.snapshots (%d bytes a "
+                            "record); not written (a takeover replays the full history)", partition, len(value),
+                            SNAPSHOT_MAX_BYTES)
+                memory.folded_since_snapshot, memory.snapshot_at = 0, time.time()
+                continue
+            records.append(RawRecord(SNAPSHOTS, partition, str(partition), value))
+        return records
 
     # -- ownership -----------------------------------------------------------------------------
     def _assigned(self, assigned: list[tuple[str, int]]) -> None:
-        """Called inside poll: take the new partitions over (a failed takeover is retried)."""
+        """Called inside poll: park the new partitions and take them over in the background."""
         partitions = sorted(partition for _topic, partition in assigned)
         if partitions:
-            self._take_over(partitions)
+            self._park(partitions)
+            self.takeovers.start(partitions)
 
-    def _take_over(self, partitions: list[int]) -> None:
-        """Wait out the previous owner's open transaction, replay, then read on from where replay ended."""
-        started = time.time()
-        try:
-            settle(self.settings, EVENTS, partitions, timeout=self._settle_timeout(),
-                   client_id=f"tock-scheduler-settle-{self.scheduler_id}", group_id=self.group_id)
-            settled = time.time()
-            memories = rebuild(self.settings, partitions)
-            replayed = time.time()
-        except Exception as error:  # noqa: BLE001 - any failure of a takeover is retried, said loudly
-            self._takeover_failed(partitions, error)
-            return
+    def _install_takeovers(self) -> None:
+        for takeover in self.takeovers.finished():
+            if takeover.error is not None:
+                self._takeover_failed(takeover.partitions, takeover.error)
+            else:
+                self._take_over(takeover)
+
+    def _take_over(self, takeover: Takeover) -> None:
+        """Install the memories a background takeover rebuilt, then read on from where it ended."""
+        partitions, memories = takeover.partitions, takeover.memories
         for partition in partitions:
             self.unreplayed.pop(partition, None)
+            memories[partition].snapshot_at = time.time()
         self.memories.update(memories)
         self._unpark(partitions)
         parts = [TopicPartition(self._events_topic, partition, memories[partition].positions[EVENTS])
@@ -350,12 +420,14 @@ class Scheduler:
         self.evidence.assigned(partitions, time.time())
         self.adoption_due.update(partitions)
         self.full_walk.update(partitions)
-        self.assigned_at.update(dict.fromkeys(partitions, started))
-        self.metrics.replay_seconds.observe(replayed - settled)
-        self.metrics.takeover_seconds.observe(time.time() - started)
+        self.assigned_at.update(dict.fromkeys(partitions, takeover.started))
+        self.metrics.replay_seconds.observe(takeover.replayed - takeover.settled)
+        self.metrics.takeover_seconds.observe(time.time() - takeover.started)
+        self.metrics.takeover_from_snapshot.inc(len(takeover.from_snapshot))
         log.info("assigned partitions %s: replayed in %.3f s (%.3f s of it waiting out open transactions, "
-                 "%d open runs)", partitions, time.time() - started, settled - started,
-                 sum(len(memory.state.runs) for memory in memories.values()))
+                 "%.3f s restoring snapshots of %s; %d open runs)", partitions, time.time() - takeover.started,
+                 takeover.settled - takeover.started, takeover.restored - takeover.settled,
+                 sorted(takeover.from_snapshot) or "none", sum(len(memory.state.runs) for memory in memories.values()))
 
     def _settle_timeout(self) -> float:
         # A previous owner's transaction lives at most its transaction timeout (its session
@@ -367,8 +439,9 @@ class Scheduler:
         return topic_name(self.settings.topic_prefix, EVENTS)
 
     def _park(self, partitions: list[int]) -> None:
-        """Hold partitions whose takeover failed: assigned (else the client assigns them itself, from
-        the committed offsets, once the callback returns) but paused until a takeover succeeds."""
+        """Hold partitions being taken over, or whose takeover failed: assigned (else the client assigns
+        them itself, from the committed offsets, once the callback returns) but paused until a takeover
+        succeeds."""
         assigned = {(part.topic, part.partition) for part in self.events.consumer.assignment()}
         parts = [TopicPartition(self._events_topic, partition) for partition in partitions
                  if (self._events_topic, partition) not in assigned]
@@ -395,14 +468,16 @@ class Scheduler:
 
     def _retry_takeovers(self) -> None:
         now = time.time()
-        due = sorted(partition for partition, (when, _backoff) in self.unreplayed.items() if when <= now)
+        due = sorted(partition for partition, (when, _backoff) in self.unreplayed.items()
+                     if when <= now and partition not in self.takeovers.under_way)
         if due:
-            self._take_over(due)
+            self.takeovers.start(due)
 
     def _revoked(self, revoked: list[tuple[str, int]]) -> None:
         """Lost partitions: commit the launches already made for them while we still may, then
         forget them entirely (their new owner replays them)."""
         partitions = {partition for _topic, partition in revoked}
+        self.takeovers.cancel(partitions)
         self._commit_launches_of(partitions)
         for partition in partitions:
             memory = self.memories.pop(partition, None)

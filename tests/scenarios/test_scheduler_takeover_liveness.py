@@ -96,8 +96,11 @@ def each_try_once(events: list, kind: type) -> Counter:
 
 @pytest.fixture
 def quick_timeout_settings(make_settings):
+    # Snapshots off: the takeover must replay the long history in full, to outlast the heartbeat
+    # timeout (with one, "first" snapshots the partition after its own replay, and "second" is fast).
     settings = make_settings(task_heartbeat_seconds=0.5, task_heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                             scheduler_session_timeout=6)
+                             scheduler_session_timeout=6, scheduler_snapshot_every_events=0,
+                             scheduler_snapshot_interval_seconds=0)
     create_topics(settings)
     return settings
 

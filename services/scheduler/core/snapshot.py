@@ -1,0 +1,250 @@
+"""A partition's folded state as bytes, and back: the body of a record in tock.snapshots.
+
+Never pickle: anyone able to write the topic would run code in every scheduler. The format is
+explicit, positional and versioned::
+
+    b"TOCKSNAP\\n" | header (JSON, one line) | b"\\n" | zlib(body)
+
+    body = framed blobs: JSON of everything but the runs | run columns | task counts | instance columns
+
+The header names the format, ``STATE_VERSION`` and a fingerprint of the model's fields
+(``model_fingerprint``): a snapshot written by other code is refused (``SnapshotRefused``)
+before its body is read, and the caller replays the full history instead. Events (echoes,
+pending triggers and backfill requests) are Avro records (schemas.codec), so they keep
+decoding across schema versions; runs and task instances (most of a long history: the finished
+runs) are columns (core/columns.py), fast to write and read; the rest is positional JSON lists.
+Everything keeps dict order (deciding walks ``runs``, ``live``, ``unlaunched``, ``waiting`` in order).
+
+Derived data (a DAG's task map and topological order, any index added later) is not
+written: ``restored`` rebuilds it after decoding.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import json
+import zlib
+from collections import deque
+from array import array
+from dataclasses import dataclass
+from typing import Any
+
+from schemas import DagDefinition, TaskDefinition, decode, encode
+from services.scheduler.core import columns, model
+from services.scheduler.core.liveness import reindex_timers
+from services.scheduler.core.model import (Backfill, DagEntry, DagRun, Rejection, SchedulerState, TaskInstance,
+                                           topological_order)
+
+FORMAT = "tock-scheduler-state"
+STATE_VERSION = 1  # bump when the meaning of the encoding changes with the same fields
+MAGIC = b"TOCKSNAP\n"
+COMPRESSION_LEVEL = 1  # fast: the encoding runs on the decision thread
+
+
+class SnapshotRefused(ValueError):
+    """A snapshot this code must not read (other version or model, or corrupt); ``reason`` says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What a snapshot restores: the state, the next offsets it covers, and our unread decisions."""
+
+    partition: int
+    state: SchedulerState
+    positions: dict[str, int]
+    echoes: deque
+
+
+def model_classes() -> tuple[type, ...]:
+    """Every dataclass whose fields the snapshot depends on."""
+    ours = [cls for cls in vars(model).values()
+            if dataclasses.is_dataclass(cls) and isinstance(cls, type) and cls.__module__ == model.__name__]
+    return tuple(sorted(ours, key=lambda cls: cls.__name__)) + (DagDefinition, TaskDefinition)
+
+
+def model_fingerprint(classes: tuple[type, ...] | None = None) -> str:
+    """A digest of the names and declared types of every field of ``classes`` (default: the model)."""
+    shape = [(cls.__name__, [(item.name, str(item.type)) for item in dataclasses.fields(cls)])
+             for cls in (model_classes() if classes is None else classes)]
+    return hashlib.sha256(json.dumps(shape).encode()).hexdigest()[:16]
+
+
+FINGERPRINT = model_fingerprint()
+
+
+# -- encoding ----------------------------------------------------------------------------------
+
+def encode_snapshot(snapshot: Snapshot) -> bytes:
+    """The record value of a snapshot."""
+    header = {"format": FORMAT, "version": STATE_VERSION, "fingerprint": FINGERPRINT,
+              "partition": snapshot.partition, "positions": snapshot.positions}
+    state = snapshot.state
+    runs = [*state.runs.values(), *state.finished.values()]
+    instances = [instance for run in runs for instance in run.tasks.values()]
+    rest = [_pack_state(state), [_pack_event(event) for event in snapshot.echoes],
+            [len(state.runs), len(state.finished), len(instances)]]
+    body = columns.frame([json.dumps(rest, separators=(",", ":")).encode(),
+                          *columns.pack_rows(runs, _RUN_KINDS),
+                          array("q", [len(run.tasks) for run in runs]).tobytes(),
+                          *columns.pack_rows(instances, _INSTANCE_KINDS)])
+    return MAGIC + json.dumps(header).encode() + b"\n" + zlib.compress(body, COMPRESSION_LEVEL)
+
+
+def _pack_state(state: SchedulerState) -> list:
+    """Everything but the runs (written as columns)."""
+    return [[_pack_dag(entry) for entry in state.dags.values()],
+            sorted(state.paused),
+            list(state.latest_scheduled.items()),
+            list(state.next_due.items()),
+            [_pack_event(trigger) for trigger in state.triggers.values()],
+            sorted(state.requests),
+            [[request, *dataclasses.astuple(rejection)] for request, rejection in state.rejections.items()],
+            [_pack_dag(entry) for entry in state.removed_dags.values()],
+            [_pack_event(request) for request in state.backfill_requests.values()],
+            [_pack_backfill(key, backfill) for key, backfill in state.backfills.items()],
+            list(state.unlaunched), list(state.live), list(state.waiting)]
+
+
+def _pack_dag(entry: DagEntry) -> list:
+    definition = entry.definition
+    fields = [getattr(definition, name) for name in _DAG_FIELDS]
+    fields[_DAG_TASKS] = [[getattr(task, name) for name in _TASK_FIELDS] for task in definition.tasks]
+    return [fields, entry.fingerprint, entry.first_seen_at]
+
+
+def _pack_backfill(key: str, backfill: Backfill) -> list:
+    return [key, backfill.dag_id, backfill.dates, backfill.reprocess_failed, backfill.conf_json,
+            sorted(backfill.runs), backfill.cancelled]
+
+
+def _pack_event(event: Any) -> str:
+    return base64.b64encode(encode(event)).decode("ascii")
+
+
+_DAG_FIELDS = tuple(item.name for item in dataclasses.fields(DagDefinition))
+_DAG_TASKS = _DAG_FIELDS.index("tasks")
+_TASK_FIELDS = tuple(item.name for item in dataclasses.fields(TaskDefinition))
+# The runs dicts are keyed by (dag_id, run_id), a run's tasks by each instance's task_id: both derived.
+_RUN_KINDS = columns.field_kinds(DagRun, [name for name in (item.name for item in dataclasses.fields(DagRun))
+                                          if name != "tasks"])
+_RUN_FIELDS = tuple(name for name, _kind in _RUN_KINDS)
+_INSTANCE_KINDS = columns.field_kinds(TaskInstance)
+
+
+# -- decoding ----------------------------------------------------------------------------------
+
+def read_header(value: bytes) -> tuple[dict, int]:
+    """The header of a snapshot record and where its body starts. Raises SnapshotRefused."""
+    if not value or not value.startswith(MAGIC):
+        raise SnapshotRefused("not a scheduler snapshot (bad or missing header)")
+    end = value.find(b"\n", len(MAGIC))
+    try:
+        header = json.loads(value[len(MAGIC):end]) if end > 0 else None
+    except ValueError:
+        header = None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise SnapshotRefused("not a scheduler snapshot (unreadable header)")
+    return header, end + 1
+
+
+def decode_snapshot(value: bytes) -> Snapshot:
+    """The snapshot in a record value. Raises SnapshotRefused when it was written by another state
+    version or model, or is corrupt: the caller then replays the full history."""
+    header, body_start = read_header(value)
+    partition = header.get("partition")
+    if header.get("version") != STATE_VERSION:
+        raise SnapshotRefused(f"snapshot of partition {partition} was written by state version "
+                              f"{header.get('version')}, this scheduler reads {STATE_VERSION}")
+    if header.get("fingerprint") != FINGERPRINT:
+        raise SnapshotRefused(f"snapshot of partition {partition} was written for another scheduler model "
+                              f"(fingerprint {header.get('fingerprint')}, this scheduler's is {FINGERPRINT})")
+    try:
+        snapshot = _decode_body(zlib.decompress(value[body_start:]), header)
+    except Exception as error:  # noqa: BLE001 - any malformed body is refused, never half-read
+        raise SnapshotRefused(f"snapshot of partition {partition} is corrupt: {type(error).__name__}: {error}") \
+            from None
+    return snapshot
+
+
+def _decode_body(body: bytes, header: dict) -> Snapshot:
+    blobs = columns.unframe(body)
+    rest, echoes, (live_runs, finished_runs, instance_count) = json.loads(blobs[0])
+    run_blobs = blobs[1:1 + len(_RUN_KINDS)]
+    task_counts = array("q", blobs[1 + len(_RUN_KINDS)]).tolist()
+    instance_blobs = blobs[2 + len(_RUN_KINDS):]
+    instances = list(map(TaskInstance, *columns.unpack_columns(instance_blobs, _INSTANCE_KINDS, instance_count)))
+    runs = _unpack_runs(columns.unpack_columns(run_blobs, _RUN_KINDS, live_runs + finished_runs),
+                        task_counts, instances)
+    state = _unpack_state(rest)
+    state.runs = {(run.dag_id, run.run_id): run for run in runs[:live_runs]}
+    state.finished = {(run.dag_id, run.run_id): run for run in runs[live_runs:]}
+    positions = {str(topic): int(offset) for topic, offset in header["positions"].items()}
+    return Snapshot(int(header["partition"]), restored(state), positions,
+                    deque(_unpack_event(text) for text in echoes))
+
+
+def _unpack_runs(run_columns: list[list], task_counts: list[int], instances: list[TaskInstance]) -> list[DagRun]:
+    if sum(task_counts) != len(instances) or len(task_counts) != len(run_columns[0]):
+        raise ValueError("run and task instance counts disagree")
+    runs, start = [], 0
+    for fields, count in zip(zip(*run_columns), task_counts):
+        tasks = {instance.task_id: instance for instance in instances[start:start + count]}
+        start += count
+        runs.append(DagRun(**dict(zip(_RUN_FIELDS, fields)), tasks=tasks))
+    return runs
+
+
+def restored(state: SchedulerState) -> SchedulerState:
+    """Rebuild what the state derives from its fields after decoding: the deadline heaps."""
+    reindex_timers(state)
+    return state
+
+
+def _unpack_state(body: list) -> SchedulerState:
+    (dags, paused, latest, next_due, triggers, requests, rejections, removed,
+     backfill_requests, backfills, unlaunched, live, waiting) = body
+    state = SchedulerState()
+    state.dags = {entry.definition.dag_id: entry for entry in map(_unpack_dag, dags)}
+    state.paused = set(paused)
+    state.latest_scheduled = dict(latest)
+    state.next_due = dict(next_due)
+    state.triggers = {(trigger.dag_id, model.manual_run_id(trigger.request_id)): trigger
+                      for trigger in map(_unpack_event, triggers)}
+    state.requests = set(requests)
+    state.rejections = {request: Rejection(*fields) for request, *fields in rejections}
+    state.removed_dags = {entry.definition.dag_id: entry for entry in map(_unpack_dag, removed)}
+    state.backfill_requests = {request.request_id: request for request in map(_unpack_event, backfill_requests)}
+    state.backfills = dict(map(_unpack_backfill, backfills))
+    state.unlaunched, state.live, state.waiting = (dict.fromkeys(map(tuple, keys)) for keys in
+                                                   (unlaunched, live, waiting))
+    return state
+
+
+def _unpack_dag(packed: list) -> DagEntry:
+    fields, fingerprint, first_seen_at = packed
+    fields = dict(zip(_DAG_FIELDS, fields, strict=True))
+    fields["tasks"] = [TaskDefinition(**dict(zip(_TASK_FIELDS, task, strict=True))) for task in fields["tasks"]]
+    definition = DagDefinition(**fields)
+    tasks = {task.task_id: task for task in definition.tasks}
+    return DagEntry(definition, fingerprint, first_seen_at, tasks, topological_order(tasks))
+
+
+def _unpack_backfill(packed: list) -> tuple[str, Backfill]:
+    key, dag_id, dates, reprocess_failed, conf_json, runs, cancelled = packed
+    return key, Backfill(dag_id, dates, reprocess_failed, conf_json, set(map(tuple, runs)), cancelled)
+
+
+def _unpack_event(text: str) -> Any:
+    return decode(base64.b64decode(text))
+
+
+# -- cadence -----------------------------------------------------------------------------------
+
+def snapshot_due(folded_since: int, seconds_since: float, every_events: int, interval_seconds: float) -> bool:
+    """Whether a partition is due a snapshot: ``every_events`` records folded since its last one, or
+    ``interval_seconds`` passed with at least one record folded (0 turns either rule off)."""
+    if every_events > 0 and folded_since >= every_events:
+        return True
+    return interval_seconds > 0 and folded_since > 0 and seconds_since >= interval_seconds
