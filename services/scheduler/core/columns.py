@@ -13,7 +13,6 @@ import json
 import struct
 from array import array
 from collections.abc import Sequence
-from operator import attrgetter
 from typing import Any
 
 KINDS = {"str": "s", "str | None": "s?", "int": "i", "float": "f", "float | None": "f?", "bool": "b"}
@@ -32,17 +31,15 @@ def field_kinds(cls: type, fields: Sequence[str] | None = None) -> tuple[tuple[s
     return tuple((name, KINDS[declared[name]]) for name in names)
 
 
-def pack_rows(rows: Sequence[Any], kinds: tuple[tuple[str, str], ...]) -> list[bytes]:
-    """One blob per field of ``rows`` (objects with those attributes)."""
+def pack_tuples(rows: Sequence[tuple], kinds: tuple[tuple[str, str], ...]) -> list[bytes]:
+    """One blob per field of ``rows`` (tuples of the fields' values, in ``kinds`` order)."""
     if not rows:
         return [b"" for _ in kinds]
-    values = zip(*map(attrgetter(*(name for name, _kind in kinds)), rows)) if len(kinds) > 1 else \
-        [[getattr(row, kinds[0][0]) for row in rows]]
-    return [_pack_column(column, kind) for column, (_name, kind) in zip(values, kinds, strict=True)]
+    return [_pack_column(column, kind) for column, (_name, kind) in zip(zip(*rows), kinds, strict=True)]
 
 
 def unpack_columns(blobs: Sequence[bytes], kinds: tuple[tuple[str, str], ...], count: int) -> list[list]:
-    """The columns ``pack_rows`` wrote, each a list of ``count`` values."""
+    """The columns ``pack_tuples`` wrote, each a list of ``count`` values."""
     columns = [_unpack_column(blob, kind, count) for blob, (_name, kind) in zip(blobs, kinds, strict=True)]
     if any(len(column) != count for column in columns):
         raise ValueError(f"a column does not hold {count} values")

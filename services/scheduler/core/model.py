@@ -7,8 +7,10 @@ open runs need and nothing of finished history.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, MutableMapping
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
+from operator import attrgetter
 
 from schemas import DagDefinition, RequestBackfill, TaskDefinition, TriggerDagRun
 from services.scheduler.core.timers import Timers
@@ -101,6 +103,85 @@ class DagRun:
         return found
 
 
+# -- finished runs ---------------------------------------------------------------------------
+# Kept for clears, marks and repeated triggers, most never looked at again. Each is kept as the
+# rows of its fields (``PackedRun``) and built into a DagRun when something asks for it: a long
+# history holds half a million finished task instances, which cost a snapshot seconds to write
+# and read as objects. A run asked for (``get``, ``pop``, ``[]``, ``values``) is built then and
+# kept built until it is stored again.
+
+RUN_FIELDS = tuple(item.name for item in fields(DagRun) if item.name != "tasks")
+INSTANCE_FIELDS = tuple(item.name for item in fields(TaskInstance))
+run_row, instance_row = attrgetter(*RUN_FIELDS), attrgetter(*INSTANCE_FIELDS)
+
+
+@dataclass(frozen=True, slots=True)
+class PackedRun:
+    """A finished run as rows: the run's fields (but ``tasks``) and each task instance's fields,
+    in declaration order."""
+
+    run: tuple
+    instances: tuple[tuple, ...]
+
+    @classmethod
+    def of(cls, run: DagRun) -> PackedRun:
+        return cls(run_row(run), tuple(map(instance_row, run.tasks.values())))
+
+    @property
+    def key(self) -> RunKey:
+        return self.run[_DAG_ID], self.run[_RUN_ID]
+
+    def build(self) -> DagRun:
+        tasks = {row[0]: TaskInstance(*row) for row in self.instances}
+        return DagRun(**dict(zip(RUN_FIELDS, self.run)), tasks=tasks)
+
+
+class FinishedRuns(MutableMapping):
+    """RunKey -> DagRun, each stored packed and built on first use."""
+
+    __slots__ = ("_runs",)
+
+    def __init__(self, packed: Iterable[PackedRun] = ()) -> None:
+        self._runs: dict[RunKey, DagRun | PackedRun] = {run.key: run for run in packed}
+
+    def __getitem__(self, key: RunKey) -> DagRun:
+        found = self._runs[key]
+        if isinstance(found, PackedRun):
+            found = self._runs[key] = found.build()
+        return found
+
+    def __setitem__(self, key: RunKey, run: DagRun) -> None:
+        self._runs[key] = PackedRun.of(run)
+
+    def __delitem__(self, key: RunKey) -> None:
+        del self._runs[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._runs
+
+    def __iter__(self) -> Iterator[RunKey]:
+        return iter(self._runs)
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, (FinishedRuns, dict)):
+            return NotImplemented
+        return len(self) == len(other) and all(key in other and self[key] == other[key] for key in self)
+
+    def __repr__(self) -> str:
+        return f"FinishedRuns({dict(self.items())!r})"
+
+    def packed(self) -> Iterator[PackedRun]:
+        """Every run as rows, in order, without building the ones still packed (for snapshots)."""
+        for found in self._runs.values():
+            yield found if isinstance(found, PackedRun) else PackedRun.of(found)
+
+
+_DAG_ID, _RUN_ID = RUN_FIELDS.index("dag_id"), RUN_FIELDS.index("run_id")
+
+
 @dataclass(frozen=True, slots=True)
 class Rejection:
     """A command the owner cannot apply, to be recorded as CommandRejected."""
@@ -132,7 +213,7 @@ class SchedulerState:
     latest_scheduled: dict[str, float] = field(default_factory=dict)  # dag_id -> logical date
     next_due: dict[str, float | None] = field(default_factory=dict)   # dag_id -> next scheduled run due
     triggers: dict[RunKey, TriggerDagRun] = field(default_factory=dict)  # run not created yet -> request
-    finished: dict[RunKey, DagRun] = field(default_factory=dict)      # ended runs, for clear and mark
+    finished: FinishedRuns = field(default_factory=FinishedRuns)       # ended runs, for clear and mark
     requests: set[str] = field(default_factory=set)                   # command request ids applied
     rejections: dict[str, Rejection] = field(default_factory=dict)    # request id -> to record
     removed_dags: dict[str, DagEntry] = field(default_factory=dict)   # last definition of deleted DAGs

@@ -34,8 +34,8 @@ from typing import Any
 from schemas import DagDefinition, TaskDefinition, decode, encode
 from services.scheduler.core import columns, model
 from services.scheduler.core.liveness import reindex_timers
-from services.scheduler.core.model import (Backfill, DagEntry, DagRun, Rejection, SchedulerState, TaskInstance,
-                                           topological_order)
+from services.scheduler.core.model import (INSTANCE_FIELDS, RUN_FIELDS, Backfill, DagEntry, DagRun, FinishedRuns,
+                                           PackedRun, Rejection, SchedulerState, TaskInstance, topological_order)
 
 FORMAT = "tock-scheduler-state"
 STATE_VERSION = 1  # bump when the meaning of the encoding changes with the same fields
@@ -81,14 +81,14 @@ def encode_snapshot(snapshot: Snapshot) -> bytes:
     header = {"format": FORMAT, "version": STATE_VERSION, "fingerprint": FINGERPRINT,
               "partition": snapshot.partition, "positions": snapshot.positions}
     state = snapshot.state
-    runs = [*state.runs.values(), *state.finished.values()]
-    instances = [instance for run in runs for instance in run.tasks.values()]
+    runs = [*map(PackedRun.of, state.runs.values()), *state.finished.packed()]
+    instances = [row for run in runs for row in run.instances]
     rest = [_pack_state(state), [_pack_event(event) for event in snapshot.echoes],
             [len(state.runs), len(state.finished), len(instances)]]
     body = columns.frame([json.dumps(rest, separators=(",", ":")).encode(),
-                          *columns.pack_rows(runs, _RUN_KINDS),
-                          array("q", [len(run.tasks) for run in runs]).tobytes(),
-                          *columns.pack_rows(instances, _INSTANCE_KINDS)])
+                          *columns.pack_tuples([run.run for run in runs], _RUN_KINDS),
+                          array("q", [len(run.instances) for run in runs]).tobytes(),
+                          *columns.pack_tuples(instances, _INSTANCE_KINDS)])
     return MAGIC + json.dumps(header).encode() + b"\n" + zlib.compress(body, COMPRESSION_LEVEL)
 
 
@@ -127,10 +127,8 @@ _DAG_FIELDS = tuple(item.name for item in dataclasses.fields(DagDefinition))
 _DAG_TASKS = _DAG_FIELDS.index("tasks")
 _TASK_FIELDS = tuple(item.name for item in dataclasses.fields(TaskDefinition))
 # The runs dicts are keyed by (dag_id, run_id), a run's tasks by each instance's task_id: both derived.
-_RUN_KINDS = columns.field_kinds(DagRun, [name for name in (item.name for item in dataclasses.fields(DagRun))
-                                          if name != "tasks"])
-_RUN_FIELDS = tuple(name for name, _kind in _RUN_KINDS)
-_INSTANCE_KINDS = columns.field_kinds(TaskInstance)
+_RUN_KINDS = columns.field_kinds(DagRun, RUN_FIELDS)
+_INSTANCE_KINDS = columns.field_kinds(TaskInstance, INSTANCE_FIELDS)
 
 
 # -- decoding ----------------------------------------------------------------------------------
@@ -174,25 +172,24 @@ def _decode_body(body: bytes, header: dict) -> Snapshot:
     run_blobs = blobs[1:1 + len(_RUN_KINDS)]
     task_counts = array("q", blobs[1 + len(_RUN_KINDS)]).tolist()
     instance_blobs = blobs[2 + len(_RUN_KINDS):]
-    instances = list(map(TaskInstance, *columns.unpack_columns(instance_blobs, _INSTANCE_KINDS, instance_count)))
+    instances = list(zip(*columns.unpack_columns(instance_blobs, _INSTANCE_KINDS, instance_count)))
     runs = _unpack_runs(columns.unpack_columns(run_blobs, _RUN_KINDS, live_runs + finished_runs),
                         task_counts, instances)
     state = _unpack_state(rest)
-    state.runs = {(run.dag_id, run.run_id): run for run in runs[:live_runs]}
-    state.finished = {(run.dag_id, run.run_id): run for run in runs[live_runs:]}
+    state.runs = {packed.key: packed.build() for packed in runs[:live_runs]}
+    state.finished = FinishedRuns(runs[live_runs:])
     positions = {str(topic): int(offset) for topic, offset in header["positions"].items()}
     return Snapshot(int(header["partition"]), restored(state), positions,
                     deque(_unpack_event(text) for text in echoes))
 
 
-def _unpack_runs(run_columns: list[list], task_counts: list[int], instances: list[TaskInstance]) -> list[DagRun]:
+def _unpack_runs(run_columns: list[list], task_counts: list[int], instances: list[tuple]) -> list[PackedRun]:
     if sum(task_counts) != len(instances) or len(task_counts) != len(run_columns[0]):
         raise ValueError("run and task instance counts disagree")
     runs, start = [], 0
     for fields, count in zip(zip(*run_columns), task_counts):
-        tasks = {instance.task_id: instance for instance in instances[start:start + count]}
+        runs.append(PackedRun(fields, tuple(instances[start:start + count])))
         start += count
-        runs.append(DagRun(**dict(zip(_RUN_FIELDS, fields)), tasks=tasks))
     return runs
 
 
