@@ -16,6 +16,7 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Mapping
 
 import pytest
 
@@ -85,9 +86,9 @@ def comparable(state):
 
 def assert_same_state(found, expected) -> None:
     """Equal states; on a difference, name the first differing entry (a whole state is too big to print)."""
-    for name in type(expected).__slots__:
+    for name in (item.name for item in dataclasses.fields(expected) if item.compare):  # not derived indexes
         mine, theirs = getattr(found, name), getattr(expected, name)
-        if isinstance(theirs, dict):
+        if isinstance(theirs, Mapping):
             assert list(mine) == list(theirs), f"{name}: keys or their order differ"
             for key, value in theirs.items():
                 assert mine[key] == value, f"{name}[{key!r}] differs: {differences(mine[key], value)}"

@@ -31,6 +31,7 @@ def forget_try(state: SchedulerState, key: TryKey) -> None:
     state.unlaunched.pop(key, None)
     state.live.pop(key, None)
     state.waiting.pop(key, None)
+    state.timers.forget(key)
 
 
 def end_try(state: SchedulerState, run: DagRun, instance: TaskInstance, outcome: str, at: float) -> None:

@@ -87,26 +87,30 @@ class Deadlines:
 class Timers:
     """Derived from the fold; rebuilt after a restore, never compared."""
 
-    fresh: list[Ident] = field(default_factory=list)  # tries to time at the next query
+    fresh: dict[TryKey, int] = field(default_factory=dict)  # tries to time at the next query -> try number
     silence: Deadlines = field(default_factory=Deadlines)
     retries: Deadlines = field(default_factory=Deadlines)
 
     def watch(self, key: TryKey, try_number: int) -> None:
         """A try became live, or its runner started: time it (again) at the next query."""
-        self.fresh.append((key, try_number))
+        self.fresh[key] = try_number
+
+    def forget(self, key: TryKey) -> None:
+        """The try ended: nothing to time (a replay of a long history folds many tries between queries)."""
+        self.fresh.pop(key, None)
 
     def retry(self, key: TryKey, try_number: int, not_before: float) -> None:
         self.retries.add(not_before, key, try_number)
 
     def file_fresh(self, deadline_of: Current) -> None:
         """Put the tries to time on the silence heap, at their deadline as of now."""
-        for key, try_number in self.fresh:
+        for key, try_number in self.fresh.items():
             deadline = deadline_of(key, try_number)
             if deadline is not None:
                 self.silence.add(deadline, key, try_number)
         self.fresh.clear()
 
     def clear(self) -> None:
-        self.fresh = []
+        self.fresh = {}
         self.silence.clear()
         self.retries.clear()
