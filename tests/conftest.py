@@ -144,11 +144,12 @@ def _free_port(pair: bool = False) -> int:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
-        if not pair or _bindable(port + 1):
+        if not pair or bindable(port + 1):
             return port
 
 
-def _bindable(port: int) -> bool:
+def bindable(port: int) -> bool:
+    """Whether a TCP port on 127.0.0.1 is free now."""
     with socket.socket() as probe:
         try:
             probe.bind(("127.0.0.1", port))

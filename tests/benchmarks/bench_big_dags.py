@@ -31,7 +31,7 @@ import psutil
 from infra.log import EventReader, KafkaEventLog
 from schemas import DAGS, EVENTS, PARSING, DagFileProcessed, DagParsed, TriggerDagRun
 from services.scheduler.core import manual_run_id
-from tests.benchmarks.common import REPO, bench_settings, figure
+from tests.benchmarks.common import REPO, bench_settings, children_cpu, figure
 from tests.benchmarks.w3_takeover import drop_topics, our_processes
 from tests.scenarios.dag_processor_support import ProcessorProcess
 from tests.scenarios.scheduler_support import environment
@@ -229,18 +229,8 @@ class Progress:
                   f"{counts['TaskSucceeded']:,} of {self.tasks + 1:,} ({load()})", flush=True)
 
     def sample(self) -> None:
-        if not self.scheduler_pid:
-            return
-        try:
-            children = psutil.Process(self.scheduler_pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            return
-        for child in children:
-            try:
-                times = child.cpu_times()
-                self.helpers[child.pid] = times.user + times.system  # not children_*: a reaped child sampled alive would count twice
-            except psutil.NoSuchProcess:
-                pass
+        if self.scheduler_pid:
+            children_cpu(self.scheduler_pid, self.helpers)
 
 
 def report_fan_out(reader: Reader, run_id: str, acked: float, tasks: int, scheduler_cpu: float,

@@ -40,7 +40,7 @@ from infra.log import EventReader, KafkaEventLog, partition_for
 from infra.settings import Settings
 from schemas import EVENTS, TriggerDagRun
 from services.scheduler.core import manual_run_id
-from tests.benchmarks.common import REPO, bench_settings, figure, infra_home
+from tests.benchmarks.common import REPO, bench_settings, children_cpu, figure, infra_home
 from tests.benchmarks.w3_takeover import drop_topics, log_time
 from tests.scenarios.scheduler_support import environment, free_port, publish_dags
 
@@ -163,16 +163,7 @@ class Fleet:
         """CPU of each launcher, runner and user-code child (its own), kept per pid: processes exit, so
         what they spent after the last sample is lost (a lower bound)."""
         for process in list(self.processes.values()):
-            try:
-                children = psutil.Process(process.pid).children(recursive=True)
-            except psutil.NoSuchProcess:
-                continue
-            for child in children:
-                try:
-                    times = child.cpu_times()
-                    self.helpers[child.pid] = times.user + times.system  # not children_*: a reaped child sampled alive would count twice
-                except psutil.NoSuchProcess:
-                    pass
+            children_cpu(process.pid, self.helpers)
 
     def stop_all(self) -> None:
         for process in self.processes.values():

@@ -8,6 +8,7 @@ import time
 import uuid
 from pathlib import Path
 
+import psutil
 from confluent_kafka.admin import AdminClient
 
 from infra.broker import LocalKafkaBroker
@@ -67,3 +68,19 @@ def timed_run(settings: Settings, tail, dag_id: str) -> tuple[float, str]:
     if finished.state != "success":
         raise RunFailed(f"run {finished.run_id} of {dag_id} ended {finished.state}")
     return finished.at - acknowledged, manual_run_id(request_id)
+
+
+def children_cpu(pid: int, into: dict[int, float]) -> None:
+    """Record the own CPU seconds (user + system) of every descendant of ``pid`` alive now, per pid:
+    processes exit, so what they spend after their last sample is lost (a lower bound). Not their
+    ``children_*`` times: a reaped child sampled alive would count twice."""
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return
+    for child in children:
+        try:
+            times = child.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        into[child.pid] = times.user + times.system

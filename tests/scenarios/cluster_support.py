@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import random
 import re
-import socket
 import subprocess
 import time
 import uuid
@@ -17,6 +16,7 @@ from confluent_kafka.admin import AdminClient
 
 from infra.broker import LocalKafkaBroker, require_java
 from infra.settings import Settings, load_settings
+from tests.conftest import bindable
 
 
 def free_port_range(count: int) -> int:
@@ -24,17 +24,8 @@ def free_port_range(count: int) -> int:
     scheduler_support.free_port: a node down for a while must find its port still free)."""
     while True:
         first = random.randrange(20000, 32000 - count)
-        if all(_bindable(port) for port in range(first, first + count)):
+        if all(bindable(port) for port in range(first, first + count)):
             return first
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def start_private_cluster(home: Path, nodes: int = 3, heap: str = "384M") -> LocalKafkaBroker:
