@@ -26,6 +26,7 @@ LEADERSHIP_CHANGES = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT
                        KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
 
 PartitionsCallback = Callable[[list[tuple[str, int]]], None]
+LEAVE_WAIT = 5.0  # seconds to hand partitions back before closing (the revocation is local: it takes ms)
 
 
 class EventReader(Closing):
@@ -51,6 +52,7 @@ class EventReader(Closing):
         self._positions: dict[tuple[str, int], int] = {}
         self.at_end: set[tuple[str, int]] = set()  # partitions at their end since their last record
         self._dead_letters = DeadLetterQueue(settings, client_id)
+        self._subscribed = group_id is not None
         if group_id is not None:
             topics = [topic_name(settings.topic_prefix, logical) for logical in logical_topics]
             self.consumer.subscribe(topics, on_assign=self._assigned, on_revoke=self._revoked,
@@ -136,7 +138,23 @@ class EventReader(Closing):
         try:
             self._dead_letters.close()
         finally:
+            self._leave_group()
             self.consumer.close()
+
+    def _leave_group(self) -> None:
+        """Give the partitions back before closing. A revocation served inside ``close()`` calls the
+        rebalance callback, whose rd_kafka_rebalance_protocol() can wait for ever on a consumer
+        group that is shutting down (librdkafka#4041; seen once as a hung close in the suite).
+        Unsubscribing and polling until the assignment is empty serves that callback first."""
+        if not self._subscribed:
+            return
+        try:
+            self.consumer.unsubscribe()
+            deadline = time.monotonic() + LEAVE_WAIT
+            while self.consumer.assignment() and time.monotonic() < deadline:
+                self.consumer.poll(0.05)  # serves the revocation; records read now are dropped
+        except (KafkaException, RuntimeError) as error:  # closing anyway
+            log.debug("leaving the group before closing: %s", error)
 
 
     def _on_error(self, message: Message) -> None:
