@@ -14,7 +14,7 @@ import uuid
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from infra.log.config import consumer_config
-from infra.log.reader import LEADERSHIP_CHANGES
+from infra.log.reader import watermarks
 from infra.settings import Settings
 from infra.topics import topic_name
 
@@ -32,7 +32,7 @@ def latest_value(settings: Settings, logical_topic: str, partition: int, key: st
     consumer = Consumer({**consumer_config(settings, client_id, f"{client_id}-{uuid.uuid4().hex}"),
                          "enable.partition.eof": True, **SNAPSHOT_FETCH})
     try:
-        low, high = _watermarks(consumer, TopicPartition(topic, partition), timeout)
+        low, high = watermarks(consumer, TopicPartition(topic, partition), timeout)
         window = FIRST_WINDOW
         while high > low:
             start = max(low, high - window)
@@ -68,16 +68,3 @@ def _newest_between(consumer: Consumer, topic: str, partition: int, key: str, st
             found = (message.offset(), message.value())
     raise TimeoutError(f"reading {topic}[{partition}] from offset {start} did not reach {end} in {timeout:g} s")
 
-
-def _watermarks(consumer: Consumer, part: TopicPartition, timeout: float) -> tuple[int, int]:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return consumer.get_watermark_offsets(part, timeout=timeout)
-        except KafkaException as exc:
-            # A topic just created, or a leader moving: as EventReader.watermarks waits them out.
-            if not exc.args[0].retriable() and exc.args[0].code() not in LEADERSHIP_CHANGES:
-                raise
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)

@@ -99,17 +99,7 @@ class EventReader(Closing):
         """(low, high) watermarks of a real topic's partition, asked of the broker, waiting out transient
         states (a leader not yet elected after the topic was created or the broker restarted) up to
         ``timeout``. For a read_committed reader, high is the last stable offset."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                return self.consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout,
-                                                           cached=cached)
-            except KafkaException as exc:
-                error: KafkaError = exc.args[0]
-                transient = error.retriable() or error.code() in LEADERSHIP_CHANGES
-                if not transient or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+        return watermarks(self.consumer, TopicPartition(topic, partition), timeout, cached=cached)
 
     def cached_ends(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """End offsets of (real topic, partition)s as last fetched, no broker call (for a
@@ -176,6 +166,22 @@ class EventReader(Closing):
             self.at_end.discard((tp.topic, tp.partition))
         if self._on_revoke is not None:
             self._on_revoke([(tp.topic, tp.partition) for tp in partitions])
+
+
+def watermarks(consumer: Consumer, part: TopicPartition, timeout: float = 30.0, *,
+               cached: bool = False) -> tuple[int, int]:
+    """(low, high) watermarks of a partition, waiting out a leader not yet elected (a topic just
+    created, a broker restarted) or moving, up to ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return consumer.get_watermark_offsets(part, timeout=timeout, cached=cached)
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            transient = error.retriable() or error.code() in LEADERSHIP_CHANGES
+            if not transient or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def _reason(error: Exception) -> str:
