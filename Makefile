@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export TOCK_HOME ?= $(CURDIR)/.tock
 STAMP := $(VENV)/.installed
 
-.PHONY: run run-kubernetes test bench services stop clean venv unit kube browser
+.PHONY: run run-kubernetes test bench services stop clean venv unit kube browser lint
 
 venv: $(STAMP)
 
@@ -45,6 +45,13 @@ browser:
 test: services kube browser
 	@BIN=$(BIN) bash infra/scripts/run-tests.sh
 	@echo "browser screenshots: $(TOCK_HOME)/screenshots"
+
+# ruff over the whole tree; mypy strict over the schemas, the SDK and every service core
+# (files and overrides in pyproject.toml); the Event union regenerated from the declarations.
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/python -m schemas.generate_union --check
 
 unit: venv
 	$(BIN)/pytest -q -p no:cacheprovider tests/unit

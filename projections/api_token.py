@@ -6,8 +6,8 @@ A token is valid while its row is not revoked and its owner's account exists (th
 
 from __future__ import annotations
 
-from schemas import TokenCreated, TokenRevoked
 from projections.records import Key, Record, Row
+from schemas import TokenCreated, TokenRevoked
 
 TABLE = "api_token"
 

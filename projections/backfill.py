@@ -8,8 +8,8 @@ its runs exist and have ended is read from ``dag_run`` (``queries.backfill_progr
 
 from __future__ import annotations
 
-from schemas import BackfillFinished, BackfillPlanned, CancelBackfill, CommandRejected, RequestBackfill
 from projections.records import Key, Record, Row, as_json
+from schemas import BackfillFinished, BackfillPlanned, CancelBackfill, CommandRejected, RequestBackfill
 
 TABLE = "backfill"
 _EVENTS = (RequestBackfill, BackfillPlanned, BackfillFinished, CancelBackfill, CommandRejected)

@@ -14,9 +14,9 @@ dedupes request ids per DAG. ``PauseDag`` and ``CancelBackfill`` carry no reques
 
 from __future__ import annotations
 
-from schemas import ClearTask, CommandRejected, KillTask, MarkTask, RequestBackfill, TriggerDagRun
 from projections.records import Key, Record, Row, payload_json
-from services.scheduler.core.model import manual_run_id
+from schemas import ClearTask, CommandRejected, KillTask, MarkTask, RequestBackfill, TriggerDagRun
+from schemas.runs import manual_run_id
 
 TABLE = "command"
 COMMANDS = (TriggerDagRun, ClearTask, MarkTask, KillTask, RequestBackfill)

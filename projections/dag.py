@@ -8,8 +8,8 @@ its own topic and ``is_active`` is derived from times, never from arrival order.
 
 from __future__ import annotations
 
-from schemas import DAGS, DagParsed, DagRemoved, PauseDag
 from projections.records import Key, Record, Row, as_json, logical_topic
+from schemas import DAGS, DagParsed, DagRemoved, PauseDag
 
 TABLE = "dag"
 

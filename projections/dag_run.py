@@ -6,8 +6,8 @@ cleared, ``reopened_at`` set; ``DagRunFinished`` ends it again.
 
 from __future__ import annotations
 
-from schemas import DagRunCreated, DagRunFinished, DagRunReopened, DeadlineMissed
 from projections.records import Key, Record, Row
+from schemas import DagRunCreated, DagRunFinished, DagRunReopened, DeadlineMissed
 
 TABLE = "dag_run"
 _EVENTS = (DagRunCreated, DagRunFinished, DagRunReopened, DeadlineMissed)

@@ -7,8 +7,8 @@ back). Whether a silent worker is still alive is judged when read, as for schedu
 
 from __future__ import annotations
 
-from schemas import WorkerHeartbeat, WorkerStopped
 from projections.records import Key, Record, Row, as_json
+from schemas import WorkerHeartbeat, WorkerStopped
 
 TABLE = "executor_worker"
 

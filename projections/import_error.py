@@ -7,9 +7,9 @@ they are ordered.
 
 from __future__ import annotations
 
-from schemas import DagFileProcessed, DagFileRemoved, DagParseFailed
 from projections.parse_status import key_of
 from projections.records import Record, Row
+from schemas import DagFileProcessed, DagFileRemoved, DagParseFailed
 
 TABLE = "import_error"
 __all__ = ["TABLE", "evolve", "key_of"]

@@ -6,8 +6,8 @@ file's row goes with the file (``DagFileRemoved``).
 
 from __future__ import annotations
 
-from schemas import DagFileProcessed, DagFileRemoved, DagParseFailed
 from projections.records import Key, Record, Row, as_json
+from schemas import DagFileProcessed, DagFileRemoved, DagParseFailed
 
 TABLE = "parse_status"
 _EVENTS = (DagFileProcessed, DagParseFailed, DagFileRemoved)

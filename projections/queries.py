@@ -269,7 +269,7 @@ def instances_of_runs(engine: Engine, dag_id: str, run_ids: list[str]) -> list[R
     if not run_ids:
         return []
     with engine.connect() as connection:
-        return [dict(zip(names, row)) for row in connection.execute(query)]
+        return [dict(zip(names, row, strict=False)) for row in connection.execute(query)]
 
 
 def latest_runs(engine: Engine, dag_ids: list[str], per_dag: int) -> dict[str, list[Row]]:

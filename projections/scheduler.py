@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from schemas import SchedulerHeartbeat, SchedulerStopped
 from projections.records import Key, Record, Row, as_json
+from schemas import SchedulerHeartbeat, SchedulerStopped
 
 TABLE = "scheduler"
 

@@ -7,8 +7,19 @@ named after their table so a renamed table's constraint can be renamed with it.
 
 from __future__ import annotations
 
-from sqlalchemy import (BigInteger, Boolean, Column, Float, Index, Integer, MetaData, PrimaryKeyConstraint,
-                        String, Table, Text)
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+)
 
 OFFSETS = "projection_offset"
 TASK_EVENT = "task_event"

@@ -10,11 +10,29 @@ run-level events (runs, backfills, rejections) are not: they are in ``dag_run``,
 
 from __future__ import annotations
 
-from schemas import (ClearTask, KillTask, MarkTask, PodFinished, PodStarted, TaskAdopted, TaskCleared,
-                     TaskDeadlineMissed, TaskDeclaredDead, TaskFailed, TaskKilled, TaskKillRequested, TaskLaunched,
-                     TaskQueued, TaskRemoved, TaskRetryScheduled, TaskSkipped, TaskStarted, TaskSucceeded,
-                     TaskUpstreamFailed)
 from projections.records import Record, Row, logical_topic, payload_json
+from schemas import (
+    ClearTask,
+    KillTask,
+    MarkTask,
+    PodFinished,
+    PodStarted,
+    TaskAdopted,
+    TaskCleared,
+    TaskDeadlineMissed,
+    TaskDeclaredDead,
+    TaskFailed,
+    TaskKilled,
+    TaskKillRequested,
+    TaskLaunched,
+    TaskQueued,
+    TaskRemoved,
+    TaskRetryScheduled,
+    TaskSkipped,
+    TaskStarted,
+    TaskSucceeded,
+    TaskUpstreamFailed,
+)
 
 TABLE = "task_event"
 _EVENTS = (TaskQueued, TaskLaunched, TaskStarted, TaskAdopted, TaskSucceeded, TaskFailed,

@@ -21,10 +21,27 @@ changes its state afterwards (a runner that lost the race to the kill may still 
 
 from __future__ import annotations
 
-from schemas import (KillTask, MarkTask, PodFinished, TaskAdopted, TaskCleared, TaskDeclaredDead, TaskFailed, TaskHeartbeat,
-                     TaskKilled, TaskKillRequested, TaskLaunched, TaskQueued, TaskRemoved, TaskRetryScheduled,
-                     TaskSkipped, TaskStarted, TaskSucceeded, TaskUpstreamFailed)
 from projections.records import Key, Record, Row
+from schemas import (
+    KillTask,
+    MarkTask,
+    PodFinished,
+    TaskAdopted,
+    TaskCleared,
+    TaskDeclaredDead,
+    TaskFailed,
+    TaskHeartbeat,
+    TaskKilled,
+    TaskKillRequested,
+    TaskLaunched,
+    TaskQueued,
+    TaskRemoved,
+    TaskRetryScheduled,
+    TaskSkipped,
+    TaskStarted,
+    TaskSucceeded,
+    TaskUpstreamFailed,
+)
 
 TABLE = "task_instance"
 MARKABLE = ("success", "failed", "skipped")

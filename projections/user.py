@@ -5,8 +5,8 @@ A deleted account's row is removed; created again, it starts afresh.
 
 from __future__ import annotations
 
-from schemas import UserCreated, UserDeleted
 from projections.records import Key, Record, Row
+from schemas import UserCreated, UserDeleted
 
 TABLE = "tock_user"  # "user" is a reserved word in PostgreSQL
 

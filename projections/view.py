@@ -9,10 +9,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from schemas import EVENT_TYPES
-from projections import (api_token, backfill, command, dag, dag_run, executor_worker, import_error, parse_status,
-                         scheduler, task_event, task_instance, user)
+from projections import (
+    api_token,
+    backfill,
+    command,
+    dag,
+    dag_run,
+    executor_worker,
+    import_error,
+    parse_status,
+    scheduler,
+    task_event,
+    task_instance,
+    user,
+)
 from projections.records import Key, Record, Row
+from schemas import EVENT_TYPES
 
 READ_MODELS = (dag, dag_run, task_instance, command, backfill, scheduler, executor_worker, parse_status,
                import_error, user, api_token)

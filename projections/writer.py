@@ -14,8 +14,8 @@ PostgreSQL keys travel as arrays (``unnest``) and history goes in by COPY; on SQ
 from __future__ import annotations
 
 import functools
-from contextlib import closing
 from collections.abc import Callable, Iterable
+from contextlib import closing
 
 from sqlalchemy import Connection, Engine, Float, Table, select
 
@@ -111,10 +111,10 @@ class _Driver:
         statements = _statements(self._dialect, table)
         fetched = self._fetch_postgres(statements, keys) if self._postgres else self._fetch_sqlite(statements, keys)
         width = len(statements.primary)
-        return {tuple(values[:width]): dict(zip(statements.columns, values)) for values in fetched}
+        return {tuple(values[:width]): dict(zip(statements.columns, values, strict=False)) for values in fetched}
 
     def _fetch_postgres(self, statements: _Statements, keys: set[Key]) -> list[tuple]:
-        self._cursor.execute(statements.load, [list(column) for column in zip(*keys)])
+        self._cursor.execute(statements.load, [list(column) for column in zip(*keys, strict=False)])
         return self._cursor.fetchall()
 
     def _fetch_sqlite(self, statements: _Statements, keys: set[Key]) -> list[tuple]:
@@ -135,7 +135,7 @@ class _Driver:
         if keys:
             statements = _statements(self._dialect, table)
             if self._postgres:
-                self._cursor.execute(statements.delete, [list(column) for column in zip(*keys)])
+                self._cursor.execute(statements.delete, [list(column) for column in zip(*keys, strict=False)])
             else:
                 self._cursor.executemany(statements.delete, keys)
 

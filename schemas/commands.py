@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from schemas.declare import EVENTS, Event, event
+from schemas.declare import EVENTS, EventBase, event
 
 
 @event(EVENTS)
-class TriggerDagRun(Event):
+class TriggerDagRun(EventBase):
     """Start a manual run; the scheduler derives the run id from request_id."""
 
     dag_id: str
@@ -18,7 +18,7 @@ class TriggerDagRun(Event):
 
 
 @event(EVENTS, version=2)
-class ClearTask(Event):
+class ClearTask(EventBase):
     """Run task instances again with new tries: ``task_id`` ("" = every task of the run) and, with
     ``downstream`` / ``upstream``, every task after / before it. A finished run reopens; a running
     try is stopped first. v2 added request_id, downstream and upstream."""
@@ -34,7 +34,7 @@ class ClearTask(Event):
 
 
 @event(EVENTS, version=2)
-class MarkTask(Event):
+class MarkTask(EventBase):
     """Set a task instance's outcome by hand: "success", "failed" or "skipped". A running try is
     stopped first; tasks downstream follow the marked state. v2 added request_id."""
 
@@ -48,7 +48,7 @@ class MarkTask(Event):
 
 
 @event(EVENTS)
-class KillTask(Event):
+class KillTask(EventBase):
     """Stop a task instance's running (or queued) try; it ends as killed: failed, not retried."""
 
     dag_id: str
@@ -60,7 +60,7 @@ class KillTask(Event):
 
 
 @event(EVENTS)
-class RequestBackfill(Event):
+class RequestBackfill(EventBase):
     """Create the runs of every schedule interval of the DAG with a logical date in
     [start_date, end_date], honouring max_active_runs; with reprocess_failed, failed runs of
     those dates run again. The backfill's id is its request_id."""
@@ -76,7 +76,7 @@ class RequestBackfill(Event):
 
 
 @event(EVENTS)
-class CancelBackfill(Event):
+class CancelBackfill(EventBase):
     """Create no more runs for backfill ``backfill_id``; runs already created go on."""
 
     dag_id: str
@@ -86,7 +86,7 @@ class CancelBackfill(Event):
 
 
 @event(EVENTS)
-class PauseDag(Event):
+class PauseDag(EventBase):
     """Stop (paused=True) or resume creating scheduled runs of a DAG."""
 
     dag_id: str
@@ -96,7 +96,7 @@ class PauseDag(Event):
 
 
 @event(EVENTS)
-class CommandRejected(Event):
+class CommandRejected(EventBase):
     """The owner of the DAG's partition could not apply a command (e.g. its run is unknown): which
     command, by its request id, and why. Recorded once per request id."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import field
 
-from schemas.declare import DAGS, Event, event, record
+from schemas.declare import DAGS, EventBase, event, record
 
 
 @record
@@ -46,7 +46,7 @@ class DagDefinition:
 
 
 @event(DAGS, version=4)
-class DagParsed(Event):
+class DagParsed(EventBase):
     """The latest definition of a DAG; written only when its fingerprint changed.
     v2: the definition has on_failure and on_deadline_missed (webhook URLs).
     v3: each task definition has a deadline (per-task deadline, seconds after first queued).

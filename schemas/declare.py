@@ -7,8 +7,9 @@ the two agree, and every frozen version stays so old records decode forever.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, dataclass_transform
 
 T = TypeVar("T")
 
@@ -26,15 +27,18 @@ SNAPSHOTS = "snapshots"  # scheduler partition snapshots (services/scheduler/cor
 EVENT_TYPES: dict[str, type] = {}
 
 
-class Event:
-    """Marker base of every event: its topic and the version of its current schema."""
+class EventBase:
+    """Base of every event declaration: its topic and the version of its current schema.
+
+    The closed union of every event is ``schemas.Event`` (generated into schemas/union.py)."""
 
     __slots__ = ()
     TOPIC: ClassVar[str]
     VERSION: ClassVar[int]
 
 
-def event(topic: str, version: int = 1):
+@dataclass_transform(frozen_default=True, kw_only_default=True)
+def event(topic: str, version: int = 1) -> Callable[[type[T]], type[T]]:
     """Declare an event: a frozen, slotted, keyword-only dataclass written to ``topic``."""
 
     def register(cls: type[T]) -> type[T]:
@@ -49,6 +53,7 @@ def event(topic: str, version: int = 1):
     return register
 
 
+@dataclass_transform(frozen_default=True, kw_only_default=True)
 def record(cls: type[T]) -> type[T]:
     """Declare a value nested inside events (not an event itself)."""
     return dataclass(frozen=True, slots=True, kw_only=True)(cls)

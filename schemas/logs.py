@@ -6,7 +6,7 @@ partition ``murmur2(dag_id) % N``, so a reader knows which partition holds a try
 
 from __future__ import annotations
 
-from schemas.declare import LOGS, Event, event
+from schemas.declare import LOGS, EventBase, event
 
 
 def try_log_key(dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
@@ -15,7 +15,7 @@ def try_log_key(dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
 
 
 @event(LOGS)
-class TaskLogShipped(Event):
+class TaskLogShipped(EventBase):
     """A chunk of whole lines of a try's output, from byte ``offset`` of its log file.
 
     ``truncated``: the try's shipping budget is spent; ``text`` says how much was shipped and

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from schemas.declare import DAGS, PARSING, Event, event
+from schemas.declare import DAGS, PARSING, EventBase, event
 
 
 @event(PARSING, version=2)
-class ProcessorStarted(Event):
+class ProcessorStarted(EventBase):
     """A child process began parsing a file; it must finish or be killed by ``deadline``.
 
     v2 adds ``file_hash``: the content hash the scan saw, so a timeout or crash can be
@@ -22,7 +22,7 @@ class ProcessorStarted(Event):
 
 
 @event(PARSING)
-class ProcessorFinished(Event):
+class ProcessorFinished(EventBase):
     """A parsing child exited on its own and was reaped."""
 
     file_path: str
@@ -34,7 +34,7 @@ class ProcessorFinished(Event):
 
 
 @event(PARSING)
-class ProcessorKilled(Event):
+class ProcessorKilled(EventBase):
     """A parsing child was killed (reason: timeout, shutdown) or died (reason: died)."""
 
     file_path: str
@@ -46,7 +46,7 @@ class ProcessorKilled(Event):
 
 
 @event(PARSING)
-class DagFileProcessed(Event):
+class DagFileProcessed(EventBase):
     """A file parsed cleanly and defined these DAGs."""
 
     file_path: str
@@ -58,7 +58,7 @@ class DagFileProcessed(Event):
 
 
 @event(PARSING)
-class DagParseFailed(Event):
+class DagParseFailed(EventBase):
     """A file could not be parsed: an exception, a timeout, a crash of the parser."""
 
     file_path: str
@@ -70,7 +70,7 @@ class DagParseFailed(Event):
 
 
 @event(PARSING)
-class DagFileRemoved(Event):
+class DagFileRemoved(EventBase):
     """A DAG file disappeared from the DAGs folder (its DAGs each get a DagRemoved)."""
 
     file_path: str
@@ -78,7 +78,7 @@ class DagFileRemoved(Event):
 
 
 @event(PARSING)
-class DagRemoved(Event):
+class DagRemoved(EventBase):
     """A DAG is gone: its file was deleted or no longer defines it."""
 
     dag_id: str

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from schemas.declare import EVENTS, Event, event
+from schemas.declare import EVENTS, EventBase, event
 
 
 @event(EVENTS)
-class DagRunCreated(Event):
+class DagRunCreated(EventBase):
     """A run exists; run_type is "scheduled" or "manual"."""
 
     dag_id: str
@@ -20,7 +20,7 @@ class DagRunCreated(Event):
 
 
 @event(EVENTS, version=2)
-class DagRunFinished(Event):
+class DagRunFinished(EventBase):
     """A run ended; state is "success" or "failed", reason says why when it is not its tasks'
     outcome alone (e.g. its DAG was deleted). v2 added reason."""
 
@@ -32,7 +32,7 @@ class DagRunFinished(Event):
 
 
 @event(EVENTS)
-class DagRunReopened(Event):
+class DagRunReopened(EventBase):
     """A finished run runs again: some of its tasks were cleared (request_id of the clear)."""
 
     dag_id: str
@@ -42,7 +42,7 @@ class DagRunReopened(Event):
 
 
 @event(EVENTS)
-class BackfillPlanned(Event):
+class BackfillPlanned(EventBase):
     """A backfill was accepted: the logical dates it will create (or re-run) runs for, in order."""
 
     dag_id: str
@@ -54,7 +54,7 @@ class BackfillPlanned(Event):
 
 
 @event(EVENTS)
-class BackfillFinished(Event):
+class BackfillFinished(EventBase):
     """Every run of the backfill ended ("success" / "failed"), or it was cancelled ("cancelled")."""
 
     dag_id: str
@@ -64,7 +64,7 @@ class BackfillFinished(Event):
 
 
 @event(EVENTS)
-class DeadlineMissed(Event):
+class DeadlineMissed(EventBase):
     """A run was still going when the deadline its DAG declares passed."""
 
     dag_id: str
@@ -74,7 +74,7 @@ class DeadlineMissed(Event):
 
 
 @event(EVENTS, version=2)
-class CallbackCalled(Event):
+class CallbackCalled(EventBase):
     """The monitor called a DAG's callback (``trigger`` "failure" or "deadline_missed") for a run,
     or for one of its task instances (``task_id``; "" for the run): ``ok`` whether ``target``
     (a webhook URL, or a ``module:function`` path) accepted it within ``attempts`` tries;
@@ -89,3 +89,8 @@ class CallbackCalled(Event):
     ok: bool
     detail: str = ""
     at: float
+
+
+def manual_run_id(request_id: str) -> str:
+    """The run id of a TriggerDagRun request: derived, so a repeated request names the same run."""
+    return f"manual__{request_id}"

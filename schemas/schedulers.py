@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import field
 
-from schemas.declare import SCHEDULERS, Event, event
+from schemas.declare import SCHEDULERS, EventBase, event
 
 
 @event(SCHEDULERS)
-class SchedulerHeartbeat(Event):
+class SchedulerHeartbeat(EventBase):
     """A scheduler instance is alive and owns these partitions."""
 
     scheduler_id: str
@@ -19,7 +19,7 @@ class SchedulerHeartbeat(Event):
 
 
 @event(SCHEDULERS)
-class SchedulerStopped(Event):
+class SchedulerStopped(EventBase):
     """A scheduler instance shut down cleanly."""
 
     scheduler_id: str

@@ -7,11 +7,11 @@ recorded but changes nothing.
 
 from __future__ import annotations
 
-from schemas.declare import EVENTS, HEARTBEATS, Event, event
+from schemas.declare import EVENTS, HEARTBEATS, EventBase, event
 
 
 @event(EVENTS)
-class TaskQueued(Event):
+class TaskQueued(EventBase):
     """A try was decided. Who owns it and on which executor is written here once."""
 
     dag_id: str
@@ -25,7 +25,7 @@ class TaskQueued(Event):
 
 
 @event(EVENTS, version=2)
-class TaskLaunched(Event):
+class TaskLaunched(EventBase):
     """The executor accepted the try; handle is pid@host:start, a Celery task id or a pod name.
     Written once; nothing a worker reports changes it. v2 added queue (where it was sent)."""
 
@@ -41,7 +41,7 @@ class TaskLaunched(Event):
 
 
 @event(EVENTS)
-class TaskStarted(Event):
+class TaskStarted(EventBase):
     """The runner began the try. executor/queue are as the worker saw them (informational)."""
 
     dag_id: str
@@ -58,7 +58,7 @@ class TaskStarted(Event):
 
 
 @event(HEARTBEATS)
-class TaskHeartbeat(Event):
+class TaskHeartbeat(EventBase):
     """The runner of a try is alive."""
 
     dag_id: str
@@ -70,7 +70,7 @@ class TaskHeartbeat(Event):
 
 
 @event(EVENTS)
-class TaskSucceeded(Event):
+class TaskSucceeded(EventBase):
     dag_id: str
     run_id: str
     task_id: str
@@ -80,7 +80,7 @@ class TaskSucceeded(Event):
 
 
 @event(EVENTS, version=2)
-class TaskFailed(Event):
+class TaskFailed(EventBase):
     """The try failed: the user code raised, exited non-zero, crashed or timed out.
 
     v2 added ``traceback`` (v1 records decode with it empty).
@@ -97,7 +97,7 @@ class TaskFailed(Event):
 
 
 @event(EVENTS)
-class TaskRetryScheduled(Event):
+class TaskRetryScheduled(EventBase):
     """Try ``try_number`` failed; ``next_try_number`` may be queued from ``not_before``."""
 
     dag_id: str
@@ -110,7 +110,7 @@ class TaskRetryScheduled(Event):
 
 
 @event(EVENTS)
-class TaskDeclaredDead(Event):
+class TaskDeclaredDead(EventBase):
     """A running try fell silent past the heartbeat timeout, or its executor lost it."""
 
     dag_id: str
@@ -124,7 +124,7 @@ class TaskDeclaredDead(Event):
 
 
 @event(EVENTS)
-class TaskAdopted(Event):
+class TaskAdopted(EventBase):
     """After a takeover the new owner found the try alive and took it over."""
 
     dag_id: str
@@ -138,7 +138,7 @@ class TaskAdopted(Event):
 
 
 @event(EVENTS)
-class TaskUpstreamFailed(Event):
+class TaskUpstreamFailed(EventBase):
     """The task will not run in this run because an upstream task failed."""
 
     dag_id: str
@@ -148,7 +148,7 @@ class TaskUpstreamFailed(Event):
 
 
 @event(EVENTS, version=2)
-class PodFinished(Event):
+class PodFinished(EventBase):
     """The Kubernetes watcher saw the try's pod end (phase Succeeded/Failed, reason e.g. OOMKilled).
     A try still running when its pod ended (its runner reported no outcome) fails with it.
     v2 added pod_uid and node."""
@@ -167,7 +167,7 @@ class PodFinished(Event):
 
 
 @event(EVENTS)
-class PodStarted(Event):
+class PodStarted(EventBase):
     """The Kubernetes watcher saw the try's pod running on a node (informational: the runner's
     TaskStarted claims the try)."""
 
@@ -182,7 +182,7 @@ class PodStarted(Event):
 
 
 @event(EVENTS)
-class TaskKillRequested(Event):
+class TaskKillRequested(EventBase):
     """The owner asks the try's runner to stop its user code (a kill, or a clear or mark of a try that
     is running). If it comes before any TaskStarted of the try in log order, no runner runs it."""
 
@@ -196,7 +196,7 @@ class TaskKillRequested(Event):
 
 
 @event(EVENTS)
-class TaskKilled(Event):
+class TaskKilled(EventBase):
     """The runner killed the try's user code as asked."""
 
     dag_id: str
@@ -209,7 +209,7 @@ class TaskKilled(Event):
 
 
 @event(EVENTS)
-class TaskSkipped(Event):
+class TaskSkipped(EventBase):
     """The task will not run in this run: an upstream task was skipped."""
 
     dag_id: str
@@ -220,7 +220,7 @@ class TaskSkipped(Event):
 
 
 @event(EVENTS)
-class TaskRemoved(Event):
+class TaskRemoved(EventBase):
     """The task (or its whole DAG) is gone from the DAG files: it will not run in this run."""
 
     dag_id: str
@@ -231,7 +231,7 @@ class TaskRemoved(Event):
 
 
 @event(EVENTS)
-class TaskDeadlineMissed(Event):
+class TaskDeadlineMissed(EventBase):
     """A task instance had not ended when the deadline its task declares passed: ``deadline`` is
     that moment, its first TaskQueued in the run plus the task's ``deadline`` seconds. Written by
     the monitor, once per task instance (see services/monitor/shell.py)."""
@@ -244,7 +244,7 @@ class TaskDeadlineMissed(Event):
 
 
 @event(EVENTS)
-class TaskCleared(Event):
+class TaskCleared(EventBase):
     """The owner reset a task instance for a new try, as a ClearTask (request_id) asked: its last
     try had ended (a running one is stopped first)."""
 

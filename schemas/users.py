@@ -7,11 +7,11 @@ topic keeps every change, so who created, deleted or revoked what is in the log.
 
 from __future__ import annotations
 
-from schemas.declare import USERS, Event, event
+from schemas.declare import USERS, EventBase, event
 
 
 @event(USERS)
-class UserCreated(Event):
+class UserCreated(EventBase):
     """An account with ``role`` (viewer, operator or admin); again for an existing user replaces
     its role and password."""
 
@@ -23,7 +23,7 @@ class UserCreated(Event):
 
 
 @event(USERS)
-class UserDeleted(Event):
+class UserDeleted(EventBase):
     """The account and every token of it stop working."""
 
     username: str
@@ -32,7 +32,7 @@ class UserDeleted(Event):
 
 
 @event(USERS)
-class TokenCreated(Event):
+class TokenCreated(EventBase):
     """An API bearer token of ``username``: ``tock_<token_id>_<secret>``, stored as SHA-256 of the secret."""
 
     token_id: str
@@ -44,7 +44,7 @@ class TokenCreated(Event):
 
 
 @event(USERS)
-class TokenRevoked(Event):
+class TokenRevoked(EventBase):
     """The token stops working."""
 
     token_id: str

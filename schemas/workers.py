@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import field
 
-from schemas.declare import SCHEDULERS, Event, event
+from schemas.declare import SCHEDULERS, EventBase, event
 
 
 @event(SCHEDULERS)
-class WorkerHeartbeat(Event):
+class WorkerHeartbeat(EventBase):
     """A worker of ``executor`` is alive, consuming ``queues``, running up to ``concurrency`` tries."""
 
     worker: str
@@ -26,7 +26,7 @@ class WorkerHeartbeat(Event):
 
 
 @event(SCHEDULERS)
-class WorkerStopped(Event):
+class WorkerStopped(EventBase):
     """A worker shut down cleanly."""
 
     worker: str

@@ -6,9 +6,22 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from schemas import (ClearTask, DagDefinition, DagParsed, DagRunCreated, DagRunFinished, PauseDag,
-                     RequestBackfill, TaskDefinition, TaskHeartbeat, TaskLaunched, TaskQueued, TaskStarted,
-                     TaskSucceeded, TriggerDagRun)
+from schemas import (
+    ClearTask,
+    DagDefinition,
+    DagParsed,
+    DagRunCreated,
+    DagRunFinished,
+    PauseDag,
+    RequestBackfill,
+    TaskDefinition,
+    TaskHeartbeat,
+    TaskLaunched,
+    TaskQueued,
+    TaskStarted,
+    TaskSucceeded,
+    TriggerDagRun,
+)
 
 OWNER = "synthetic-scheduler"
 EXECUTOR = "synthetic"  # no executor of that name runs: a probe answers "unknown", never kills

@@ -7,7 +7,7 @@ import json
 import re
 import sys
 from dataclasses import asdict
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from croniter import croniter
@@ -185,7 +185,7 @@ def _utc(start: datetime | date | None) -> float | None:
             raise TypeError(f"start_date must be a datetime, got {start!r}")
         start = datetime.combine(start, time())
     if start.tzinfo is None:
-        start = start.replace(tzinfo=timezone.utc)
+        start = start.replace(tzinfo=UTC)
     return start.timestamp()
 
 

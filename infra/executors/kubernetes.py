@@ -66,7 +66,7 @@ def _label(text: str) -> str:
 
 def pod_manifest(settings: Settings, request: TryRequest, queue: str, override: dict) -> dict:
     """The pod of one try: ``tock run-task`` with the runner's settings, and the task's pod_override."""
-    ids = dict(zip(IDS, (request.dag_id, request.run_id, request.task_id, str(request.try_number))))
+    ids = dict(zip(IDS, (request.dag_id, request.run_id, request.task_id, str(request.try_number)), strict=False))
     labels = {MANAGED_BY: "tock", INSTALLATION: installation_label(settings.topic_prefix),
               PARTITION: str(partition_for(request.dag_id, settings.partitions)), DAG: _label(request.dag_id),
               TASK: _label(request.task_id), TRY: str(request.try_number)}
@@ -118,7 +118,7 @@ class KubernetesExecutor:
             return []
         results = list(self._creates.map(lambda pair: self._create(*pair), requests))
         handles = []
-        for (request, _queue), result in zip(requests, results):
+        for (request, _queue), result in zip(requests, results, strict=False):
             if isinstance(result, Exception):
                 self._failed(len(requests) - len(handles), result)
                 break

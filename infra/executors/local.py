@@ -13,8 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from infra.settings import Settings
 from infra.executors.requests import TryRequest
+from infra.settings import Settings
 
 log = logging.getLogger("tock.executor.local")
 

@@ -24,7 +24,7 @@ def node_name(settings: Settings) -> str:
 
 
 def agent_command(settings: Settings) -> list[str]:
-    return [sys.executable, "-m", "tock.cli", "node-agent", "--node", node_name(settings)]
+    return [sys.executable, "-m", "tock_cli", "node-agent", "--node", node_name(settings)]
 
 
 def agent_environment(settings: Settings) -> dict[str, str]:

@@ -15,8 +15,14 @@ from infra.log.producer import DeliveryFailed, KafkaEventLog
 from infra.log.reader import EventReader
 from infra.log.records import LogRecord, routing_key
 from infra.log.replay import replay, settle
-from infra.log.transactions import (Fenced, PartitionsLost, RawRecord, TransactionAborted, TransactionalSession,
-                                    failure_kind)
+from infra.log.transactions import (
+                                    Fenced,
+                                    PartitionsLost,
+                                    RawRecord,
+                                    TransactionAborted,
+                                    TransactionalSession,
+                                    failure_kind,
+)
 
 __all__ = ["DeadLetterQueue", "DeliveryFailed", "EventReader", "Fenced", "KafkaEventLog", "KeyedPartitionReader", "LogRecord", "PartitionsLost", "RawRecord",
            "TransactionAborted", "TransactionalSession", "failure_kind", "murmur2", "partition_for", "replay", "routing_key",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
-from urllib.parse import quote
 from contextlib import asynccontextmanager
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -14,6 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DataError, SQLAlchemyError, StatementError
 
+import services.api.task_commands  # noqa: F401 - adds the task commands to the commands router
 from infra.settings import Settings
 from projections import queries
 from projections.db import create_tables, open_engine
@@ -29,7 +30,6 @@ from services.api.ui.actions import actions
 from services.api.ui.pages import pages
 from services.api.ui.web import STATIC, LoginRequired, UiState, web
 from services.api.users import users
-import services.api.task_commands  # noqa: F401 - adds the task commands to the commands router
 
 LIMIT = Query(100, ge=1, le=1000, description="at most this many items")
 OFFSET = Query(0, ge=0, le=2**31 - 1, description="skip this many items")

@@ -20,10 +20,9 @@ from infra.log import DeliveryFailed, KafkaEventLog
 from infra.settings import Settings
 from infra.topics import topic_name
 from schemas import PauseDag, TriggerDagRun
+from schemas.runs import manual_run_id
 from services.api import models, targets
 from services.api.auth import OPERATOR, requester
-from services.scheduler.core.model import manual_run_id
-
 
 
 class CommandLog:

@@ -127,13 +127,13 @@ def parse_instant(text: str | float | int) -> float:
         raise ValueError(f"not an ISO 8601 date or date-time: {text!r} (e.g. 2024-01-31 or "
                          "2024-01-31T06:00:00+00:00)") from None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.timezone.utc)
+        parsed = parsed.replace(tzinfo=dt.UTC)
     return parsed.timestamp()
 
 
-_FIRST = dt.datetime(1, 1, 2, tzinfo=dt.timezone.utc).timestamp()
-_LAST = dt.datetime(9999, 12, 30, tzinfo=dt.timezone.utc).timestamp()
+_FIRST = dt.datetime(1, 1, 2, tzinfo=dt.UTC).timestamp()
+_LAST = dt.datetime(9999, 12, 30, tzinfo=dt.UTC).timestamp()
 
 
 def iso(seconds: float) -> str:
-    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).isoformat()
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).isoformat()

@@ -73,7 +73,7 @@ def too_large(size: int) -> str:
 
 def unpublishable(dag_ids: list[str], sizes: list[int]) -> str | None:
     """Why these DAGs cannot be published (each record must fit in Kafka), or None."""
-    for dag_id, size in zip(dag_ids, sizes):
+    for dag_id, size in zip(dag_ids, sizes, strict=False):
         if size > MAX_DEFINITION:
             return (f"DAG {dag_id!r} takes {size:,} bytes encoded, over the {MAX_DEFINITION:,} "
                     "one Kafka record may hold; split it")

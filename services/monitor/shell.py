@@ -44,13 +44,21 @@ import uuid
 
 from confluent_kafka import TopicPartition
 
+from infra.callbacks import CallbackCaller
 from infra.log import EventReader, LogRecord, PartitionsLost, TransactionAborted, TransactionalSession, replay, settle
 from infra.settings import Settings
 from infra.topics import topic_name
-from infra.callbacks import CallbackCaller
 from schemas import DAGS, EVENTS, CallbackCalled
-from services.monitor.core import (DagDefinitionRemoved, MonitorState, Notification, UnknownEvent, decide,
-                                   due_notifications, evolve, next_deadline)
+from services.monitor.core import (
+    DagDefinitionRemoved,
+    MonitorState,
+    Notification,
+    UnknownEvent,
+    decide,
+    due_notifications,
+    evolve,
+    next_deadline,
+)
 
 log = logging.getLogger("tock.monitor")
 

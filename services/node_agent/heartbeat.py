@@ -8,7 +8,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import psutil
 
@@ -23,7 +23,7 @@ STATUS_EVERY = 6  # beats between Node status posts
 
 def utc_now(micro: bool = False) -> str:
     """Kubernetes time text: RFC 3339 in UTC, with exactly 6 fraction digits for a MicroTime."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
 
 
 def capacity() -> dict[str, str]:

@@ -25,7 +25,7 @@ from infra.log.closing import Closing
 from infra.settings import Settings
 from infra.topics import topic_name
 from schemas import EVENTS, DecodeError, TaskDeclaredDead, TaskKillRequested, TaskStarted, decode, peek_type
-from services.runner.claim import Claims, TryKey, TryRecord, kill_requests, try_key, winners
+from services.runner.core.claim import Claims, TryKey, TryRecord, kill_requests, try_key, winners
 from services.runner.every import Every
 
 log = logging.getLogger("tock.runner")

@@ -18,7 +18,7 @@ from confluent_kafka import KafkaError, Message
 from infra.log import KafkaEventLog, partition_for, routing_key
 from infra.settings import Settings
 from schemas import DecodeError, decode, encode
-from services.runner.claim import TryKey
+from services.runner.core.claim import TryKey
 from services.runner.every import Every
 from services.runner.spool import Spool
 

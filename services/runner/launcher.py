@@ -73,7 +73,7 @@ def _shares(lines: list[str], most: int) -> list[list[str]]:
     if not count:
         return []
     bounds = [len(lines) * index // count for index in range(count + 1)]
-    return [lines[start:end] for start, end in zip(bounds, bounds[1:])]
+    return [lines[start:end] for start, end in zip(bounds, bounds[1:], strict=False)]
 
 
 def _spare(settings: Settings, read_end: int, attached_to: int | None) -> None:

@@ -18,7 +18,7 @@ from typing import BinaryIO
 from infra.log import KafkaEventLog
 from infra.settings import Settings
 from schemas import TaskLogShipped
-from services.runner.claim import TryKey
+from services.runner.core.claim import TryKey
 from services.runner.every import Every
 from services.runner.log_chunks import Budget, Chunk, ShipState, plan_chunks
 from services.runner.paths import TryRequest

@@ -23,8 +23,8 @@ from confluent_kafka import KafkaError, KafkaException, Message
 from infra.log import KafkaEventLog
 from infra.settings import Settings
 from schemas import TaskFailed, TaskHeartbeat, TaskKilled, TaskStarted, TaskSucceeded
-from services.runner.claim import Claims, TryKey
 from services.runner.claim_reader import ClaimReader
+from services.runner.core.claim import Claims, TryKey
 from services.runner.delivery import RUNNER_PRODUCER, Deliveries
 from services.runner.every import Every
 from services.runner.log_shipping import LogShipping, close_log_producer, log_producer

@@ -18,10 +18,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from services.runner.child import run_child
-from services.runner.claim import TryKey
+from services.runner.core.claim import TryKey
 from services.runner.paths import TryRequest
 from services.runner.watcher import GroupWatcher
-
 
 KILL_CHECK_SECONDS = 0.5  # how often, at least, the supervision looks for kill requests
 

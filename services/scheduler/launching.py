@@ -140,7 +140,7 @@ class Launcher:
             return []
         now = time.time()
         launched = []
-        for launch, handle in zip(launches, handles):  # an executor may take only the first few
+        for launch, handle in zip(launches, handles, strict=False):  # an executor may take only the first few
             request = launch.request
             self.in_flight[request.key[:3]] = (launch.try_number, name)
             launched.append((launch.partition, TaskLaunched(

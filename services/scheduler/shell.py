@@ -22,11 +22,22 @@ from confluent_kafka import TopicPartition
 from infra.log import EventReader, PartitionsLost, RawRecord, TransactionAborted, TransactionalSession, partition_for
 from infra.settings import Settings
 from infra.topics import SNAPSHOT_MAX_BYTES, topic_name
-from schemas import (DAGS, EVENTS, HEARTBEATS, SNAPSHOTS, DagParsed, PauseDag, SchedulerHeartbeat, SchedulerStopped,
-                     TaskHeartbeat, TaskKillRequested, TaskLaunched)
+from schemas import (
+    DAGS,
+    EVENTS,
+    HEARTBEATS,
+    SNAPSHOTS,
+    DagParsed,
+    PauseDag,
+    SchedulerHeartbeat,
+    SchedulerStopped,
+    TaskHeartbeat,
+    TaskKillRequested,
+    TaskLaunched,
+)
 from services.scheduler.core import Policy, decide, decide_adoption, next_wakeup, orphans, overdue_tries
-from services.scheduler.core.pods import try_has_ended, worth_writing
 from services.scheduler.core.model import DagTombstone
+from services.scheduler.core.pods import try_has_ended, worth_writing
 from services.scheduler.core.snapshot import snapshot_due
 from services.scheduler.evidence import SLOW_CALL, HeartbeatEvidence
 from services.scheduler.launching import Executor, Launcher

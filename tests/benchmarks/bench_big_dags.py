@@ -267,7 +267,7 @@ def report_fan_out(reader: Reader, run_id: str, acked: float, tasks: int, schedu
 
 def start_scheduler(settings, tmp: Path) -> subprocess.Popen:
     with open(tmp / "scheduler.log", "ab") as output:
-        return subprocess.Popen([sys.executable, "-m", "tock.cli", "scheduler", "--id", "big"],
+        return subprocess.Popen([sys.executable, "-m", "tock_cli", "scheduler", "--id", "big"],
                                 env=environment(settings), stdout=output, stderr=subprocess.STDOUT, cwd=REPO)
 
 

@@ -39,12 +39,11 @@ from pathlib import Path
 
 import redis
 
+from infra.settings import Settings
+from schemas import DagRunCreated, TaskLaunched, TaskQueued, TaskStarted, TaskSucceeded, TriggerDagRun
 from tests.benchmarks.common import REPO, RunFailed, bench_settings, figure, spread, timed_run
 from tests.benchmarks.w3_takeover import drop_topics, load
 from tests.scenarios.scheduler_support import LogTail, environment, publish_dags
-
-from infra.settings import Settings
-from schemas import DagRunCreated, TaskLaunched, TaskQueued, TaskStarted, TaskSucceeded, TriggerDagRun
 
 WORKERS = ("bench-w1", "bench-w2")
 CONCURRENCY = 4
@@ -100,7 +99,7 @@ class Services:
     def start(self, name: str, *command: str) -> subprocess.Popen:
         env = {**environment(self.settings), "PYTHONPATH": str(REPO)}
         with open(self.logs / f"{name}.log", "ab") as output:
-            process = subprocess.Popen([sys.executable, "-m", "tock.cli", *command], env=env, stdout=output,
+            process = subprocess.Popen([sys.executable, "-m", "tock_cli", *command], env=env, stdout=output,
                                        stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
         self.started[name] = process
         return process
@@ -249,7 +248,7 @@ def bench_w1(settings: Settings, tail: LogTail, meter: CpuMeter) -> None:
            f"(median of {REPETITIONS})", statistics.median(seconds), "s",
            "<= 3 s; local executor ~1.7 s; Airflow 3.3 LocalExecutor 22.8 s")
     print(f"     ({spread(seconds)}; {load()})")
-    for (total, run_id), used in zip(runs, cpu):
+    for (total, run_id), used in zip(runs, cpu, strict=False):
         print(f"     run {total:.2f} s: last of each, from DagRunCreated: " + breakdown(tail, run_id))
         print(f"       CPU used during the run: {used}")
         print(f"       median per try: {try_split(tail, run_id)}; tries per worker: {per_worker(tail, run_id)}")

@@ -129,7 +129,7 @@ def old_owners_log(settings: Settings, requests: list[TryRequest], handles: list
     with KafkaEventLog(settings, client_id="bench-old") as event_log:
         event_log.append(DagRunCreated(dag_id=requests[0].dag_id, run_id=requests[0].run_id, logical_date=now,
                                        run_type="manual", dag_fingerprint="fp", scheduler_id="old", at=now))
-        for request, handle in zip(requests, handles):
+        for request, handle in zip(requests, handles, strict=False):
             ids = {"dag_id": request.dag_id, "run_id": request.run_id, "task_id": request.task_id, "try_number": 1}
             event_log.append(TaskQueued(**ids, executor="kubernetes", queue="default", scheduler_id="old", at=now))
             event_log.append(TaskLaunched(**ids, executor="kubernetes", handle=handle, scheduler_id="old",
@@ -180,7 +180,7 @@ def start(settings: Settings, tmp: Path, *command: str) -> subprocess.Popen:
     home.mkdir(parents=True, exist_ok=True)
     env = {**environment(settings.model_copy(update={"home": home})), "PYTHONPATH": str(REPO)}
     with open(tmp / f"{name}.log", "ab") as output:
-        process = subprocess.Popen([sys.executable, "-m", "tock.cli", *command], env=env, stdout=output,
+        process = subprocess.Popen([sys.executable, "-m", "tock_cli", *command], env=env, stdout=output,
                                    stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
     if command[0] == "node-agent":
         wait_for_node(settings, command[-1])

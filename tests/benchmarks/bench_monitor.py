@@ -27,8 +27,19 @@ import time
 from pathlib import Path
 
 from infra.log import EventReader, KafkaEventLog
-from schemas import (EVENTS, DagDefinition, DagParsed, DagRunCreated, DagRunFinished, DeadlineMissed,
-                     TaskDefinition, TaskLaunched, TaskQueued, TaskStarted, TaskSucceeded)
+from schemas import (
+    EVENTS,
+    DagDefinition,
+    DagParsed,
+    DagRunCreated,
+    DagRunFinished,
+    DeadlineMissed,
+    TaskDefinition,
+    TaskLaunched,
+    TaskQueued,
+    TaskStarted,
+    TaskSucceeded,
+)
 from services.monitor.core import fold
 from services.monitor.shell import Monitor
 from tests.benchmarks.common import bench_settings, figure, spread

@@ -112,7 +112,7 @@ class Fleet:
         self.ports[name] = port
         env = {**environment(self.settings), "TOCK_SCHEDULER_METRICS_PORT": str(port)}
         with open(self.folder / f"scheduler-{name}.log", "ab") as output:
-            self.processes[name] = subprocess.Popen([sys.executable, "-m", "tock.cli", "scheduler", "--id", name],
+            self.processes[name] = subprocess.Popen([sys.executable, "-m", "tock_cli", "scheduler", "--id", name],
                                                     env=env, stdout=output, stderr=subprocess.STDOUT, cwd=REPO)
 
     def commits(self) -> tuple[float, float]:

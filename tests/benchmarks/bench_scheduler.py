@@ -25,10 +25,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.benchmarks.common import REPO, bench_settings, figure, spread, timed_run
-from tests.benchmarks.w3_takeover import TRIES, bench_w3_real, bench_w3_synthetic, drop_topics
-from tests.scenarios.scheduler_support import LogTail, environment, publish_dags
-
 from infra.log import KafkaEventLog
 from schemas import (
     DagRunCreated,
@@ -38,6 +34,9 @@ from schemas import (
     TaskStarted,
     TaskSucceeded,
 )
+from tests.benchmarks.common import REPO, bench_settings, figure, spread, timed_run
+from tests.benchmarks.w3_takeover import TRIES, bench_w3_real, bench_w3_synthetic, drop_topics
+from tests.scenarios.scheduler_support import LogTail, environment, publish_dags
 
 FAN_OUT = '''
 from tock import DAG, task
@@ -68,7 +67,7 @@ with DAG("chain") as dag:
 
 def start_scheduler(settings, logs: Path, name: str) -> subprocess.Popen:
     with open(logs / f"scheduler-{name}.log", "ab") as output:
-        return subprocess.Popen([sys.executable, "-m", "tock.cli", "scheduler", "--id", name],
+        return subprocess.Popen([sys.executable, "-m", "tock_cli", "scheduler", "--id", name],
                                 env=environment(settings), stdout=output, stderr=subprocess.STDOUT, cwd=REPO)
 
 
@@ -87,7 +86,7 @@ def write_dag(folder: Path, name: str, source: str) -> Path:
 def cli_trigger(settings, dag_id: str) -> tuple[float, str]:
     """Wall time of `tock dags trigger DAG_ID` (a whole process, without --wait), and the run id it printed."""
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "tock.cli", "dags", "trigger", dag_id], env=environment(settings),
+    done = subprocess.run([sys.executable, "-m", "tock_cli", "dags", "trigger", dag_id], env=environment(settings),
                           cwd=REPO, check=True, capture_output=True, text=True, timeout=60)
     return time.monotonic() - started, done.stdout.split()[0]
 
@@ -200,7 +199,7 @@ def scheduler_rss(settings, tmp: Path) -> float:
     """Start a scheduler process, wait until it replayed its partitions, and read its VmRSS."""
     log_path = tmp / f"rss-{settings.topic_prefix}log"
     with open(log_path, "wb") as output:
-        process = subprocess.Popen([sys.executable, "-m", "tock.cli", "scheduler", "--id", "rss"],
+        process = subprocess.Popen([sys.executable, "-m", "tock_cli", "scheduler", "--id", "rss"],
                                    env=environment(settings), stdout=output, stderr=subprocess.STDOUT, cwd=REPO)
     try:
         deadline = time.monotonic() + 120

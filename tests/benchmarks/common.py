@@ -12,9 +12,9 @@ import psutil
 from confluent_kafka.admin import AdminClient
 
 from infra.broker import LocalKafkaBroker
+from infra.log import KafkaEventLog
 from infra.settings import Settings, load_settings
 from infra.topics import ensure_topics
-from infra.log import KafkaEventLog
 from schemas import TriggerDagRun
 from services.scheduler.core import manual_run_id
 

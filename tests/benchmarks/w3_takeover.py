@@ -136,7 +136,7 @@ class Bench:
     def start_scheduler(self, name: str) -> None:
         with open(self.folder / f"scheduler-{name}.log", "ab") as output:
             self.schedulers[name] = subprocess.Popen(
-                [sys.executable, "-m", "tock.cli", "scheduler", "--id", name], env=environment(self.settings),
+                [sys.executable, "-m", "tock_cli", "scheduler", "--id", name], env=environment(self.settings),
                 stdout=output, stderr=subprocess.STDOUT, cwd=REPO)
 
     def log_of(self, name: str) -> str:

@@ -66,7 +66,7 @@ def start_agent(node: str, settings: Settings) -> AgentProcess:
     settings.home.mkdir(parents=True, exist_ok=True)
     log = settings.home / f"agent-{node}-{uuid.uuid4().hex[:6]}.log"
     with open(log, "ab") as output:
-        process = subprocess.Popen([sys.executable, "-m", "tock.cli", "node-agent", "--node", node,
+        process = subprocess.Popen([sys.executable, "-m", "tock_cli", "node-agent", "--node", node,
                                     "--lease-seconds", "1"],
                                    env=agent_environment(settings), stdout=output, stderr=output, cwd=REPO)
     wait_for(lambda: process.poll() is not None or "registered" in log.read_text(), 30, f"agent {node} to start")

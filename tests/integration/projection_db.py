@@ -124,7 +124,7 @@ def projector_process(settings: Settings, log_path):
     import sys
 
     with open(log_path, "ab") as log:
-        return subprocess.Popen([sys.executable, "-m", "tock.cli", "projector"], env=environment(settings),
+        return subprocess.Popen([sys.executable, "-m", "tock_cli", "projector"], env=environment(settings),
                                 stdout=log, stderr=subprocess.STDOUT)
 
 

@@ -8,8 +8,16 @@ from fastapi.testclient import TestClient
 from infra.log import replay
 from schemas import EVENTS, ClearTask, MarkTask, PauseDag, TriggerDagRun
 from services.api.app import create_app
-from tests.integration.projection_db import (ProjectorThread, db_url, engine, log_end,  # noqa: F401
-                                             offsets_reached, produce, projection_settings, wait_for)
+from tests.integration.projection_db import (  # noqa: F401
+    ProjectorThread,
+    db_url,
+    engine,
+    log_end,
+    offsets_reached,
+    produce,
+    projection_settings,
+    wait_for,
+)
 from tests.unit.projection_logs import example_run
 
 pytestmark = pytest.mark.integration

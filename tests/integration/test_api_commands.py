@@ -8,11 +8,33 @@ import dataclasses
 import pytest
 
 from infra.log import replay
-from schemas import (EVENTS, BackfillFinished, BackfillPlanned, CancelBackfill, ClearTask, CommandRejected,
-                     DagRemoved, DagRunCreated, KillTask, MarkTask, PauseDag, RequestBackfill, TaskQueued,
-                     TaskStarted, TriggerDagRun)
-from tests.integration.projection_db import (ProjectorThread, db_url, engine, log_end,  # noqa: F401
-                                             offsets_reached, produce, projection_settings, wait_for)
+from schemas import (
+    EVENTS,
+    BackfillFinished,
+    BackfillPlanned,
+    CancelBackfill,
+    ClearTask,
+    CommandRejected,
+    DagRemoved,
+    DagRunCreated,
+    KillTask,
+    MarkTask,
+    PauseDag,
+    RequestBackfill,
+    TaskQueued,
+    TaskStarted,
+    TriggerDagRun,
+)
+from tests.integration.projection_db import (  # noqa: F401
+    ProjectorThread,
+    db_url,
+    engine,
+    log_end,
+    offsets_reached,
+    produce,
+    projection_settings,
+    wait_for,
+)
 from tests.integration.test_api import AUTH, RUN, client  # noqa: F401 - fixture
 from tests.unit.projection_logs import dag_parsed
 

@@ -13,10 +13,18 @@ import uvicorn
 from infra.log import KafkaEventLog
 from schemas import DagRunCreated, TaskLogShipped, TaskQueued, TaskStarted, TaskSucceeded
 from services.api.app import create_app
-from tests.integration.api_support import ADMIN, ADMIN_TOKEN
 from services.api.task_logs import log_file
-from tests.integration.projection_db import (ProjectorThread, db_url, engine, log_end,  # noqa: F401
-                                             offsets_reached, produce, projection_settings, wait_for)
+from tests.integration.api_support import ADMIN, ADMIN_TOKEN
+from tests.integration.projection_db import (  # noqa: F401
+    ProjectorThread,
+    db_url,
+    engine,
+    log_end,
+    offsets_reached,
+    produce,
+    projection_settings,
+    wait_for,
+)
 from tests.integration.test_api import RUN, client  # noqa: F401 - fixture
 from tests.unit.projection_logs import dag_parsed
 

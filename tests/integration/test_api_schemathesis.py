@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
 
 from tests.integration.projection_db import db_url, engine, projection_settings  # noqa: F401 - fixtures

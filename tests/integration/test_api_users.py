@@ -12,11 +12,19 @@ from typer.testing import CliRunner
 from infra.log import replay
 from schemas import USERS, TokenCreated, UserCreated
 from services.api.app import create_app
-from tests.integration.projection_db import (ProjectorThread, db_url, engine, log_end,  # noqa: F401
-                                             offsets_reached, produce, projection_settings, wait_for)
+from tests.integration.projection_db import (  # noqa: F401
+    ProjectorThread,
+    db_url,
+    engine,
+    log_end,
+    offsets_reached,
+    produce,
+    projection_settings,
+    wait_for,
+)
 from tests.scenarios.scheduler_support import environment
 from tests.unit.projection_logs import example_run
-from tock.cli import app as cli
+from tock_cli import app as cli
 
 pytestmark = pytest.mark.integration
 TOKEN_LINE = re.compile(r"token (\w+) of \S+: (\S+)")

@@ -10,7 +10,7 @@ from tests.scenarios.scheduler_support import environment
 
 
 def tock(settings, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tock.cli", *args], env=environment(settings),
+    return subprocess.run([sys.executable, "-m", "tock_cli", *args], env=environment(settings),
                           capture_output=True, text=True, timeout=120)
 
 
@@ -35,7 +35,7 @@ def test_a_conf_that_is_not_a_json_object_is_refused(kafka_settings):
 def test_an_unknown_setting_is_named(make_settings):
     settings = make_settings()
     env = {**environment(settings), "TOCK_PARALELLISM": "4"}
-    result = subprocess.run([sys.executable, "-m", "tock.cli", "dags", "list"], env=env,
+    result = subprocess.run([sys.executable, "-m", "tock_cli", "dags", "list"], env=env,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "TOCK_PARALELLISM" in result.stderr
 

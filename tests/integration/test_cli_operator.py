@@ -14,15 +14,32 @@ import pytest
 from typer.testing import CliRunner
 
 from infra.log import replay
-from schemas import (EVENTS, BackfillFinished, BackfillPlanned, CancelBackfill, ClearTask, CommandRejected,
-                     DagRunCreated, DagRunFinished, KillTask, MarkTask, PauseDag, RequestBackfill, TaskFailed,
-                     TaskLogShipped, TaskQueued, TaskStarted, TaskSucceeded, TaskUpstreamFailed, TriggerDagRun)
+from schemas import (
+    EVENTS,
+    BackfillFinished,
+    BackfillPlanned,
+    CancelBackfill,
+    ClearTask,
+    CommandRejected,
+    DagRunCreated,
+    DagRunFinished,
+    KillTask,
+    MarkTask,
+    PauseDag,
+    RequestBackfill,
+    TaskFailed,
+    TaskLogShipped,
+    TaskQueued,
+    TaskStarted,
+    TaskSucceeded,
+    TaskUpstreamFailed,
+    TriggerDagRun,
+)
 from services.api.task_logs import log_file
 from tests.integration.projection_db import ProjectorThread, log_end, offsets_reached, produce, wait_for
 from tests.scenarios.scheduler_support import create_topics, environment
 from tests.unit.projection_logs import dag_parsed, example_run
-from tock.cli import app
-from tock.cli import appending
+from tock_cli import app, appending
 
 pytestmark = pytest.mark.integration
 AT = 1_700_000_000.0
@@ -226,7 +243,7 @@ class Tock:
     """``tock`` as a child process whose stderr lines are collected as they come."""
 
     def __init__(self, settings, *args: str) -> None:
-        self.process = subprocess.Popen([sys.executable, "-m", "tock.cli", *args], env=environment(settings),
+        self.process = subprocess.Popen([sys.executable, "-m", "tock_cli", *args], env=environment(settings),
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.lines: list[str] = []
         self.reader = threading.Thread(target=lambda: self.lines.extend(self.process.stderr), daemon=True)

@@ -18,12 +18,20 @@ from typer.testing import CliRunner
 from projections.tables import LIVE
 from schemas import SchedulerHeartbeat, TaskHeartbeat, TaskQueued, TaskStarted, TaskSucceeded
 from services.api.app import create_app
-from tests.integration.api_support import ADMIN, ADMIN_TOKEN
 from services.worker.presence import WorkerPresence
-from tests.integration.projection_db import (ProjectorThread, db_url, engine, log_end,  # noqa: F401 - fixtures
-                                             offsets_reached, produce, projection_settings, wait_for)
+from tests.integration.api_support import ADMIN, ADMIN_TOKEN
+from tests.integration.projection_db import (  # noqa: F401 - fixtures
+    ProjectorThread,
+    db_url,
+    engine,
+    log_end,
+    offsets_reached,
+    produce,
+    projection_settings,
+    wait_for,
+)
 from tests.scenarios.scheduler_support import environment
-from tock.cli import app
+from tock_cli import app
 
 pytestmark = pytest.mark.integration
 HOUR = 3600.0

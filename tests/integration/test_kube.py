@@ -36,7 +36,7 @@ def private_env(tmp_path):
 
 def tock(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     clean = {key: value for key, value in os.environ.items() if not key.startswith("TOCK_")}
-    return subprocess.run([sys.executable, "-m", "tock.cli", *args], env={**clean, **env},
+    return subprocess.run([sys.executable, "-m", "tock_cli", *args], env={**clean, **env},
                           capture_output=True, text=True, timeout=180)
 
 

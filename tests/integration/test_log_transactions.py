@@ -5,8 +5,15 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from infra.log import (EventReader, Fenced, KafkaEventLog, PartitionsLost, TransactionAborted,
-                       TransactionalSession, replay)
+from infra.log import (
+    EventReader,
+    Fenced,
+    KafkaEventLog,
+    PartitionsLost,
+    TransactionAborted,
+    TransactionalSession,
+    replay,
+)
 from infra.settings import Settings
 from infra.topics import TopicNames
 from schemas import EVENTS

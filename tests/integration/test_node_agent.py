@@ -18,7 +18,15 @@ from kubernetes.client.exceptions import ApiException
 
 from infra.kube_client import kube_api
 from tests.integration.node_agent_support import (  # noqa: F401
-    agents, kube_core, kube_settings, kube_target, namespace, private_kube, private_namespace, wait_for)
+    agents,
+    kube_core,
+    kube_settings,
+    kube_target,
+    namespace,
+    private_kube,
+    private_namespace,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -150,7 +158,7 @@ def test_two_agents_share_ten_pods_each_bound_once_and_pinned_pods_go_where_pinn
     assert pods[-1].spec.node_name == nodes[1]
     for pod in pods[:-1]:
         logs = [tmp_path / node / "node-agent" / node / "logs" / f"{pod.metadata.name}.log" for node in nodes]
-        ran_on = [node for node, log in zip(nodes, logs) if log.exists()]
+        ran_on = [node for node, log in zip(nodes, logs, strict=False) if log.exists()]
         assert ran_on == [pod.spec.node_name]
         assert logs[nodes.index(pod.spec.node_name)].read_text() == f"{pod.spec.node_name}\n"
 

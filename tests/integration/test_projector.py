@@ -13,11 +13,19 @@ from infra.topics import topic_name
 from projections import queries
 from projections.tables import LIVE
 from schemas import DEAD_LETTER, DagFileRemoved, DagRemoved, DeadlineMissed
-from tests.integration.projection_db import (ProjectorThread, db_url, engine, log_end,  # noqa: F401
-                                             offsets_reached, produce, projection_settings, wait_for)
+from tests.integration.projection_db import (  # noqa: F401
+    ProjectorThread,
+    db_url,
+    engine,
+    log_end,
+    offsets_reached,
+    produce,
+    projection_settings,
+    wait_for,
+)
 from tests.scenarios.scheduler_support import environment
 from tests.unit.projection_logs import example_run, operated_run
-from tock.cli import app
+from tock_cli import app
 
 pytestmark = pytest.mark.integration
 

@@ -8,8 +8,17 @@ import pytest
 
 from projections import queries
 from projections.rebuild import verify
-from tests.integration.projection_db import (db_url, engine, log_end, many_runs, offsets_reached,  # noqa: F401
-                                             produce, projection_settings, projector_process, wait_for)
+from tests.integration.projection_db import (  # noqa: F401
+    db_url,
+    engine,
+    log_end,
+    many_runs,
+    offsets_reached,
+    produce,
+    projection_settings,
+    projector_process,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 

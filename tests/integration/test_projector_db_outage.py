@@ -11,11 +11,18 @@ import time
 
 import pytest
 
+from projections.db import create_tables, open_engine
 from projections.rebuild import verify
 from tests.conftest import SCRIPTS, _infra_home
-from tests.integration.projection_db import (ProjectorThread, log_end, many_runs, offsets_reached,
-                                             postgres_schema_url, produce, wait_for)
-from projections.db import create_tables, open_engine
+from tests.integration.projection_db import (
+    ProjectorThread,
+    log_end,
+    many_runs,
+    offsets_reached,
+    postgres_schema_url,
+    produce,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 OUTAGE_SECONDS = 15

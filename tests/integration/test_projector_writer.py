@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from sqlalchemy import delete, select
 
 from projections.rebuild import compare
 from projections.tables import LIVE, Tables
 from projections.view import fold
 from projections.writer import OffsetsMoved, commit_batch, stored_offsets
-from tests.integration.projection_db import db_url, engine, projection_settings  # noqa: F401 - fixtures
 from schemas import DagFileProcessed, DagParseFailed
+from tests.integration.projection_db import db_url, engine, projection_settings  # noqa: F401 - fixtures
 from tests.unit.projection_logs import LogBuilder, lifecycle, logs
 
 pytestmark = pytest.mark.integration
@@ -29,7 +31,7 @@ def _reset(engine) -> None:
 
 def _commit_in_batches(engine, records, cuts, tables=LIVE) -> None:
     bounds = [0, *sorted(set(cuts)), len(records)]
-    for start, end in zip(bounds, bounds[1:]):
+    for start, end in zip(bounds, bounds[1:], strict=False):
         commit_batch(engine, records[start:end], {}, {}, _refuse, tables)
 
 

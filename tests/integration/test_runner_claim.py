@@ -15,8 +15,8 @@ from confluent_kafka import Producer
 from infra.log import KafkaEventLog, partition_for
 from infra.topics import topic_name
 from schemas import EVENTS, TaskKillRequested, TaskQueued, TaskStarted, encode
-from services.runner.claim import Claims
 from services.runner.claim_reader import ClaimReader
+from services.runner.core.claim import Claims
 
 pytestmark = pytest.mark.integration
 

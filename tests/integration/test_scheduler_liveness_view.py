@@ -19,11 +19,19 @@ from projections.writer import commit_batch
 from schemas import SchedulerHeartbeat, SchedulerStopped
 from services.api.app import create_app
 from tests.integration.api_support import ADMIN, ADMIN_TOKEN
-from tests.integration.projection_db import (ProjectorThread, db_url, engine, log_end,  # noqa: F401 - fixtures
-                                             offsets_reached, produce, projection_settings, wait_for)
+from tests.integration.projection_db import (  # noqa: F401 - fixtures
+    ProjectorThread,
+    db_url,
+    engine,
+    log_end,
+    offsets_reached,
+    produce,
+    projection_settings,
+    wait_for,
+)
 from tests.scenarios.scheduler_support import environment
 from tests.unit.projection_logs import LogBuilder
-from tock.cli import app
+from tock_cli import app
 
 pytestmark = pytest.mark.integration
 AT = 1_700_000_000.0

@@ -13,8 +13,8 @@ from fastapi.testclient import TestClient
 
 from schemas import DagRunCreated, TaskQueued
 from services.api.app import create_app
-from tests.integration.api_support import ADMIN, ADMIN_TOKEN
 from services.api.task_logs import log_file
+from tests.integration.api_support import ADMIN, ADMIN_TOKEN
 from tests.integration.test_cli_operator import project, tock
 from tests.scenarios.scheduler_support import create_topics, environment
 from tests.unit.projection_logs import dag_parsed
@@ -73,7 +73,7 @@ def make_shipping(make_settings, tmp_path):
 
 
 def run_task(settings, dag_file, task_id: str, cwd) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "tock.cli", "run-task", "shiplog", RUN, task_id, "1",
+    return subprocess.Popen([sys.executable, "-m", "tock_cli", "run-task", "shiplog", RUN, task_id, "1",
                              "--dag-file", str(dag_file)], env=environment(settings), cwd=cwd,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
@@ -127,7 +127,7 @@ def test_past_the_budget_a_truncation_marker_names_the_whole_file(make_shipping,
 def test_following_sees_lines_while_the_try_runs_and_ends_when_it_ends(make_shipping, tmp_path):
     settings, dag_file = make_shipping()
     runner = run_task(settings, dag_file, "slow", tmp_path)
-    follower = subprocess.Popen([sys.executable, "-m", "tock.cli", "tasks", "logs", "shiplog", RUN, "slow",
+    follower = subprocess.Popen([sys.executable, "-m", "tock_cli", "tasks", "logs", "shiplog", RUN, "slow",
                                  "--try", "1", "--follow"], env=environment(settings), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
     try:

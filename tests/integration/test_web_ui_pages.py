@@ -13,8 +13,21 @@ import pytest
 from fastapi.testclient import TestClient
 
 from infra.log import replay
-from schemas import (EVENTS, ClearTask, DagFileProcessed, DagParseFailed, DagRunCreated, DagRunFinished, PauseDag,
-                     RequestBackfill, SchedulerHeartbeat, TaskQueued, TaskStarted, TriggerDagRun, WorkerHeartbeat)
+from schemas import (
+    EVENTS,
+    ClearTask,
+    DagFileProcessed,
+    DagParseFailed,
+    DagRunCreated,
+    DagRunFinished,
+    PauseDag,
+    RequestBackfill,
+    SchedulerHeartbeat,
+    TaskQueued,
+    TaskStarted,
+    TriggerDagRun,
+    WorkerHeartbeat,
+)
 from services.api.app import create_app
 from tests.integration.projection_db import db_url, engine, projection_settings  # noqa: F401 - fixtures
 from tests.integration.ui_pages_support import csrf_in, dag_parsed, fold_into_tables, log_in, user_created
@@ -23,7 +36,7 @@ from tests.unit.projection_logs import lifecycle
 pytestmark = pytest.mark.integration
 AT = 1_700_000_000.0
 DAY = 86_400.0
-JAN_1 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc).timestamp()
+JAN_1 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC).timestamp()
 SCRIPT = "<script>alert(1)</script>"
 WIDE = 208
 
@@ -209,7 +222,7 @@ def test_a_backfill_from_its_form_appends_request_backfill_through_the_api_funct
                       end_date="2024-02-03T00:00:00+00:00", reprocess_failed="true", conf='{"a": 1}')
     assert answer.status_code == 303 and answer.headers["location"] == "/dags/etl?done=RequestBackfill"
     [event] = _commands(projection_settings, RequestBackfill)
-    feb_1 = dt.datetime(2024, 2, 1, tzinfo=dt.timezone.utc).timestamp()
+    feb_1 = dt.datetime(2024, 2, 1, tzinfo=dt.UTC).timestamp()
     assert (event.dag_id, event.start_date, event.end_date) == ("etl", feb_1, feb_1 + 2 * DAY)
     assert event.reprocess_failed and json.loads(event.conf_json) == {"a": 1} and event.requested_by == "olga"
 

@@ -36,7 +36,7 @@ class Workers:
         settings.home.mkdir(parents=True, exist_ok=True)
         with open(self.root / f"worker-{host}.log", "ab") as output:
             process = subprocess.Popen(
-                [sys.executable, "-m", "tock.cli", "worker", "--queues", queues, "--concurrency", str(concurrency),
+                [sys.executable, "-m", "tock_cli", "worker", "--queues", queues, "--concurrency", str(concurrency),
                  "--hostname", host], env=environment(settings), stdout=output, stderr=subprocess.STDOUT,
                 cwd=REPO, start_new_session=True)
         self.started[host] = process

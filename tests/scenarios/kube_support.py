@@ -27,7 +27,7 @@ class Agents:
         settings = self.settings.model_copy(update={"home": self.root / node})
         settings.home.mkdir(parents=True, exist_ok=True)
         with open(self.root / f"agent-{node}.log", "ab") as output:
-            process = subprocess.Popen([sys.executable, "-m", "tock.cli", "node-agent", "--node", node],
+            process = subprocess.Popen([sys.executable, "-m", "tock_cli", "node-agent", "--node", node],
                                        env=environment(settings), stdout=output, stderr=subprocess.STDOUT,
                                        cwd=REPO, start_new_session=True)
         self.started[node] = process

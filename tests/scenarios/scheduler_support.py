@@ -54,7 +54,7 @@ class Processes:
     def start(self, *command: str, name: str) -> subprocess.Popen:
         self.logs.mkdir(parents=True, exist_ok=True)
         with open(self.logs / f"{name}.log", "ab") as output:
-            process = subprocess.Popen([sys.executable, "-m", "tock.cli", *command], env=environment(self.settings),
+            process = subprocess.Popen([sys.executable, "-m", "tock_cli", *command], env=environment(self.settings),
                                        stdout=output, stderr=subprocess.STDOUT, cwd=REPO)
         self.started.append(process)
         return process

@@ -23,10 +23,24 @@ from infra.broker import LocalKafkaBroker
 from infra.log import EventReader, LogRecord
 from infra.settings import Settings, load_settings
 from infra.topics import topic_name
-from schemas import (EVENTS, SCHEDULERS, SchedulerHeartbeat, TaskDeclaredDead, TaskLaunched, TaskQueued, TaskStarted,
-                     TaskSucceeded)
-from tests.scenarios.scheduler_support import (LogTail, Processes, create_topics, free_port, trigger,
-                                               wait_until_published)
+from schemas import (
+    EVENTS,
+    SCHEDULERS,
+    SchedulerHeartbeat,
+    TaskDeclaredDead,
+    TaskLaunched,
+    TaskQueued,
+    TaskStarted,
+    TaskSucceeded,
+)
+from tests.scenarios.scheduler_support import (
+    LogTail,
+    Processes,
+    create_topics,
+    free_port,
+    trigger,
+    wait_until_published,
+)
 
 pytestmark = [pytest.mark.scenario, pytest.mark.apart]
 

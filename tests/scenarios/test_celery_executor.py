@@ -14,11 +14,28 @@ import pytest
 from infra.executors.celery import celery_task_id
 from infra.executors.requests import TryRequest
 from infra.log import KafkaEventLog
-from schemas import (KillTask, TaskAdopted, TaskDeclaredDead, TaskFailed, TaskKilled, TaskKillRequested, TaskLaunched,
-                     TaskQueued, TaskStarted, TaskSucceeded)
+from schemas import (
+    KillTask,
+    TaskAdopted,
+    TaskDeclaredDead,
+    TaskFailed,
+    TaskKilled,
+    TaskKillRequested,
+    TaskLaunched,
+    TaskQueued,
+    TaskStarted,
+    TaskSucceeded,
+)
 from tests.scenarios.celery_support import Workers, lines_of
-from tests.scenarios.scheduler_support import (LogTail, Processes, create_topics, kill_hard, publish_dags, trigger,
-                                              wait_until)
+from tests.scenarios.scheduler_support import (
+    LogTail,
+    Processes,
+    create_topics,
+    kill_hard,
+    publish_dags,
+    trigger,
+    wait_until,
+)
 
 pytestmark = pytest.mark.scenario
 

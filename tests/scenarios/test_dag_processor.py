@@ -4,7 +4,6 @@ print megabytes, vanish or get killed, each beside good files that keep being se
 from __future__ import annotations
 
 import json
-
 import os
 import signal
 import subprocess

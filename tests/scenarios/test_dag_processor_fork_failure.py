@@ -17,8 +17,14 @@ from schemas import DagFileProcessed, ProcessorStarted
 from services.dag_processor.children import fork_parser
 from services.dag_processor.core import ParseResult
 from services.dag_processor.shell import DagProcessor
-from tests.scenarios.dag_processor_support import NO_REPARSE, good_dag_source, of_file, parsing_events, wait_for, \
-    write_file
+from tests.scenarios.dag_processor_support import (
+    NO_REPARSE,
+    good_dag_source,
+    of_file,
+    parsing_events,
+    wait_for,
+    write_file,
+)
 
 pytestmark = pytest.mark.scenario
 

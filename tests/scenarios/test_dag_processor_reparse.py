@@ -79,7 +79,7 @@ def test_an_unchanged_file_that_timed_out_once_is_parsed_again_after_the_backoff
     assert len({start.file_hash for start in starts}) == 1, "the bytes never changed"
     killed = of_file(events, flaky, ProcessorKilled)
     assert killed and {event.reason for event in killed} == {"timeout"}
-    gaps = [later.at - earlier.at for earlier, later in zip(killed, starts[1:])]
+    gaps = [later.at - earlier.at for earlier, later in zip(killed, starts[1:], strict=False)]
     assert all(gap >= 1.0 for gap in gaps), f"a retry came before its backoff: {gaps}"
     stop_cleanly(processor)
 
@@ -92,7 +92,7 @@ def test_an_unchanged_file_is_parsed_again_every_interval_and_its_same_definitio
     processed = wait_for(lambda: (found := of_file(parsing_events(settings), good, DagFileProcessed))[2:] and found,
                          30, "three parses of the unchanged good_a.py")
     assert len({event.file_hash for event in processed}) == 1
-    gaps = [later.at - earlier.at for earlier, later in zip(processed, processed[1:])]
+    gaps = [later.at - earlier.at for earlier, later in zip(processed, processed[1:], strict=False)]
     assert all(gap >= 1.0 for gap in gaps), gaps
     stop_cleanly(processor)
     published = [record.event for record in replay(settings, DAGS) if isinstance(record.event, DagParsed)]

@@ -12,12 +12,32 @@ from dataclasses import replace
 import pytest
 
 from infra.log import EventReader, KafkaEventLog, partition_for
-from schemas import (SCHEDULERS, PodFinished, SchedulerHeartbeat, PodStarted, TaskAdopted, TaskDeclaredDead, TaskFailed, TaskLaunched, TaskQueued,
-                     TaskStarted, TaskSucceeded)
+from schemas import (
+    SCHEDULERS,
+    PodFinished,
+    PodStarted,
+    SchedulerHeartbeat,
+    TaskAdopted,
+    TaskDeclaredDead,
+    TaskFailed,
+    TaskLaunched,
+    TaskQueued,
+    TaskStarted,
+    TaskSucceeded,
+)
 from tests.scenarios.celery_support import Workers, lines_of, pids_alive
 from tests.scenarios.kube_support import Agents, kube_settings, pods
-from tests.scenarios.scheduler_support import (REPO, LogTail, Processes, create_topics, environment, kill_hard,
-                                              publish_dags, trigger, wait_until)
+from tests.scenarios.scheduler_support import (
+    REPO,
+    LogTail,
+    Processes,
+    create_topics,
+    environment,
+    kill_hard,
+    publish_dags,
+    trigger,
+    wait_until,
+)
 
 pytestmark = pytest.mark.scenario
 
@@ -266,7 +286,7 @@ def settled_ownership(settings, schedulers: set[str], timeout: float = 60.0) -> 
 
 
 def tock_json(settings, *arguments: str):
-    result = subprocess.run([sys.executable, "-m", "tock.cli", *arguments, "--json"], env=environment(settings),
+    result = subprocess.run([sys.executable, "-m", "tock_cli", *arguments, "--json"], env=environment(settings),
                             capture_output=True, text=True, cwd=REPO, timeout=60)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)

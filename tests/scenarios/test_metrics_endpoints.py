@@ -10,8 +10,15 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.scenarios.scheduler_support import (LogTail, Processes, create_topics, free_port, trigger, wait_until,
-                                              wait_until_published)
+from tests.scenarios.scheduler_support import (
+    LogTail,
+    Processes,
+    create_topics,
+    free_port,
+    trigger,
+    wait_until,
+    wait_until_published,
+)
 
 pytestmark = pytest.mark.scenario
 

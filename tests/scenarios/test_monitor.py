@@ -20,10 +20,27 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from infra.log import partition_for, replay
-from schemas import (EVENTS, CallbackCalled, DagRunCreated, DagRunFinished, DeadlineMissed, TaskDeadlineMissed,
-                     TaskQueued, TaskStarted, TaskSucceeded)
-from tests.scenarios.scheduler_support import (LogTail, Processes, create_topics, free_port, kill_hard,
-                                               publish_dags, trigger, wait_until)
+from schemas import (
+    EVENTS,
+    CallbackCalled,
+    DagRunCreated,
+    DagRunFinished,
+    DeadlineMissed,
+    TaskDeadlineMissed,
+    TaskQueued,
+    TaskStarted,
+    TaskSucceeded,
+)
+from tests.scenarios.scheduler_support import (
+    LogTail,
+    Processes,
+    create_topics,
+    free_port,
+    kill_hard,
+    publish_dags,
+    trigger,
+    wait_until,
+)
 
 pytestmark = pytest.mark.scenario
 

@@ -58,7 +58,7 @@ def setup(make_settings, private_broker, tmp_path):
 
 def run_task(settings, tmp_path, task_id: str, run_id: str) -> subprocess.Popen:
     with open(tmp_path / f"{run_id}-{task_id}.log", "ab") as output:
-        return subprocess.Popen([sys.executable, "-m", "tock.cli", "run-task", "spooled", run_id, task_id, "1",
+        return subprocess.Popen([sys.executable, "-m", "tock_cli", "run-task", "spooled", run_id, task_id, "1",
                                  "--dag-file", str(tmp_path / "spooled.py")],
                                 env=environment(settings), cwd=REPO, stdout=output, stderr=subprocess.STDOUT)
 

@@ -44,7 +44,7 @@ def launch_on_both_hosts(settings, tmp_path, dag_file, run_id: str, queued_at: f
     for host in HOSTS:
         env = {**environment(settings), "TOCK_HOSTNAME": host, "TOCK_HOME": str(tmp_path / host)}
         processes[host] = subprocess.Popen(
-            [sys.executable, "-m", "tock.cli", "run-task", "two_hosts", run_id, "append", "1", "--dag-file",
+            [sys.executable, "-m", "tock_cli", "run-task", "two_hosts", run_id, "append", "1", "--dag-file",
              str(dag_file), "--queued-at", repr(queued_at)], env=env, cwd=REPO, stderr=subprocess.PIPE, text=True)
     return {host: (process.wait(60), process.stderr.read()) for host, process in processes.items()}
 

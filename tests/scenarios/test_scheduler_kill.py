@@ -255,7 +255,7 @@ def assert_ended_before(seen: dict[int, str], pids: list[int], what: str) -> Non
 
 def _task_rows(settings, run_id: str, task_id: str, state: str) -> dict[str, dict] | None:
     """`tock tasks list --json` by task, once ``task_id`` shows ``state`` (the projector caught up)."""
-    shown = subprocess.run([sys.executable, "-m", "tock.cli", "tasks", "list", DAG_ID, run_id, "--json"],
+    shown = subprocess.run([sys.executable, "-m", "tock_cli", "tasks", "list", DAG_ID, run_id, "--json"],
                            env=environment(settings), capture_output=True, text=True, timeout=60)
     rows = {row["task_id"]: row for row in json.loads(shown.stdout)} if shown.returncode == 0 else {}
     return rows if rows.get(task_id, {}).get("state") == state else None

@@ -11,8 +11,7 @@ import time
 import pytest
 
 from schemas import DagRunCreated, TaskLaunched, TaskQueued, TaskSucceeded
-from tests.scenarios.scheduler_support import (REPO, LogTail, Processes, create_topics, environment,
-                                              wait_until_published)
+from tests.scenarios.scheduler_support import REPO, LogTail, Processes, create_topics, environment, wait_until_published
 
 pytestmark = pytest.mark.scenario
 
@@ -34,7 +33,7 @@ def test_example_etl_run_succeeds_with_ordered_task_histories(settings, tmp_path
         processes.scheduler("s1")
         processes.start("projector", name="projector")
         wait_until_published(settings, "example_etl")
-        trigger = subprocess.run([sys.executable, "-m", "tock.cli", "dags", "trigger", "example_etl", "--wait",
+        trigger = subprocess.run([sys.executable, "-m", "tock_cli", "dags", "trigger", "example_etl", "--wait",
                                   "--timeout", "90"], env=environment(settings), capture_output=True, text=True,
                                  timeout=120)
         assert trigger.returncode == 0, trigger.stderr + processes.log_of("scheduler-s1")
@@ -71,7 +70,7 @@ def _projected_history(settings, run_id: str, task_id: str, timeout: float = 30.
     """The event types `tock tasks history --json` lists for a task, once its outcome is projected."""
     deadline = time.monotonic() + timeout
     while True:
-        shown = subprocess.run([sys.executable, "-m", "tock.cli", "tasks", "history", "example_etl", run_id, task_id,
+        shown = subprocess.run([sys.executable, "-m", "tock_cli", "tasks", "history", "example_etl", run_id, task_id,
                                 "--json"], env=environment(settings), capture_output=True, text=True, timeout=60)
         types = [row["event_type"] for row in json.loads(shown.stdout)] if shown.returncode == 0 else []
         if len(types) >= 4 or time.monotonic() > deadline:

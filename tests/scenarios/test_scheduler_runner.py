@@ -33,7 +33,7 @@ with DAG("runner_cases") as dag:
 
 
 def run_task(settings, dag_file, task_id):
-    return subprocess.run([sys.executable, "-m", "tock.cli", "run-task", "runner_cases", "r1", task_id, "1",
+    return subprocess.run([sys.executable, "-m", "tock_cli", "run-task", "runner_cases", "r1", task_id, "1",
                            "--dag-file", str(dag_file), "--executor", "local", "--queue", "default"],
                           env=environment(settings), capture_output=True, text=True, timeout=60)
 

@@ -30,8 +30,15 @@ from services.scheduler.core.snapshot import STATE_VERSION, Snapshot, read_heade
 from services.scheduler.memory import rebuild, restore
 from services.scheduler.shell import Scheduler
 from tests import synthetic_history as synthetic
-from tests.scenarios.scheduler_support import (LogTail, Processes, create_topics, kill_hard, publish_dags, trigger,
-                                               wait_until)
+from tests.scenarios.scheduler_support import (
+    LogTail,
+    Processes,
+    create_topics,
+    kill_hard,
+    publish_dags,
+    trigger,
+    wait_until,
+)
 from tests.shared_log import shared_event_log
 
 pytestmark = pytest.mark.scenario

@@ -48,7 +48,7 @@ def test_standalone_runs_the_examples_and_stops_cleanly(make_settings, tmp_path)
     create_topics(settings)
     env = environment(settings)
     with open(tmp_path / "standalone.log", "wb") as output:
-        standalone = subprocess.Popen([sys.executable, "-m", "tock.cli", "standalone", "--dags-folder",
+        standalone = subprocess.Popen([sys.executable, "-m", "tock_cli", "standalone", "--dags-folder",
                                        str(REPO / "examples" / "dags")], env=env, stdout=output,
                                       stderr=subprocess.STDOUT)
     try:
@@ -62,7 +62,7 @@ def test_standalone_runs_the_examples_and_stops_cleanly(make_settings, tmp_path)
         wait_until(lambda: _logs_in(base, "admin", password), 60, "the admin to log in to the web UI")
         for dag_id in ("example_etl", "example_flaky"):
             wait_until_published(settings, dag_id)
-            result = subprocess.run([sys.executable, "-m", "tock.cli", "dags", "trigger", dag_id, "--wait",
+            result = subprocess.run([sys.executable, "-m", "tock_cli", "dags", "trigger", dag_id, "--wait",
                                      "--timeout", "90"], env=env, capture_output=True, text=True, timeout=120)
             assert result.returncode == 0, (dag_id, result.stderr, (tmp_path / "standalone.log").read_text()[-3000:])
         _assert_metrics_served(tmp_path / "standalone.log", settings.standalone_metrics_port)

@@ -24,8 +24,17 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from infra.log import KafkaEventLog, partition_for
-from schemas import (EVENTS, PauseDag, TaskAdopted, TaskDeclaredDead, TaskLaunched, TaskQueued, TaskStarted,
-                     TaskSucceeded, encode)
+from schemas import (
+    EVENTS,
+    PauseDag,
+    TaskAdopted,
+    TaskDeclaredDead,
+    TaskLaunched,
+    TaskQueued,
+    TaskStarted,
+    TaskSucceeded,
+    encode,
+)
 from tests.scenarios.scheduler_support import LogTail, Processes, create_topics, kill_hard, publish_dags, trigger
 
 pytestmark = pytest.mark.scenario

@@ -22,12 +22,33 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 from infra.log.partitioner import partition_for
 from infra.topics import SPECS, TopicNames, ensure_topics, topic_name
-from schemas import (EVENTS, DagRunCreated, DagRunFinished, TaskDeclaredDead, TaskQueued, TaskStarted,
-                     TaskSucceeded, decode)
-from tests.scenarios.cluster_support import (cluster_settings, dump_batches, leader_of, partitions_missing_from_isr,
-                                             start_private_cluster)
-from tests.scenarios.scheduler_support import (REPO, LogTail, Processes, create_topics, kill_hard, publish_dags,
-                                               trigger, wait_until)
+from schemas import (
+    EVENTS,
+    DagRunCreated,
+    DagRunFinished,
+    TaskDeclaredDead,
+    TaskQueued,
+    TaskStarted,
+    TaskSucceeded,
+    decode,
+)
+from tests.scenarios.cluster_support import (
+    cluster_settings,
+    dump_batches,
+    leader_of,
+    partitions_missing_from_isr,
+    start_private_cluster,
+)
+from tests.scenarios.scheduler_support import (
+    REPO,
+    LogTail,
+    Processes,
+    create_topics,
+    kill_hard,
+    publish_dags,
+    trigger,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.scenario, pytest.mark.apart]
 
@@ -73,7 +94,7 @@ def tock(broker, *args: str) -> subprocess.CompletedProcess:
     env = {key: value for key, value in os.environ.items() if not key.startswith("TOCK_")}
     env.update({"TOCK_HOME": str(broker.settings.home), "TOCK_BROKER_PORT": str(broker.settings.broker_port),
                 "TOCK_BROKER_HEAP": broker.settings.broker_heap})
-    return subprocess.run([sys.executable, "-m", "tock.cli", *args], env=env, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "tock_cli", *args], env=env, capture_output=True, text=True,
                           timeout=180, cwd=REPO)
 
 
@@ -155,7 +176,7 @@ def test_losing_the_partition_leader_mid_run_loses_and_duplicates_nothing(cluste
     assert _batches_below(cluster, victim, events_topic, partition, settings) == \
         _batches_below(cluster, leader, events_topic, partition, settings)
     ends = sorted(event.at for event in tail.of_type(TaskSucceeded, run_id=run_id))
-    hops = [later - earlier for earlier, later in zip(ends, ends[1:])]
+    hops = [later - earlier for earlier, later in zip(ends, ends[1:], strict=False)]
     print(f"\nkilled node {victim} (leader of {events_topic}[{partition}]) {killed_after:.1f} s after start, "
           f"{succeeded_at_kill} of {len(TASKS)} tasks done; run finished {run_seconds:.1f} s after start; "
           f"between two TaskSucceeded: longest {max(hops):.1f} s, median {statistics.median(hops):.2f} s")
@@ -185,7 +206,7 @@ def _assert_log_whole(cluster, settings, topic: str, partition: int, run_id: str
     aborted = set(uncommitted) - set(committed)
     assert aborted <= transactional, "a non-transactional record is missing from read_committed"
     ordered = sorted(committed)
-    for before, after in zip(ordered, ordered[1:]):
+    for before, after in zip(ordered, ordered[1:], strict=False):
         assert set(range(before + 1, after)) <= markers | aborted, f"offsets between {before} and {after}"
     events = [decode(value) for value in committed.values()]
     lifecycle = Counter((type(event).__name__, event.task_id, event.try_number) for event in events

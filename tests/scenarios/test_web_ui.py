@@ -14,8 +14,16 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
 
 from tests.scenarios.scheduler_support import REPO, Processes, create_topics, environment
-from tests.scenarios.web_ui_support import (PASSWORD_LINE, browser, free_port, log_in, screenshots_folder, wait,
-                                            wait_for_http, click)
+from tests.scenarios.web_ui_support import (
+    PASSWORD_LINE,
+    browser,
+    click,
+    free_port,
+    log_in,
+    screenshots_folder,
+    wait,
+    wait_for_http,
+)
 
 pytestmark = pytest.mark.scenario
 EXAMPLES = REPO / "examples" / "dags"
@@ -32,7 +40,7 @@ def settings(make_settings):
 
 def create_user(settings, username: str, role: str) -> str:
     """`tock users create` with a generated password, which it prints once."""
-    done = subprocess.run([sys.executable, "-m", "tock.cli", "users", "create", username, "--role", role],
+    done = subprocess.run([sys.executable, "-m", "tock_cli", "users", "create", username, "--role", role],
                           env=environment(settings), capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return PASSWORD_LINE.search(done.stdout).group(1)

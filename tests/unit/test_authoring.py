@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import textwrap
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -66,7 +66,7 @@ def test_per_task_options_and_dag_defaults_reach_the_definition():
     assert (big.deadline, after.deadline) == (300.0, None)  # seconds after first queued; none by default
     assert json.loads(big.pod_override_json)["image"] == "python:3.11"
     assert (after.retries, after.executor, after.upstream) == (3, "celery", ["big"])
-    assert definition.start_date == datetime(2024, 1, 1, tzinfo=timezone.utc).timestamp()
+    assert definition.start_date == datetime(2024, 1, 1, tzinfo=UTC).timestamp()
     assert (definition.schedule, definition.deadline, definition.tags) == ("@hourly", 3600.0, ["x"])
     assert json.loads(definition.params_json) == {"n": 1}
 

@@ -98,7 +98,7 @@ def test_controller_ports_overlapping_client_ports_are_refused(tmp_path):
 
 
 def cli(tmp_path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tock.cli", "broker", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "tock_cli", "broker", *args], capture_output=True, text=True,
                           env={"PATH": "/usr/bin:/bin", "TOCK_HOME": str(tmp_path)}, cwd=REPO, timeout=60)
 
 

@@ -1,4 +1,4 @@
-"""tock.cli.COMMANDS, the modules `tock <command>` registers (and so imports), checked against
+"""tock_cli.COMMANDS, the modules `tock <command>` registers (and so imports), checked against
 what the modules register: every command reachable, every subcommand of a group listed."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 import pytest
 import typer
 
-from tock.cli import COMMANDS, app
+from tock_cli import COMMANDS, app
 
 # What a service's process must not pay for at start-up (it imports what its command needs).
 HEAVY = ("sqlalchemy", "kubernetes", "fastapi", "rich", "celery", "projections")
@@ -40,7 +40,7 @@ def test_the_modules_of_a_command_register_it_with_all_its_subcommands(name):
 
 @pytest.mark.parametrize("name", SERVICES)
 def test_a_service_command_registers_without_heavy_imports(name):
-    probe = (f"import sys, tock.cli; tock.cli._register(tock.cli.COMMANDS[{name!r}]); "
+    probe = (f"import sys, tock_cli; tock_cli._register(tock_cli.COMMANDS[{name!r}]); "
              f"print(' '.join(m for m in {HEAVY!r} if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert result.stdout.split() == []

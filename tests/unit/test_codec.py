@@ -88,7 +88,7 @@ def _as_written(current, written):
         return {key: _as_written(getattr(current, key), value) for key, value in written.items()
                 if hasattr(current, key)}
     if isinstance(current, list) and isinstance(written, list) and len(current) == len(written):
-        return [_as_written(now, then) for now, then in zip(current, written)]
+        return [_as_written(now, then) for now, then in zip(current, written, strict=False)]
     return dataclasses.asdict(current) if dataclasses.is_dataclass(current) else current
 
 

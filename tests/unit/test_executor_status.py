@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from infra.log.records import routing_key
 from projections.executor_status import executor_status, live_tries, silence_limit
@@ -99,7 +100,7 @@ def test_live_tries_count_per_executor_and_queue():
 # --- the report from rows -------------------------------------------------------------------
 
 def _counts(*rows):
-    return [dict(zip(("executor", "queue", "state", "tries"), row)) for row in rows]
+    return [dict(zip(("executor", "queue", "state", "tries"), row, strict=False)) for row in rows]
 
 
 def _worker_row(worker, executor="celery", last=AT, stopped=None, queues='["default"]'):

@@ -9,8 +9,8 @@ import pytest
 from infra.settings import load_settings
 from projections.metrics import lag_by_topic
 from services.scheduler.metrics import heartbeat_delay, tries_by_executor
-from services.scheduler.standalone import metrics_ports
 from tests.unit.scheduler_fixtures import created, launched, parsed, queued, started, state_of, succeeded
+from tock_cli.standalone import metrics_ports
 
 EDGES = {"a": [], "b": [], "c": []}
 

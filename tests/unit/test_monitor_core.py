@@ -9,12 +9,42 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from schemas import (CallbackCalled, DagDefinition, DagParsed, DagRunCreated, DagRunFinished, DagRunReopened, DeadlineMissed,
-                     TaskAdopted, TaskDefinition, TaskFailed, TaskLaunched, TaskQueued, TaskRetryScheduled,
-                     TaskStarted, TaskSucceeded)
-from services.monitor.core import (HOPPING_5M_1M, QUEUE_LATENCY, RUN_DURATION, TASK_DURATION, TASK_FAILED,
-                                   TUMBLING_5M, DagDefinitionRemoved, MonitorState, UnknownEvent, WindowedStats,
-                                   decide, due_notifications, evolve, fold, merged, next_deadline, table)
+from schemas import (
+    CallbackCalled,
+    DagDefinition,
+    DagParsed,
+    DagRunCreated,
+    DagRunFinished,
+    DagRunReopened,
+    DeadlineMissed,
+    TaskAdopted,
+    TaskDefinition,
+    TaskFailed,
+    TaskLaunched,
+    TaskQueued,
+    TaskRetryScheduled,
+    TaskStarted,
+    TaskSucceeded,
+)
+from services.monitor.core import (
+    HOPPING_5M_1M,
+    QUEUE_LATENCY,
+    RUN_DURATION,
+    TASK_DURATION,
+    TASK_FAILED,
+    TUMBLING_5M,
+    DagDefinitionRemoved,
+    MonitorState,
+    UnknownEvent,
+    WindowedStats,
+    decide,
+    due_notifications,
+    evolve,
+    fold,
+    merged,
+    next_deadline,
+    table,
+)
 
 T0 = 1_000_200.0  # a multiple of 300 and of 60: window boundaries are easy to read
 RUN = "manual__r1"

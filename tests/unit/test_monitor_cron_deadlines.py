@@ -4,16 +4,23 @@ events, at this time, then these DeadlineMissed. A scheduled run of a ``0 2 * * 
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from schemas import (DagDefinition, DagParsed, DagRunCreated, DagRunFinished, DagRunReopened, DeadlineMissed,
-                     TaskDefinition)
+from schemas import (
+    DagDefinition,
+    DagParsed,
+    DagRunCreated,
+    DagRunFinished,
+    DagRunReopened,
+    DeadlineMissed,
+    TaskDefinition,
+)
 from services.monitor.core import decide, fold, next_deadline
 from tock import DAG, BashTask, DagDefinitionError, Deadline
 
-LOGICAL = datetime(2026, 11, 30, 2, 0, tzinfo=timezone.utc).timestamp()  # 02:00, the cron fire time
+LOGICAL = datetime(2026, 11, 30, 2, 0, tzinfo=UTC).timestamp()  # 02:00, the cron fire time
 CREATED = LOGICAL + 40  # the scheduler created the run 40 s after the fire time
 HOUR = 3600.0
 

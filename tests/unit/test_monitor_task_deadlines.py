@@ -8,8 +8,20 @@ import dataclasses
 
 import pytest
 
-from schemas import (CallbackCalled, DagDefinition, DagParsed, DeadlineMissed, TaskCleared, TaskDeadlineMissed,
-                     TaskDefinition, TaskFailed, TaskQueued, TaskRetryScheduled, TaskSkipped, TaskSucceeded)
+from schemas import (
+    CallbackCalled,
+    DagDefinition,
+    DagParsed,
+    DeadlineMissed,
+    TaskCleared,
+    TaskDeadlineMissed,
+    TaskDefinition,
+    TaskFailed,
+    TaskQueued,
+    TaskRetryScheduled,
+    TaskSkipped,
+    TaskSucceeded,
+)
 from services.monitor.core import TASK_DEADLINE_MISSES, decide, due_notifications, fold, next_deadline, table
 from tests.unit.test_monitor_core import RUN, T0, created, finished
 

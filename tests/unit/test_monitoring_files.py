@@ -16,7 +16,7 @@ from projections.metrics import ProjectorMetrics
 from services.api.metrics import ApiMetrics
 from services.dag_processor.metrics import DagProcessorMetrics
 from services.scheduler.metrics import SchedulerMetrics
-from services.scheduler.standalone import SERVICES, metrics_ports
+from tock_cli.standalone import SERVICES, metrics_ports
 
 MONITORING = Path(__file__).resolve().parents[2] / "infra" / "deploy" / "monitoring"
 SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}

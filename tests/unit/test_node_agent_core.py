@@ -10,9 +10,20 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from services.node_agent.core import events as ev
-from services.node_agent.core.decide import (BindPod, FinalizePod, ForgetContainer, Outcome, Policy, ReportFinal,
-                                             ReportRunning, SignalContainer, StartContainer, bindable, decide,
-                                             outcome_of)
+from services.node_agent.core.decide import (
+    BindPod,
+    FinalizePod,
+    ForgetContainer,
+    Outcome,
+    Policy,
+    ReportFinal,
+    ReportRunning,
+    SignalContainer,
+    StartContainer,
+    bindable,
+    decide,
+    outcome_of,
+)
 from services.node_agent.core.evolve import evolve, fold
 from services.node_agent.core.model import OWN, PENDING, AgentState, Container, ContainerSpec, PodView
 from services.node_agent.core.quantity import QuantityError, memory_bytes, parse_quantity

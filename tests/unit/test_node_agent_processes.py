@@ -8,10 +8,10 @@ import subprocess
 import sys
 import time
 
+from services.node_agent.core import events as ev
 from services.node_agent.core.model import ContainerSpec, PodView
 from services.node_agent.paths import AgentPaths
 from services.node_agent.processes import ProcessTable, pod_environment, process_start_time
-from services.node_agent.core import events as ev
 from services.runner.watcher import GroupWatcher
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from services.api.targets import check_request_id, parse_instant
 from services.api.task_logs import log_file, try_has_ended
-from tock.cli.appending import derived_request_id
+from tock_cli.appending import derived_request_id
 
 JAN_31 = 1706659200.0
 

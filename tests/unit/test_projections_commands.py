@@ -7,8 +7,18 @@ import json
 import pytest
 
 from projections.view import fold
-from schemas import (BackfillFinished, BackfillPlanned, CancelBackfill, ClearTask, CommandRejected, KillTask,
-                     MarkTask, PauseDag, RequestBackfill, TriggerDagRun)
+from schemas import (
+    BackfillFinished,
+    BackfillPlanned,
+    CancelBackfill,
+    ClearTask,
+    CommandRejected,
+    KillTask,
+    MarkTask,
+    PauseDag,
+    RequestBackfill,
+    TriggerDagRun,
+)
 from tests.unit.projection_logs import LogBuilder
 
 TASK = {"dag_id": "etl", "run_id": "r1", "task_id": "load"}

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from infra.log import LogRecord
-
 from projections.view import View, apply, fold, touched_keys
 from tests.unit.projection_logs import interleavings, logs
 
@@ -25,7 +25,7 @@ def _fold_in_batches(records, cuts: list[int]) -> dict:
     offsets: dict = {}
     history: list = []
     bounds = [0, *sorted(set(cuts)), len(records)]
-    for start, end in zip(bounds, bounds[1:]):
+    for start, end in zip(bounds, bounds[1:], strict=False):
         batch = records[start:end]
         loaded = {table: {key: store[(table, key)] for key in keys if (table, key) in store}
                   for table, keys in touched_keys(batch).items()}

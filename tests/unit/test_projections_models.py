@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 from projections.view import fold
-from schemas import (DagFileProcessed, DagFileRemoved, DagParseFailed, DagRemoved, DagRunCreated, DagRunFinished,
-                     DeadlineMissed, PauseDag, SchedulerHeartbeat, SchedulerStopped)
+from schemas import (
+    DagFileProcessed,
+    DagFileRemoved,
+    DagParseFailed,
+    DagRemoved,
+    DagRunCreated,
+    DagRunFinished,
+    DeadlineMissed,
+    PauseDag,
+    SchedulerHeartbeat,
+    SchedulerStopped,
+)
 from tests.unit.projection_logs import LogBuilder, dag_parsed
 
 

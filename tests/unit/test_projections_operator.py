@@ -9,9 +9,26 @@ from __future__ import annotations
 import pytest
 
 from projections.view import fold
-from schemas import (ClearTask, DagRunCreated, DagRunFinished, DagRunReopened, KillTask, MarkTask, TaskCleared,
-                     TaskDeclaredDead, TaskFailed, TaskKilled, TaskKillRequested, TaskQueued, TaskRemoved,
-                     TaskRetryScheduled, TaskSkipped, TaskStarted, TaskSucceeded, TaskUpstreamFailed)
+from schemas import (
+    ClearTask,
+    DagRunCreated,
+    DagRunFinished,
+    DagRunReopened,
+    KillTask,
+    MarkTask,
+    TaskCleared,
+    TaskDeclaredDead,
+    TaskFailed,
+    TaskKilled,
+    TaskKillRequested,
+    TaskQueued,
+    TaskRemoved,
+    TaskRetryScheduled,
+    TaskSkipped,
+    TaskStarted,
+    TaskSucceeded,
+    TaskUpstreamFailed,
+)
 from tests.unit.projection_logs import LogBuilder
 
 KEY = ("etl", "r1", "load")

@@ -5,8 +5,19 @@ from __future__ import annotations
 import pytest
 
 from projections.view import fold
-from schemas import (PodFinished, TaskAdopted, TaskDeadlineMissed, TaskDeclaredDead, TaskFailed, TaskHeartbeat,
-                     TaskQueued, TaskRetryScheduled, TaskStarted, TaskSucceeded, TaskUpstreamFailed)
+from schemas import (
+    PodFinished,
+    TaskAdopted,
+    TaskDeadlineMissed,
+    TaskDeclaredDead,
+    TaskFailed,
+    TaskHeartbeat,
+    TaskQueued,
+    TaskRetryScheduled,
+    TaskStarted,
+    TaskSucceeded,
+    TaskUpstreamFailed,
+)
 from tests.unit.projection_logs import LogBuilder, lifecycle
 
 KEY = ("etl", "r1", "load")

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from infra.log import partition_for
 from schemas import TaskDeclaredDead, TaskKillRequested, TaskStarted
-from services.runner.claim import Claims, kill_requests, winners
 from services.runner.claim_reader import earliest_queued
+from services.runner.core.claim import Claims, kill_requests, winners
 
 A, B = ("d", "r", "a", 1), ("d", "r", "b", 1)
 A2 = ("d", "r", "a", 2)

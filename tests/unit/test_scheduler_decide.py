@@ -14,8 +14,16 @@ from schemas import (
     TaskRetryScheduled,
     TriggerDagRun,
 )
-from services.scheduler.core import (Evidence, Policy, decide, decide_adoption, evolve, manual_run_id, next_wakeup,
-                                     orphans)
+from services.scheduler.core import (
+    Evidence,
+    Policy,
+    decide,
+    decide_adoption,
+    evolve,
+    manual_run_id,
+    next_wakeup,
+    orphans,
+)
 from tests.unit.scheduler_fixtures import (
     ME,
     POLICY,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 
 import pytest
 
@@ -11,7 +11,7 @@ from services.scheduler.core import decide, decide_runs, evolve
 from tests.unit.scheduler_fixtures import POLICY, parsed, state_of
 
 HOUR = 3600.0
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc).timestamp()
+T0 = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
 
 
 def hourly(**options):

@@ -12,9 +12,18 @@ import pytest
 from schemas import TaskHeartbeat
 from services.scheduler.core import SchedulerState, evolve, fold
 from services.scheduler.core import model as model_module
-from services.scheduler.core.snapshot import (FINGERPRINT, MAGIC, STATE_VERSION, Snapshot, SnapshotRefused,
-                                              decode_snapshot, encode_snapshot, model_classes, model_fingerprint,
-                                              snapshot_due)
+from services.scheduler.core.snapshot import (
+    FINGERPRINT,
+    MAGIC,
+    STATE_VERSION,
+    Snapshot,
+    SnapshotRefused,
+    decode_snapshot,
+    encode_snapshot,
+    model_classes,
+    model_fingerprint,
+    snapshot_due,
+)
 from tests import synthetic_history as synthetic
 
 POSITIONS = {"dags": 3, "events": 1234, "heartbeats": 56}

@@ -65,7 +65,7 @@ def test_shipping_tick_by_tick_ships_the_text_once_in_order(text, cuts):
     """However the file grows (even mid-character), the chunks join to its text, each under the bound."""
     whole = text.encode()
     bounds = [0, *sorted(min(cut, len(whole)) for cut in cuts), len(whole)]
-    chunks = ship([whole[start:end] for start, end in zip(bounds, bounds[1:])] + [b""])
+    chunks = ship([whole[start:end] for start, end in zip(bounds, bounds[1:], strict=False)] + [b""])
     assert "".join(chunk.text for chunk in chunks) == text
     assert all(len(chunk.text.encode()) <= WIDE.max_chunk for chunk in chunks)
 

@@ -29,7 +29,7 @@ def _check(tasks: list[dict], result: graph.Layout) -> None:
             assert boxes[up].layer < boxes[task["task_id"]].layer
             assert boxes[up].x + boxes[up].width < boxes[task["task_id"]].x  # edges point right
     by_place = sorted(result.boxes, key=lambda box: (box.x, box.y))
-    for first, second in zip(by_place, by_place[1:]):
+    for first, second in zip(by_place, by_place[1:], strict=False):
         assert not _overlap(first, second), (first, second)
     assert len({(box.x, box.y) for box in result.boxes}) == len(result.boxes)
     assert all(box.x + box.width <= result.width and box.y + box.height <= result.height for box in result.boxes)

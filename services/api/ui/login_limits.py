@@ -6,9 +6,9 @@ Time comes in as an argument. The API keeps one state per process (behind a lock
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,13 +2,68 @@
 and keep windowed statistics. Imports only the standard library and ``schemas``."""
 
 from services.monitor.core.decide import decide, decide_task_misses, next_deadline, open_task_deadlines
-from services.monitor.core.notify import (DEADLINE_MISSED, FAILURE, Notification, NotificationBook,
-                                          due_notifications)
-from services.monitor.core.state import (ADOPTIONS, DEADLINE_MISSES, QUEUE_LATENCY, RUN_DURATION, RUN_FAILED,
-                                         TASK_DEADLINE_MISSES, TASK_DURATION, TASK_FAILED, TASK_RETRIES,
-                                         DagDefinitionRemoved, MonitorState, RunClock, UnknownEvent, evolve, fold,
-                                         run_deadline)
-from services.monitor.core.windows import (DEFAULT_SPECS, HOPPING_5M_1M, TUMBLING_5M, Aggregate, WindowedStats,
-                                           WindowSpec, merged, table)
+from services.monitor.core.notify import DEADLINE_MISSED, FAILURE, Notification, NotificationBook, due_notifications
+from services.monitor.core.state import (
+                                          ADOPTIONS,
+                                          DEADLINE_MISSES,
+                                          QUEUE_LATENCY,
+                                          RUN_DURATION,
+                                          RUN_FAILED,
+                                          TASK_DEADLINE_MISSES,
+                                          TASK_DURATION,
+                                          TASK_FAILED,
+                                          TASK_RETRIES,
+                                          DagDefinitionRemoved,
+                                          MonitorState,
+                                          RunClock,
+                                          UnknownEvent,
+                                          evolve,
+                                          fold,
+                                          run_deadline,
+)
+from services.monitor.core.windows import (
+                                          DEFAULT_SPECS,
+                                          HOPPING_5M_1M,
+                                          TUMBLING_5M,
+                                          Aggregate,
+                                          WindowedStats,
+                                          WindowSpec,
+                                          merged,
+                                          table,
+)
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+__all__ = [
+    "ADOPTIONS",
+    "Aggregate",
+    "DEADLINE_MISSED",
+    "DEADLINE_MISSES",
+    "DEFAULT_SPECS",
+    "DagDefinitionRemoved",
+    "FAILURE",
+    "HOPPING_5M_1M",
+    "MonitorState",
+    "Notification",
+    "NotificationBook",
+    "QUEUE_LATENCY",
+    "RUN_DURATION",
+    "RUN_FAILED",
+    "RunClock",
+    "TASK_DEADLINE_MISSES",
+    "TASK_DURATION",
+    "TASK_FAILED",
+    "TASK_RETRIES",
+    "TUMBLING_5M",
+    "UnknownEvent",
+    "WindowSpec",
+    "WindowedStats",
+    "decide",
+    "decide_task_misses",
+    "due_notifications",
+    "evolve",
+    "fold",
+    "merged",
+    "next_deadline",
+    "open_task_deadlines",
+    "run_deadline",
+    "table",
+]

@@ -10,12 +10,32 @@ reopened later never misses twice.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from schemas import (EVENTS, CallbackCalled, DagParsed, DagRunCreated, DagRunFinished, DagRunReopened, DeadlineMissed,
-                     TaskAdopted, TaskCleared, TaskDeadlineMissed, TaskDeclaredDead, TaskFailed, TaskKilled, TaskQueued,
-                     TaskRemoved, TaskRetryScheduled, TaskSkipped, TaskStarted, TaskSucceeded, TaskUpstreamFailed)
+from schemas import (
+    EVENTS,
+    CallbackCalled,
+    DagParsed,
+    DagRunCreated,
+    DagRunFinished,
+    DagRunReopened,
+    DeadlineMissed,
+    TaskAdopted,
+    TaskCleared,
+    TaskDeadlineMissed,
+    TaskDeclaredDead,
+    TaskFailed,
+    TaskKilled,
+    TaskQueued,
+    TaskRemoved,
+    TaskRetryScheduled,
+    TaskSkipped,
+    TaskStarted,
+    TaskSucceeded,
+    TaskUpstreamFailed,
+)
 from services.monitor.core.notify import DEADLINE_MISSED, FAILURE, NotificationBook
 from services.monitor.core.windows import WindowedStats
 

@@ -5,9 +5,9 @@ Both are plain frozen values; :mod:`.evolve` folds events into :class:`AgentStat
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
 
 OWN, PENDING = "own", "pending"  # the two pod streams: bound to this node, not bound yet
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})

@@ -3,7 +3,9 @@
 Imports only the standard library and ``schemas`` (and croniter, isolated in ``cron``).
 """
 
+from schemas.runs import manual_run_id
 from services.scheduler.core.decide import Policy, decide, decide_run
+from services.scheduler.core.evolve import UnknownEvent, evolve, fold
 from services.scheduler.core.liveness import (
     Evidence,
     Orphan,
@@ -15,14 +17,35 @@ from services.scheduler.core.liveness import (
     reindex_timers,
     silence_deadline,
 )
-from services.scheduler.core.evolve import UnknownEvent, evolve, fold
 from services.scheduler.core.model import (
     DagTombstone,
     SchedulerState,
     TaskInstance,
     TryKey,
-    manual_run_id,
 )
 from services.scheduler.core.runs import decide_runs, due_logical_dates
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+__all__ = [
+    "DagTombstone",
+    "Evidence",
+    "Orphan",
+    "Policy",
+    "SchedulerState",
+    "TaskInstance",
+    "TryKey",
+    "UnknownEvent",
+    "dead_tries",
+    "decide",
+    "decide_adoption",
+    "decide_run",
+    "decide_runs",
+    "due_logical_dates",
+    "evolve",
+    "fold",
+    "manual_run_id",
+    "next_wakeup",
+    "orphans",
+    "overdue_tries",
+    "reindex_timers",
+    "silence_deadline",
+]

@@ -35,7 +35,7 @@ def pack_tuples(rows: Sequence[tuple], kinds: tuple[tuple[str, str], ...]) -> li
     """One blob per field of ``rows`` (tuples of the fields' values, in ``kinds`` order)."""
     if not rows:
         return [b"" for _ in kinds]
-    return [_pack_column(column, kind) for column, (_name, kind) in zip(zip(*rows), kinds, strict=True)]
+    return [_pack_column(column, kind) for column, (_name, kind) in zip(zip(*rows, strict=False), kinds, strict=True)]
 
 
 def unpack_columns(blobs: Sequence[bytes], kinds: tuple[tuple[str, str], ...], count: int) -> list[list]:

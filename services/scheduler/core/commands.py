@@ -26,13 +26,14 @@ from schemas import (
     TaskSkipped,
     TriggerDagRun,
 )
+from schemas.runs import manual_run_id
 from services.scheduler.core.instances import (
+    downstream_of,
     end_try,
     forget_try,
     reconsider_downstream,
     set_marked,
     upstream_of,
-    downstream_of,
 )
 from services.scheduler.core.model import (
     ACTIVE,
@@ -50,7 +51,6 @@ from services.scheduler.core.model import (
     Rejection,
     SchedulerState,
     TaskInstance,
-    manual_run_id,
 )
 
 MARKABLE = (SUCCESS, FAILED, SKIPPED)

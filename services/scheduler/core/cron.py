@@ -5,7 +5,7 @@ Times are seconds since the epoch, schedules are read in UTC.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from croniter import croniter
 
@@ -13,7 +13,7 @@ ONCE = "@once"
 
 
 def _cron(schedule: str, start: float) -> croniter:
-    return croniter(schedule, datetime.fromtimestamp(start, tz=timezone.utc))
+    return croniter(schedule, datetime.fromtimestamp(start, tz=UTC))
 
 
 def next_fire_time(schedule: str, after: float) -> float:

@@ -13,6 +13,7 @@ from typing import Any
 from schemas import (
     BackfillFinished,
     BackfillPlanned,
+    CallbackCalled,
     CancelBackfill,
     ClearTask,
     CommandRejected,
@@ -20,7 +21,6 @@ from schemas import (
     DagRunCreated,
     DagRunFinished,
     DagRunReopened,
-    CallbackCalled,
     DeadlineMissed,
     KillTask,
     MarkTask,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Iterator, MutableMapping
 from dataclasses import dataclass, field, fields
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from operator import attrgetter
 
 from schemas import DagDefinition, RequestBackfill, TaskDefinition, TriggerDagRun
@@ -133,7 +133,7 @@ class PackedRun:
 
     def build(self) -> DagRun:
         tasks = {row[0]: TaskInstance(*row) for row in self.instances}
-        return DagRun(**dict(zip(RUN_FIELDS, self.run)), tasks=tasks)
+        return DagRun(**dict(zip(RUN_FIELDS, self.run, strict=False)), tasks=tasks)
 
 
 class FinishedRuns(MutableMapping):
@@ -229,14 +229,9 @@ class SchedulerState:
         return None if run is None else run.tasks.get(key[2])
 
 
-def manual_run_id(request_id: str) -> str:
-    """The run id of a TriggerDagRun request: derived, so a repeated request names the same run."""
-    return f"manual__{request_id}"
-
-
 def logical_date_iso(logical_date: float) -> str:
     """A logical date (seconds since the epoch) as the ISO 8601 text in run ids."""
-    return datetime.fromtimestamp(logical_date, timezone.utc).isoformat()
+    return datetime.fromtimestamp(logical_date, UTC).isoformat()
 
 
 def scheduled_run_id(logical_date_iso: str) -> str:

@@ -26,16 +26,28 @@ import dataclasses
 import hashlib
 import json
 import zlib
-from collections import deque
 from array import array
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
 from schemas import DagDefinition, TaskDefinition, decode, encode
+from schemas.runs import manual_run_id
 from services.scheduler.core import columns, model
 from services.scheduler.core.liveness import reindex_timers
-from services.scheduler.core.model import (INSTANCE_FIELDS, RUN_FIELDS, Backfill, DagEntry, DagRun, FinishedRuns,
-                                           PackedRun, Rejection, SchedulerState, TaskInstance, topological_order)
+from services.scheduler.core.model import (
+    INSTANCE_FIELDS,
+    RUN_FIELDS,
+    Backfill,
+    DagEntry,
+    DagRun,
+    FinishedRuns,
+    PackedRun,
+    Rejection,
+    SchedulerState,
+    TaskInstance,
+    topological_order,
+)
 
 FORMAT = "tock-scheduler-state"
 STATE_VERSION = 1  # bump when the meaning of the encoding changes with the same fields
@@ -172,7 +184,7 @@ def _decode_body(body: bytes, header: dict) -> Snapshot:
     run_blobs = blobs[1:1 + len(_RUN_KINDS)]
     task_counts = array("q", blobs[1 + len(_RUN_KINDS)]).tolist()
     instance_blobs = blobs[2 + len(_RUN_KINDS):]
-    instances = list(zip(*columns.unpack_columns(instance_blobs, _INSTANCE_KINDS, instance_count)))
+    instances = list(zip(*columns.unpack_columns(instance_blobs, _INSTANCE_KINDS, instance_count), strict=False))
     runs = _unpack_runs(columns.unpack_columns(run_blobs, _RUN_KINDS, live_runs + finished_runs),
                         task_counts, instances)
     state = _unpack_state(rest)
@@ -187,7 +199,7 @@ def _unpack_runs(run_columns: list[list], task_counts: list[int], instances: lis
     if sum(task_counts) != len(instances) or len(task_counts) != len(run_columns[0]):
         raise ValueError("run and task instance counts disagree")
     runs, start = [], 0
-    for fields, count in zip(zip(*run_columns), task_counts):
+    for fields, count in zip(zip(*run_columns, strict=False), task_counts, strict=False):
         runs.append(PackedRun(fields, tuple(instances[start:start + count])))
         start += count
     return runs
@@ -207,7 +219,7 @@ def _unpack_state(body: list) -> SchedulerState:
     state.paused = set(paused)
     state.latest_scheduled = dict(latest)
     state.next_due = dict(next_due)
-    state.triggers = {(trigger.dag_id, model.manual_run_id(trigger.request_id)): trigger
+    state.triggers = {(trigger.dag_id, manual_run_id(trigger.request_id)): trigger
                       for trigger in map(_unpack_event, triggers)}
     state.requests = set(requests)
     state.rejections = {request: Rejection(*fields) for request, *fields in rejections}

@@ -19,7 +19,6 @@ import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-
 TryKey = tuple[str, str, str]
 Ident = tuple[TryKey, int]         # (try key, try number)
 Entry = tuple[float, TryKey, int]  # (deadline, try key, try number)

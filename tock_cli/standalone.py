@@ -53,7 +53,7 @@ class Standalone:
         environment = {**os.environ, "TOCK_DAGS_FOLDER": str(self.dags_folder),
                        **{f"TOCK_{field.upper()}": str(ports.get(name, 0)) for name, field in METRICS_PORTS.items()}}
         for name in self.services:
-            self.children[name] = subprocess.Popen([sys.executable, "-m", "tock.cli", name], env=environment,
+            self.children[name] = subprocess.Popen([sys.executable, "-m", "tock_cli", name], env=environment,
                                                    start_new_session=True)
             log.info("started %s (pid %d)", name, self.children[name].pid)
         log.info("standalone running on %s with DAGs from %s; Ctrl-C stops it", self.settings.bootstrap,

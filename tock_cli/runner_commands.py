@@ -1,17 +1,16 @@
 """``tock run-task``: the command every executor launches (a local runner, a Celery worker's, a pod's).
 
 Kept apart, with nothing heavy imported at module level: a pod pays the interpreter and what the
-runner needs, not every command of the CLI (``tock.cli.main`` registers only this module for it).
+runner needs, not every command of the CLI (``tock_cli.main`` registers only this module for it).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
-from tock.cli import settings_of
+from tock_cli import settings_of
 
 
 def register(app: typer.Typer) -> None:
@@ -25,7 +24,7 @@ def run_task(ctx: typer.Context,
              try_number: int = typer.Argument(..., min=1, help="The try (1 for the first)."),
              dag_file: Path = typer.Option(..., "--dag-file", exists=True, dir_okay=False,
                                            help="The DAG file that defines the DAG."),
-             execution_timeout: Optional[float] = typer.Option(None, help="Seconds before the task is killed."),
+             execution_timeout: float | None = typer.Option(None, help="Seconds before the task is killed."),
              executor: str = typer.Option("", help="Executor name, reported in TaskStarted (informational)."),
              queue: str = typer.Option("", help="Queue name, reported in TaskStarted (informational)."),
              queued_at: float = typer.Option(0.0, help="The `at` of the try's TaskQueued (seconds since the epoch): "

@@ -10,7 +10,7 @@ import signal
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -19,8 +19,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from projections import queries
 from projections.db import create_tables, open_engine
-from tock.cli import settings_of
-from tock.cli.groups import dags_app, projections_app, runs_app, schedulers_app, tasks_app
+from tock_cli import settings_of
+from tock_cli.groups import dags_app, projections_app, runs_app, schedulers_app, tasks_app
 
 JSON_OPTION = typer.Option(False, "--json", help="Print JSON (one array of objects) for scripts.")
 LIMIT_OPTION = typer.Option(100, "--limit", min=1, help="At most this many rows.")
@@ -36,7 +36,7 @@ def projector(ctx: typer.Context) -> None:
     """Fold every Tock topic into the SQL tables (TOCK_DB_URL; SQLite in TOCK_HOME by default)."""
     from projections.metrics import ProjectorMetrics
     from projections.projector import run_projector
-    from tock.cli.metrics import metrics_served
+    from tock_cli.metrics import metrics_served
 
     settings = settings_of(ctx)
     stop = _stop_on_signals()
@@ -86,8 +86,8 @@ def dags_list(ctx: typer.Context, include_removed: bool = typer.Option(
 
 
 @runs_app.command("list")
-def runs_list(ctx: typer.Context, dag_id: Optional[str] = typer.Argument(None, help="Only this DAG's runs."),
-              state: Optional[str] = typer.Option(None, help="Only runs in this state (running, success, failed)."),
+def runs_list(ctx: typer.Context, dag_id: str | None = typer.Argument(None, help="Only this DAG's runs."),
+              state: str | None = typer.Option(None, help="Only runs in this state (running, success, failed)."),
               limit: int = LIMIT_OPTION, as_json: bool = JSON_OPTION) -> None:
     """DAG runs, newest first."""
     rows = _query(ctx, lambda engine: queries.runs(engine, dag_id=dag_id, state=state, limit=limit))
@@ -98,7 +98,7 @@ def runs_list(ctx: typer.Context, dag_id: Optional[str] = typer.Argument(None, h
 @tasks_app.command("list")
 def tasks_list(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The DAG."),
                run_id: str = typer.Argument(..., help="The run."),
-               state: Optional[str] = typer.Option(None, help="Only task instances in this state."),
+               state: str | None = typer.Option(None, help="Only task instances in this state."),
                as_json: bool = JSON_OPTION) -> None:
     """The task instances of one run, with their current try."""
     rows = _query(ctx, lambda engine: queries.task_instances(engine, dag_id, run_id, state=state, limit=100_000))
@@ -122,7 +122,7 @@ def tasks_history(ctx: typer.Context, dag_id: str = typer.Argument(..., help="Th
 
 
 @schedulers_app.command("list")
-def schedulers_list(ctx: typer.Context, state: Optional[queries.SchedulerState] = typer.Option(
+def schedulers_list(ctx: typer.Context, state: queries.SchedulerState | None = typer.Option(
                         None, help="Only schedulers in this state: alive, dead (no heartbeat for longer than "
                                    "TOCK_SCHEDULER_SESSION_TIMEOUT, never stopped) or stopped."),
                     limit: int = LIMIT_OPTION, as_json: bool = JSON_OPTION) -> None:
@@ -142,7 +142,8 @@ def projections_rebuild(ctx: typer.Context, verify: bool = typer.Option(
         False, "--verify", help="Do not swap: fold the log up to the live tables' offsets and compare them "
                                 "row for row; exit 1 on any difference.")) -> None:
     """Replay every topic from offset 0 into fresh tables and swap them in (or --verify the live ones)."""
-    from projections.rebuild import rebuild, verify as verify_tables
+    from projections.rebuild import rebuild
+    from projections.rebuild import verify as verify_tables
 
     engine = open_engine(settings_of(ctx))
     try:
@@ -207,7 +208,7 @@ def _cell(column: str, value: Any) -> str:
     if column == "duration":
         return f"{value:.1f} s"
     if isinstance(value, float) and (column.endswith(("_date", "_at")) or column in TIME_COLUMNS):
-        return dt.datetime.fromtimestamp(value, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        return dt.datetime.fromtimestamp(value, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
     return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else str(value)
 
 

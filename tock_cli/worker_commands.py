@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
-from tock.cli import settings_of
+from tock_cli import settings_of
 
 
 def register(app: typer.Typer) -> None:
@@ -14,11 +12,11 @@ def register(app: typer.Typer) -> None:
 
 
 def worker(ctx: typer.Context,
-           queues: Optional[str] = typer.Option(None, "--queues", "-q",
+           queues: str | None = typer.Option(None, "--queues", "-q",
                                                 help="Queues to consume, comma-separated (default: "
                                                      "TOCK_CELERY_DEFAULT_QUEUE)."),
            concurrency: int = typer.Option(4, "--concurrency", "-c", min=1, help="Tries run at once."),
-           hostname: Optional[str] = typer.Option(None, "--hostname", "-n",
+           hostname: str | None = typer.Option(None, "--hostname", "-n",
                                                   help="This worker's host name: its Celery node name is "
                                                        "tock@NAME and its runners' ids name NAME (default: "
                                                        "TOCK_HOSTNAME or the machine's).")) -> None:

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import signal
-from typing import Optional
 
 import typer
 
-from tock.cli import settings_of
+from tock_cli import settings_of
 
 
 def register(app: typer.Typer) -> None:
     app.command("monitor")(monitor)
 
 
-def monitor(ctx: typer.Context, monitor_id: Optional[str] = typer.Option(
+def monitor(ctx: typer.Context, monitor_id: str | None = typer.Option(
         None, "--id", help="This instance's id (default: host-pid-random).")) -> None:
     """Watch deadlines and keep windowed statistics: join the monitor group on tock.events.
 

@@ -7,16 +7,15 @@ import logging
 import signal
 import time
 from pathlib import Path
-from typing import Optional
 
 import typer
 from confluent_kafka import KafkaException
 
-from tock.cli import settings_of
-from tock.cli.appending import ATTEMPTS, REQUEST_ID_OPTION
-from tock.cli.groups import dags_app
+from tock_cli import settings_of
+from tock_cli.appending import ATTEMPTS, REQUEST_ID_OPTION
+from tock_cli.groups import dags_app
 
-log = logging.getLogger("tock.cli")
+log = logging.getLogger("tock_cli")
 
 
 def register(app: typer.Typer) -> None:
@@ -24,7 +23,7 @@ def register(app: typer.Typer) -> None:
     app.command("standalone")(standalone)
 
 
-def scheduler(ctx: typer.Context, scheduler_id: Optional[str] = typer.Option(
+def scheduler(ctx: typer.Context, scheduler_id: str | None = typer.Option(
         None, "--id", help="This instance's id (default: host-pid-random).")) -> None:
     """Schedule DAG runs: join the scheduler group on tock.events and own some of its partitions.
 
@@ -36,7 +35,7 @@ def scheduler(ctx: typer.Context, scheduler_id: Optional[str] = typer.Option(
     from infra.log import Fenced
     from services.scheduler.metrics import SchedulerMetrics
     from services.scheduler.shell import Scheduler
-    from tock.cli.metrics import metrics_served
+    from tock_cli.metrics import metrics_served
 
     settings = settings_of(ctx)
     metrics = SchedulerMetrics()
@@ -56,7 +55,7 @@ def dags_trigger(ctx: typer.Context,
                  dag_id: str = typer.Argument(..., help="The DAG to run."),
                  conf: str = typer.Option("{}", help="Run configuration, a JSON object."),
                  wait: bool = typer.Option(False, "--wait", help="Wait for the run to finish; exit 1 if it fails."),
-                 timeout: Optional[float] = typer.Option(None, help="With --wait: give up after this many seconds "
+                 timeout: float | None = typer.Option(None, help="With --wait: give up after this many seconds "
                                                                     "(exit 2)."),
                  request_id: str = REQUEST_ID_OPTION) -> None:
     """Ask the scheduler for a manual run of DAG_ID; prints the run id (manual__<request id>: the
@@ -113,14 +112,14 @@ def _cannot_append(settings, error: Exception, hint: str = "") -> None:
     raise typer.Exit(1) from None
 
 
-def standalone(ctx: typer.Context, dags_folder: Optional[Path] = typer.Option(
+def standalone(ctx: typer.Context, dags_folder: Path | None = typer.Option(
         None, "--dags-folder", file_okay=False, help="DAG files (default: TOCK_DAGS_FOLDER or <home>/dags).")) -> None:
     """Everything on one machine: the local broker (unless TOCK_KAFKA_BOOTSTRAP is set), the topics,
     the DAG processor, the scheduler and, when installed, the projector and the API.
 
     Ctrl-C or SIGTERM stops every service cleanly.
     """
-    from services.scheduler.standalone import Standalone, StandaloneError
+    from tock_cli.standalone import Standalone, StandaloneError
 
     settings = settings_of(ctx)
     commands = {command.name for command in ctx.find_root().command.commands.values()} \

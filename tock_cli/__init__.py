@@ -23,20 +23,20 @@ _app = typer.Typer(
 # Each module adds its commands through register(app). Listed, not discovered, so a
 # missing module is an import error rather than a silently missing command.
 COMMAND_MODULES = [
-    "tock.cli.groups",
-    "tock.cli.infra_commands",
-    "tock.cli.kube_commands",
-    "tock.cli.dag_commands",
-    "tock.cli.query_commands",
-    "tock.cli.scheduler_commands",
-    "tock.cli.monitor_commands",
-    "tock.cli.runner_commands",
-    "tock.cli.operator_commands",
-    "tock.cli.backfill_commands",
-    "tock.cli.worker_commands",
-    "tock.cli.executor_commands",
-    "tock.cli.node_agent_commands",
-    "tock.cli.user_commands",
+    "tock_cli.groups",
+    "tock_cli.infra_commands",
+    "tock_cli.kube_commands",
+    "tock_cli.dag_commands",
+    "tock_cli.query_commands",
+    "tock_cli.scheduler_commands",
+    "tock_cli.monitor_commands",
+    "tock_cli.runner_commands",
+    "tock_cli.operator_commands",
+    "tock_cli.backfill_commands",
+    "tock_cli.worker_commands",
+    "tock_cli.executor_commands",
+    "tock_cli.node_agent_commands",
+    "tock_cli.user_commands",
 ]
 
 
@@ -45,25 +45,25 @@ COMMAND_MODULES = [
 # scheduler needs neither sqlalchemy nor kubernetes nor rich). A group whose subcommands several
 # modules add lists them all, so `tock dags --help` shows each. Anything else (`tock --help`, a
 # typo) registers every module. tests/unit/test_cli_commands.py checks this table against them.
-_GROUPS = ["tock.cli.groups", "tock.cli.query_commands", "tock.cli.scheduler_commands",
-           "tock.cli.operator_commands", "tock.cli.backfill_commands"]
+_GROUPS = ["tock_cli.groups", "tock_cli.query_commands", "tock_cli.scheduler_commands",
+           "tock_cli.operator_commands", "tock_cli.backfill_commands"]
 COMMANDS: dict[str, list[str]] = {
-    "broker": ["tock.cli.infra_commands"],
-    "topics": ["tock.cli.infra_commands"],
-    "kube": ["tock.cli.kube_commands"],
-    "dag-processor": ["tock.cli.dag_commands"],
-    "projector": ["tock.cli.query_commands"],
-    "api": ["tock.cli.query_commands"],
-    "scheduler": ["tock.cli.scheduler_commands"],
+    "broker": ["tock_cli.infra_commands"],
+    "topics": ["tock_cli.infra_commands"],
+    "kube": ["tock_cli.kube_commands"],
+    "dag-processor": ["tock_cli.dag_commands"],
+    "projector": ["tock_cli.query_commands"],
+    "api": ["tock_cli.query_commands"],
+    "scheduler": ["tock_cli.scheduler_commands"],
     # It starts those services whose commands are registered: all of them.
     "standalone": COMMAND_MODULES,
-    "run-task": ["tock.cli.runner_commands"],
-    "worker": ["tock.cli.worker_commands"],
-    "executors": ["tock.cli.executor_commands"],
-    "node-agent": ["tock.cli.node_agent_commands"],
-    "users": ["tock.cli.user_commands"],
-    "monitor": ["tock.cli.monitor_commands"],
-    "tokens": ["tock.cli.user_commands"],
+    "run-task": ["tock_cli.runner_commands"],
+    "worker": ["tock_cli.worker_commands"],
+    "executors": ["tock_cli.executor_commands"],
+    "node-agent": ["tock_cli.node_agent_commands"],
+    "users": ["tock_cli.user_commands"],
+    "monitor": ["tock_cli.monitor_commands"],
+    "tokens": ["tock_cli.user_commands"],
     **dict.fromkeys(["dags", "runs", "tasks", "commands", "projections", "schedulers"], _GROUPS),
 }
 _registered: set[str] = set()
@@ -78,7 +78,7 @@ def _register(modules: list[str]) -> typer.Typer:
 
 
 def __getattr__(name: str):
-    # ``from tock.cli import app``: the whole command line, every command registered.
+    # ``from tock_cli import app``: the whole command line, every command registered.
     if name == "app":
         return _register(COMMAND_MODULES)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

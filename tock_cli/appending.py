@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from tock.cli import settings_of
+from tock_cli import settings_of
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine

@@ -7,7 +7,7 @@ import re
 
 import typer
 
-from tock.cli import settings_of
+from tock_cli import settings_of
 
 NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
 from projections.executor_status import read_executor_status, silence_limit
-from tock.cli import settings_of
-from tock.cli.query_commands import JSON_OPTION, _query, _show
+from tock_cli import settings_of
+from tock_cli.query_commands import JSON_OPTION, _query, _show
 
 executors_app = typer.Typer(help="Executors: their tries per queue and their workers' liveness.",
                             no_args_is_help=True)
@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
 
 
 @executors_app.command("status")
-def executors_status(ctx: typer.Context, executor: Optional[str] = typer.Argument(
+def executors_status(ctx: typer.Context, executor: str | None = typer.Argument(
                          None, help="Only this executor (local, celery, kubernetes...)."),
                      as_json: bool = JSON_OPTION) -> None:
     """Per executor: queued and running tries per queue (a fold of the log, not a counter), its
@@ -64,7 +64,7 @@ def _print(status: list[dict[str, Any]]) -> None:
 
 
 def _when(at: float | None) -> str | None:
-    return None if at is None else dt.datetime.fromtimestamp(at, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return None if at is None else dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _age(seconds: float | None) -> str | None:

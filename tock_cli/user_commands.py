@@ -11,16 +11,15 @@ import enum
 import re
 import sys
 import time
-from typing import Optional
 
 import typer
 
 from projections import queries
 from schemas import TokenCreated, TokenRevoked, UserCreated, UserDeleted
 from services.api import accounts
-from tock.cli import settings_of
-from tock.cli.appending import append_commands, fail, tables
-from tock.cli.query_commands import JSON_OPTION, _query, _show
+from tock_cli import settings_of
+from tock_cli.appending import append_commands, fail, tables
+from tock_cli.query_commands import JSON_OPTION, _query, _show
 
 REQUESTED_BY = "cli"
 users_app = typer.Typer(help="Accounts of the API and web UI: viewer, operator or admin.", no_args_is_help=True)
@@ -103,7 +102,7 @@ def tokens_create(ctx: typer.Context, username: str = typer.Argument(..., help="
 
 
 @tokens_app.command("list")
-def tokens_list(ctx: typer.Context, username: Optional[str] = typer.Argument(None, help="Only this user's."),
+def tokens_list(ctx: typer.Context, username: str | None = typer.Argument(None, help="Only this user's."),
                 as_json: bool = JSON_OPTION) -> None:
     """Tokens by id, owner and state (never the tokens themselves)."""
     rows = _query(ctx, lambda engine: queries.tokens(engine, username=username, limit=100_000))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from tock.cli import settings_of
+from tock_cli import settings_of
 
 # infra.kube (and the kubernetes client under it) is imported by the commands: `tock --help` and
 # `tock standalone` register this module without needing it.

@@ -6,7 +6,7 @@ import signal
 
 import typer
 
-from tock.cli import settings_of
+from tock_cli import settings_of
 
 
 def register(app: typer.Typer) -> None:
@@ -30,10 +30,10 @@ def dag_processor(ctx: typer.Context) -> None:
                    "(set TOCK_DAGS_FOLDER or create it)", err=True)
         raise typer.Exit(2)
     from infra.log import KafkaEventLog
-    from services.dag_processor.recovery import known_dags
     from services.dag_processor.metrics import DagProcessorMetrics
+    from services.dag_processor.recovery import known_dags
     from services.dag_processor.shell import DagProcessor
-    from tock.cli.metrics import metrics_served
+    from tock_cli.metrics import metrics_served
 
     metrics = DagProcessorMetrics()
     with metrics_served("dag-processor", metrics.registry, settings, settings.dag_processor_metrics_port):

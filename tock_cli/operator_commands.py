@@ -9,17 +9,25 @@ from __future__ import annotations
 import enum
 import json
 import time
-from typing import Optional
 
 import typer
 
 from projections import queries
 from schemas import ClearTask, KillTask, MarkTask, PauseDag
 from services.api import targets
-from tock.cli import settings_of
-from tock.cli.appending import (REQUEST_ID_OPTION, REQUESTED_BY, YES_OPTION, append_commands, date_option,
-                                derived_request_id, fail, show_request, tables)
-from tock.cli.groups import commands_app, dags_app, runs_app, tasks_app
+from tock_cli import settings_of
+from tock_cli.appending import (
+    REQUEST_ID_OPTION,
+    REQUESTED_BY,
+    YES_OPTION,
+    append_commands,
+    date_option,
+    derived_request_id,
+    fail,
+    show_request,
+    tables,
+)
+from tock_cli.groups import commands_app, dags_app, runs_app, tasks_app
 
 DOWNSTREAM_OPTION = typer.Option(False, "--downstream", help="Also clear every task after it.")
 UPSTREAM_OPTION = typer.Option(False, "--upstream", help="Also clear every task before it.")
@@ -37,13 +45,13 @@ def register(_app: typer.Typer) -> None:
 
 @tasks_app.command("clear")
 def tasks_clear(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The DAG."),
-                run_id: Optional[str] = typer.Argument(None, help="The run (with --state: only this run)."),
-                task_id: Optional[str] = typer.Argument(None, help="The task (with --state: only this task)."),
-                state: Optional[str] = typer.Option(None, "--state", help="Clear every task instance of the DAG in "
+                run_id: str | None = typer.Argument(None, help="The run (with --state: only this run)."),
+                task_id: str | None = typer.Argument(None, help="The task (with --state: only this task)."),
+                state: str | None = typer.Option(None, "--state", help="Clear every task instance of the DAG in "
                                                                          "this state (e.g. failed, upstream_failed)."),
-                start_date: Optional[float] = date_option("--start-date", "With --state: runs with a logical date "
+                start_date: float | None = date_option("--start-date", "With --state: runs with a logical date "
                                                                          "at or after this."),
-                end_date: Optional[float] = date_option("--end-date", "With --state: runs with a logical date at "
+                end_date: float | None = date_option("--end-date", "With --state: runs with a logical date at "
                                                                      "or before this."),
                 downstream: bool = DOWNSTREAM_OPTION, upstream: bool = UPSTREAM_OPTION, yes: bool = YES_OPTION,
                 request_id: str = REQUEST_ID_OPTION) -> None:

@@ -8,7 +8,6 @@ import sys
 import threading
 import time
 from dataclasses import astuple
-from typing import Optional
 
 import typer
 from confluent_kafka import KafkaException
@@ -17,9 +16,9 @@ from projections import queries
 from schemas import CancelBackfill, RequestBackfill
 from services.api import targets
 from services.api.task_logs import TryRef, file_chunks, log_file, shipped_texts, try_has_ended, try_start
-from tock.cli import settings_of
-from tock.cli.appending import REQUEST_ID_OPTION, REQUESTED_BY, append_commands, date_option, fail, tables
-from tock.cli.groups import dags_app, tasks_app
+from tock_cli import settings_of
+from tock_cli.appending import REQUEST_ID_OPTION, REQUESTED_BY, append_commands, date_option, fail, tables
+from tock_cli.groups import dags_app, tasks_app
 
 ENDED = ("success", "failed", "cancelled", "rejected")
 WAIT_POLL = 1.0
@@ -134,7 +133,7 @@ def dags_backfill_cancel(ctx: typer.Context, dag_id: str = typer.Argument(..., h
 @tasks_app.command("logs")
 def tasks_logs(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The DAG."),
                run_id: str = typer.Argument(..., help="The run."), task_id: str = typer.Argument(..., help="The task."),
-               try_number: Optional[int] = typer.Option(None, "--try", min=1, help="The try (default: the latest)."),
+               try_number: int | None = typer.Option(None, "--try", min=1, help="The try (default: the latest)."),
                follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing what the try writes until "
                                                                          "it ends.")) -> None:
     """Print a try's log, read from tock.logs wherever the try ran (a try with nothing there: its file

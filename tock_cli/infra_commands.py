@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient
 from infra.broker import BrokerError, LocalKafkaBroker
 from infra.settings import MAX_BROKER_NODES
 from infra.topics import TopicMismatch, ensure_topics
-from tock.cli import settings_of
+from tock_cli import settings_of
 
 broker_app = typer.Typer(help="The local development Kafka broker (KRaft; one node or a loopback cluster).",
                          no_args_is_help=True)

@@ -1,0 +1,1 @@
+"""The runner's pure rules: who runs a try (claim)."""

@@ -1,3 +1,0 @@
-from tock.cli import main
-
-main()

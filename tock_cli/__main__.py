@@ -1,0 +1,3 @@
+from tock_cli import main
+
+main()
