@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar, dataclass_transform
+from typing import ClassVar, TypeVar, dataclass_transform
 
 T = TypeVar("T")
+Declared = TypeVar("Declared")
 
 # Logical topic names; the real name is ``<prefix>tock.<logical>``.
 EVENTS = "events"
@@ -24,8 +25,6 @@ LOGS = "logs"  # task log lines (schemas/logs.py)
 USERS = "users"  # accounts and API tokens (schemas/users.py)
 SNAPSHOTS = "snapshots"  # scheduler partition snapshots (services/scheduler/core/snapshot.py), not events
 
-EVENT_TYPES: dict[str, type] = {}
-
 
 class EventBase:
     """Base of every event declaration: its topic and the version of its current schema.
@@ -37,11 +36,16 @@ class EventBase:
     VERSION: ClassVar[int]
 
 
+EVENT_TYPES: dict[str, type[EventBase]] = {}
+
+
 @dataclass_transform(frozen_default=True, kw_only_default=True)
-def event(topic: str, version: int = 1) -> Callable[[type[T]], type[T]]:
+def event(topic: str, version: int = 1) -> Callable[[type[Declared]], type[Declared]]:
     """Declare an event: a frozen, slotted, keyword-only dataclass written to ``topic``."""
 
-    def register(cls: type[T]) -> type[T]:
+    def register(cls: type[Declared]) -> type[Declared]:
+        if not issubclass(cls, EventBase):
+            raise TypeError(f"event {cls.__name__} must derive from EventBase")
         if cls.__name__ in EVENT_TYPES:
             raise TypeError(f"event {cls.__name__} declared twice")
         declared = dataclass(frozen=True, slots=True, kw_only=True)(cls)
@@ -57,11 +61,3 @@ def event(topic: str, version: int = 1) -> Callable[[type[T]], type[T]]:
 def record(cls: type[T]) -> type[T]:
     """Declare a value nested inside events (not an event itself)."""
     return dataclass(frozen=True, slots=True, kw_only=True)(cls)
-
-
-def event_type(name: str) -> type[Any]:
-    """The current declaration of the event called ``name``."""
-    try:
-        return EVENT_TYPES[name]
-    except KeyError:
-        raise KeyError(f"unknown event type {name!r}") from None
