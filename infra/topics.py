@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, TopicMetadata
 
 from infra.broker_config import replication_for
 from schemas.declare import DAGS, DEAD_LETTER, EVENTS, HEARTBEATS, LOGS, PARSING, SCHEDULERS, SNAPSHOTS, USERS
@@ -94,7 +94,7 @@ def _with_log_retention(spec: TopicSpec, hours: float | None) -> TopicSpec:
     return TopicSpec(spec.logical, spec.cleanup, {**spec.configs, "retention.ms": str(round(hours * 3600 * 1000))})
 
 
-def _wait_for_metadata(admin: AdminClient, names: list[str], timeout: float) -> dict:
+def _wait_for_metadata(admin: AdminClient, names: list[str], timeout: float) -> dict[str, TopicMetadata]:
     """Topic metadata of ``names``, waiting out the broker's metadata lag after a creation and
     leader elections (a partition without a leader, or an error, on a busy or partly down cluster)."""
     deadline = time.monotonic() + timeout
@@ -107,7 +107,7 @@ def _wait_for_metadata(admin: AdminClient, names: list[str], timeout: float) -> 
         time.sleep(0.1)
 
 
-def _settled(metadata) -> bool:
+def _settled(metadata: TopicMetadata) -> bool:
     return (metadata.error is None and bool(metadata.partitions)
             and all(partition.leader >= 0 and partition.error is None for partition in metadata.partitions.values()))
 
@@ -126,7 +126,8 @@ def _create(admin: AdminClient, topics: list[NewTopic], timeout: float) -> list[
     return created
 
 
-def _mismatches(admin, name, spec, partitions, metadata, timeout) -> list[str]:
+def _mismatches(admin: AdminClient, name: str, spec: TopicSpec, partitions: int, metadata: TopicMetadata,
+                timeout: float) -> list[str]:
     problems = []
     if len(metadata.partitions) != partitions:
         problems.append(f"topic {name} has {len(metadata.partitions)} partitions, Tock expects {partitions}")

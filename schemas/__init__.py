@@ -1,6 +1,6 @@
 """Tock's events: declared once here, Avro schemas frozen beside them, and the codec."""
 
-from schemas.codec import DecodeError, UnknownEventType, UnknownSchemaVersion, decode, encode, peek_type
+from schemas.codec import DecodeError, UnknownEventType, UnknownSchemaVersion, decode, encode, event_type, peek_type
 from schemas.commands import (
                               CancelBackfill,
                               ClearTask,
@@ -24,7 +24,6 @@ from schemas.declare import (
                               SNAPSHOTS,
                               USERS,
                               EventBase,
-                              event_type,
 )
 from schemas.logs import TaskLogShipped, try_log_key
 from schemas.parsing import (

@@ -8,7 +8,10 @@ import types
 import typing
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 AVRO_DIR = Path(__file__).parent / "avro"
 NAMESPACE = "dev.tock"
@@ -16,21 +19,19 @@ NAMESPACE = "dev.tock"
 _PRIMITIVES = {str: "string", int: "long", float: "double", bool: "boolean", bytes: "bytes"}
 
 
-def avro_schema(cls: type) -> dict[str, Any]:
+def avro_schema(cls: type[DataclassInstance]) -> dict[str, Any]:
     """The Avro record schema of a dataclass (event or nested record)."""
     return _record(cls, seen=set())
 
 
-def _record(cls: type, seen: set[str]) -> dict[str, Any] | str:
-    if cls.__name__ in seen:
-        return f"{NAMESPACE}.{cls.__name__}"
+def _record(cls: type[DataclassInstance], seen: set[str]) -> dict[str, Any]:
     seen.add(cls.__name__)
     hints = typing.get_type_hints(cls)
     fields = [_field(item, hints[item.name], seen) for item in dataclasses.fields(cls)]
     return {"type": "record", "name": cls.__name__, "namespace": NAMESPACE, "fields": fields}
 
 
-def _field(item: dataclasses.Field, hint: Any, seen: set[str]) -> dict[str, Any]:
+def _field(item: dataclasses.Field[Any], hint: Any, seen: set[str]) -> dict[str, Any]:
     declared: dict[str, Any] = {"name": item.name, "type": _type(hint, seen)}
     if item.default is not dataclasses.MISSING:
         declared["default"] = item.default
@@ -52,8 +53,9 @@ def _type(hint: Any, seen: set[str]) -> Any:
         return {"type": "array", "items": _type(args[0], seen)}
     if origin is dict and args[0] is str:
         return {"type": "map", "values": _type(args[1], seen)}
-    if dataclasses.is_dataclass(hint):
-        return _record(hint, seen)
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        # A record named before is referred to by its full name.
+        return f"{NAMESPACE}.{hint.__name__}" if hint.__name__ in seen else _record(hint, seen)
     raise TypeError(f"no Avro type for {hint!r}")
 
 
@@ -67,7 +69,8 @@ def frozen_schema(name: str, version: int) -> dict[str, Any] | None:
     path = schema_path(name, version)
     if not path.exists():
         return None
-    return json.loads(path.read_text())
+    schema: dict[str, Any] = json.loads(path.read_text())
+    return schema
 
 
 def frozen_versions(name: str) -> list[int]:

@@ -16,16 +16,26 @@ import struct
 import typing
 from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
+from fastavro.types import Schema
 
 from schemas.avro import avro_schema, frozen_schema
-from schemas.declare import EVENT_TYPES
-from schemas.fastread import CorruptBody, Reader, compile_reader
+from schemas.fastread import CorruptBody, compile_reader, slot
+from schemas.union import EVENT_CLASSES, Event
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 MAGIC = 0x54
 _VERSION = struct.Struct(">H")
+
+Declared = TypeVar("Declared", bound="DataclassInstance")  # an event or a record nested in one
+AvroRecord = dict[str, Any]  # a record as fastavro reads and writes it: field name -> value
+Convert = Callable[[Any], Any]  # a field value to or from its Avro form
+
+_CLASSES: dict[str, type[Event]] = {cls.__name__: cls for cls in EVENT_CLASSES}
 
 
 class DecodeError(ValueError):
@@ -43,20 +53,28 @@ class UnknownSchemaVersion(DecodeError):
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Encoder:
     header: bytes
-    schema: Any
-    to_record: Callable[[Any], dict]
+    schema: Schema
+    to_record: Callable[[Event], AvroRecord]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Decoder:
-    cls: type
-    writer: Any
-    reader: Any | None  # None when the writer schema is the current one
-    from_record: Callable[[dict], Any]
-    fast: Reader | None  # generated reader, for records written with the current schema
+    cls: type[Event]
+    writer: Schema
+    reader: Schema | None  # None when the writer schema is the current one
+    from_record: Callable[[AvroRecord], Event]
+    fast: Callable[[bytes, int], tuple[Event, int]] | None  # generated reader, for the current schema
 
 
-def encode(event: Any) -> bytes:
+def event_type(name: str) -> type[Event]:
+    """The current declaration of the event called ``name``."""
+    try:
+        return _CLASSES[name]
+    except KeyError:
+        raise KeyError(f"unknown event type {name!r}") from None
+
+
+def encode(event: Event) -> bytes:
     """The record value of an event."""
     encoder = _encoder(type(event))
     buffer = io.BytesIO()
@@ -65,7 +83,7 @@ def encode(event: Any) -> bytes:
     return buffer.getvalue()
 
 
-def decode(value: bytes | None) -> Any:
+def decode(value: bytes | None) -> Event:
     """The event in a record value, as the current declaration. Raises DecodeError."""
     if not value or len(value) < 4 or value[0] != MAGIC:
         raise DecodeError("not a Tock event record (bad or missing header)")
@@ -80,13 +98,20 @@ def decode(value: bytes | None) -> Any:
             return event
         buffer = io.BytesIO(value)
         buffer.seek(body_start)
-        return decoder.from_record(schemaless_reader(buffer, decoder.writer, decoder.reader))
+        return decoder.from_record(_avro_record(schemaless_reader(buffer, decoder.writer, decoder.reader)))
     except (EOFError, ValueError, TypeError, IndexError, UnicodeDecodeError, struct.error) as error:
         raise DecodeError(f"corrupt {decoder.cls.__name__} body: {error}") from None
 
 
+def _avro_record(value: object) -> AvroRecord:
+    if not isinstance(value, dict):  # an event's schema is a record: fastavro reads it as a dict
+        raise TypeError(f"expected a record, read {type(value).__name__}")
+    return value
+
+
 # Decoders by raw header bytes: the common path skips parsing the header at all.
 _DECODERS: dict[bytes, _Decoder] = {}
+_ENCODERS: dict[type[Event], _Encoder] = {}
 
 
 def _decoder_for_header(header: bytes, length: int) -> _Decoder:
@@ -106,16 +131,18 @@ def peek_type(value: bytes | None) -> str | None:
     return value[2 : 2 + value[1]].decode("ascii", errors="replace")
 
 
-@cache
-def _encoder(cls: type) -> _Encoder:
-    name = cls.__name__.encode("ascii")
-    header = bytes([MAGIC, len(name)]) + name + _VERSION.pack(cls.VERSION)
-    return _Encoder(header, parse_schema(avro_schema(cls)), _to_record_fn(cls))
+def _encoder(cls: type[Event]) -> _Encoder:
+    encoder = _ENCODERS.get(cls)
+    if encoder is None:
+        name = cls.__name__.encode("ascii")
+        header = bytes([MAGIC, len(name)]) + name + _VERSION.pack(cls.VERSION)
+        encoder = _ENCODERS[cls] = _Encoder(header, parse_schema(avro_schema(cls)), _to_record_fn(cls))
+    return encoder
 
 
 @cache
 def _decoder(name: str, version: int) -> _Decoder:
-    cls = EVENT_TYPES.get(name)
+    cls = _CLASSES.get(name)
     if cls is None:
         raise UnknownEventType(f"unknown event type {name!r} (written by a newer Tock?)")
     written = frozen_schema(name, version)
@@ -124,17 +151,18 @@ def _decoder(name: str, version: int) -> _Decoder:
     writer = parse_schema(written)
     current = version == cls.VERSION
     reader = None if current else parse_schema(avro_schema(cls))
-    return _Decoder(cls, writer, reader, _from_record_fn(cls), compile_reader(cls) if current else None)
+    fast = compile_reader(cls) if current else None
+    return _Decoder(cls, writer, reader, _from_record_fn(cls), fast)
 
 
-def _to_record_fn(cls: type) -> Callable[[Any], dict]:
+def _to_record_fn(cls: type[Declared]) -> Callable[[Declared], AvroRecord]:
     converters = _nested_converters(cls, _to_record_fn)
-    names = tuple(item.name for item in dataclasses.fields(cls))
+    getters = tuple((item.name, slot(cls, item.name).__get__) for item in dataclasses.fields(cls))
     if not converters:
-        return lambda obj: {name: getattr(obj, name) for name in names}
+        return lambda obj: {name: get(obj) for name, get in getters}
 
-    def to_record(obj: Any) -> dict:
-        record = {name: getattr(obj, name) for name in names}
+    def to_record(obj: Declared) -> AvroRecord:
+        record = {name: get(obj) for name, get in getters}
         for name, convert in converters.items():
             record[name] = convert(record[name])
         return record
@@ -142,13 +170,13 @@ def _to_record_fn(cls: type) -> Callable[[Any], dict]:
     return to_record
 
 
-def _from_record_fn(cls: type) -> Callable[[dict], Any]:
+def _from_record_fn(cls: type[Declared]) -> Callable[[AvroRecord], Declared]:
     converters = _nested_converters(cls, _from_record_fn)
     build = _builder(cls)
     if not converters:
         return build
 
-    def from_record(record: dict) -> Any:
+    def from_record(record: AvroRecord) -> Declared:
         for name, convert in converters.items():
             record[name] = convert(record[name])
         return build(record)
@@ -156,17 +184,17 @@ def _from_record_fn(cls: type) -> Callable[[dict], Any]:
     return from_record
 
 
-def _builder(cls: type) -> Callable[[dict], Any]:
+def _builder(cls: type[Declared]) -> Callable[[AvroRecord], Declared]:
     """Build a frozen, slotted event from a complete record without its ``__init__``.
 
     A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``,
     which doubles the cost of decoding; a decoded record is complete and already typed
     by its schema, so the slots are filled directly.
     """
-    setters = tuple((item.name, getattr(cls, item.name).__set__) for item in dataclasses.fields(cls))
+    setters = tuple((item.name, slot(cls, item.name).__set__) for item in dataclasses.fields(cls))
     new = object.__new__
 
-    def build(record: dict) -> Any:
+    def build(record: AvroRecord) -> Declared:
         event = new(cls)
         for name, set_slot in setters:
             set_slot(event, record[name])
@@ -175,25 +203,31 @@ def _builder(cls: type) -> Callable[[dict], Any]:
     return build
 
 
-def _nested_converters(cls: type, make: Callable) -> dict[str, Callable[[Any], Any]]:
+def _nested_converters(cls: type[DataclassInstance],
+                       make: Callable[[type[DataclassInstance]], Convert]) -> dict[str, Convert]:
     """Per-field converters for fields holding nested records (or lists of them)."""
-    converters = {}
+    converters: dict[str, Convert] = {}
     for name, hint in typing.get_type_hints(cls).items():
-        if name.isupper():  # TOPIC / VERSION class variables
+        if name.isupper():  # TOPIC / VERSION / ROUTE class variables
             continue
         args = typing.get_args(hint)
-        if dataclasses.is_dataclass(hint):
+        if _is_record(hint):
             converters[name] = _optional(make(hint))
-        elif typing.get_origin(hint) is list and args and dataclasses.is_dataclass(args[0]):
+        elif typing.get_origin(hint) is list and args and _is_record(args[0]):
             converters[name] = _each(make(args[0]))
         elif any(dataclasses.is_dataclass(arg) for arg in args):
             raise TypeError(f"{cls.__name__}.{name}: nested records only directly or in a list")
     return converters
 
 
-def _optional(convert: Callable) -> Callable:
+def _is_record(hint: object) -> TypeGuard[type[DataclassInstance]]:
+    """Whether a field's declared type is a nested record (a dataclass)."""
+    return isinstance(hint, type) and dataclasses.is_dataclass(hint)
+
+
+def _optional(convert: Convert) -> Convert:
     return lambda value: None if value is None else convert(value)
 
 
-def _each(convert: Callable) -> Callable:
+def _each(convert: Convert) -> Convert:
     return lambda values: [convert(value) for value in values]

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from schemas.declare import EVENTS, EventBase, event
+from schemas.routing import BY_DAG
 
 
-@event(EVENTS)
+@event(EVENTS, route=BY_DAG)
 class TriggerDagRun(EventBase):
     """Start a manual run; the scheduler derives the run id from request_id."""
 
@@ -17,7 +18,7 @@ class TriggerDagRun(EventBase):
     at: float
 
 
-@event(EVENTS, version=2)
+@event(EVENTS, route=BY_DAG, version=2)
 class ClearTask(EventBase):
     """Run task instances again with new tries: ``task_id`` ("" = every task of the run) and, with
     ``downstream`` / ``upstream``, every task after / before it. A finished run reopens; a running
@@ -33,7 +34,7 @@ class ClearTask(EventBase):
     at: float
 
 
-@event(EVENTS, version=2)
+@event(EVENTS, route=BY_DAG, version=2)
 class MarkTask(EventBase):
     """Set a task instance's outcome by hand: "success", "failed" or "skipped". A running try is
     stopped first; tasks downstream follow the marked state. v2 added request_id."""
@@ -47,7 +48,7 @@ class MarkTask(EventBase):
     at: float
 
 
-@event(EVENTS)
+@event(EVENTS, route=BY_DAG)
 class KillTask(EventBase):
     """Stop a task instance's running (or queued) try; it ends as killed: failed, not retried."""
 
@@ -59,7 +60,7 @@ class KillTask(EventBase):
     at: float
 
 
-@event(EVENTS)
+@event(EVENTS, route=BY_DAG)
 class RequestBackfill(EventBase):
     """Create the runs of every schedule interval of the DAG with a logical date in
     [start_date, end_date], honouring max_active_runs; with reprocess_failed, failed runs of
@@ -75,7 +76,7 @@ class RequestBackfill(EventBase):
     at: float
 
 
-@event(EVENTS)
+@event(EVENTS, route=BY_DAG)
 class CancelBackfill(EventBase):
     """Create no more runs for backfill ``backfill_id``; runs already created go on."""
 
@@ -85,7 +86,7 @@ class CancelBackfill(EventBase):
     at: float
 
 
-@event(EVENTS)
+@event(EVENTS, route=BY_DAG)
 class PauseDag(EventBase):
     """Stop (paused=True) or resume creating scheduled runs of a DAG."""
 
@@ -95,7 +96,7 @@ class PauseDag(EventBase):
     at: float
 
 
-@event(EVENTS)
+@event(EVENTS, route=BY_DAG)
 class CommandRejected(EventBase):
     """The owner of the DAG's partition could not apply a command (e.g. its run is unknown): which
     command, by its request id, and why. Recorded once per request id."""

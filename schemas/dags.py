@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import field
 
 from schemas.declare import DAGS, EventBase, event, record
+from schemas.routing import BY_DAG
 
 
 @record
@@ -45,7 +46,7 @@ class DagDefinition:
     on_deadline_missed: str | None = None  # webhook URL or module:function called when a run misses its deadline
 
 
-@event(DAGS, version=4)
+@event(DAGS, route=BY_DAG, version=4)
 class DagParsed(EventBase):
     """The latest definition of a DAG; written only when its fingerprint changed.
     v2: the definition has on_failure and on_deadline_missed (webhook URLs).

@@ -18,9 +18,13 @@ import struct
 import types
 import typing
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 Reader = Callable[[bytes, int], tuple[Any, int]]  # (buffer, position) -> (value, next position)
+Declared = TypeVar("Declared", bound="DataclassInstance")  # an event or a record nested in one
 
 _DOUBLE = struct.Struct("<d").unpack_from
 
@@ -60,7 +64,16 @@ _TEMPLATES = {
 }
 
 
-def compile_reader(cls: type) -> Reader:
+def slot(cls: type[object], name: str) -> types.MemberDescriptorType:
+    """The slot of field ``name`` of a slotted dataclass (its ``__get__``/``__set__`` read and fill it)."""
+    for owner in cls.__mro__:
+        member = vars(owner).get(name)
+        if isinstance(member, types.MemberDescriptorType):
+            return member
+    raise TypeError(f"{cls.__name__}.{name} is not a slot (declare events with @event, records with @record)")
+
+
+def compile_reader(cls: type[Declared]) -> Callable[[bytes, int], tuple[Declared, int]]:
     """A reader of ``cls``'s current Avro encoding that returns the event and the end position."""
     namespace: dict[str, Any] = {"varint": varint, "DOUBLE": _DOUBLE, "CorruptBody": CorruptBody,
                                  "read_blocks": read_blocks, "new": object.__new__, "cls": cls}
@@ -68,11 +81,12 @@ def compile_reader(cls: type) -> Reader:
     lines = ["def read(buf, pos):", "    event = new(cls)"]
     for index, item in enumerate(dataclasses.fields(cls)):
         lines += _indent(_value_code(hints[item.name], namespace, f"f{index}"), 1)
-        namespace[f"set{index}"] = getattr(cls, item.name).__set__
+        namespace[f"set{index}"] = slot(cls, item.name).__set__
         lines.append(f"    set{index}(event, v)")
     lines.append("    return event, pos")
     exec(compile("\n".join(lines), f"<reader of {cls.__name__}>", "exec"), namespace)  # noqa: S102
-    return namespace["read"]
+    read: Callable[[bytes, int], tuple[Declared, int]] = namespace["read"]  # the code above, built for cls
+    return read
 
 
 def _value_code(hint: Any, namespace: dict[str, Any], tag: str) -> list[str]:
@@ -92,7 +106,7 @@ def _value_code(hint: Any, namespace: dict[str, Any], tag: str) -> list[str]:
         namespace[f"item_{tag}"] = _item_reader(args[1], namespace, tag)
         namespace[f"key_{tag}"] = _item_reader(str, namespace, tag + "k")
         return [f"v, pos = read_blocks(buf, pos, item_{tag}, key_{tag})"]
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         namespace[f"record_{tag}"] = compile_reader(hint)
         return [f"v, pos = record_{tag}(buf, pos)"]
     raise TypeError(f"no Avro reader for {hint!r}")
@@ -100,12 +114,13 @@ def _value_code(hint: Any, namespace: dict[str, Any], tag: str) -> list[str]:
 
 def _item_reader(hint: Any, namespace: dict[str, Any], tag: str) -> Reader:
     """A standalone reader of one value of ``hint`` (items of arrays and maps)."""
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return compile_reader(hint)
     scope = {key: value for key, value in namespace.items() if not key.startswith(("set", "cls", "new"))}
     lines = ["def read_item(buf, pos):", *_indent(_value_code(hint, scope, tag + "i"), 1), "    return v, pos"]
     exec(compile("\n".join(lines), f"<reader of {hint!r}>", "exec"), scope)  # noqa: S102
-    return scope["read_item"]
+    read_item: Reader = scope["read_item"]
+    return read_item
 
 
 def read_blocks(buf: bytes, pos: int, read_item: Reader, read_key: Reader | None) -> tuple[Any, int]:

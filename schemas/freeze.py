@@ -14,12 +14,18 @@ import json
 import sys
 import typing
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import schemas  # noqa: F401  (registers every event)
 from schemas.avro import avro_schema, frozen_schema, render, schema_path
 from schemas.codec import encode
 from schemas.declare import EVENT_TYPES
+from schemas.union import EVENT_CLASSES, Event
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+Declared = TypeVar("Declared", bound="DataclassInstance")
 
 SAMPLES_DIR = Path(__file__).parent / "samples"
 
@@ -39,12 +45,13 @@ def sample_value(hint: Any, name: str) -> Any:
         return [sample_value(args[0], name)]
     if typing.get_origin(hint) is dict:
         return {"k": sample_value(args[1], name)}
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return sample(hint)
     return sample_value(next(arg for arg in args if arg is not type(None)), name)
 
 
-def sample(cls: type) -> Any:
+def sample(cls: type[Declared]) -> Declared:
+    """An instance of an event (or nested record) whose every field holds its sample value."""
     hints = typing.get_type_hints(cls)
     return cls(**{item.name: sample_value(hints[item.name], item.name) for item in dataclasses.fields(cls)})
 
@@ -53,10 +60,17 @@ def sample_path(name: str, version: int) -> Path:
     return SAMPLES_DIR / f"{name}.v{version}.json"
 
 
+def declarations() -> list[tuple[str, type[Event]]]:
+    """(name, class) of every declared event, by name; raises if schemas/union.py lags behind them."""
+    if set(EVENT_CLASSES) != set(EVENT_TYPES.values()):
+        raise SystemExit("schemas/union.py is out of date: run python -m schemas.generate_union first")
+    return [(cls.__name__, cls) for cls in EVENT_CLASSES]
+
+
 def drifted() -> list[str]:
     """Events whose declaration differs from the schema frozen for their VERSION."""
     problems = []
-    for name, cls in sorted(EVENT_TYPES.items()):
+    for name, cls in declarations():
         frozen = frozen_schema(name, cls.VERSION)
         if frozen is not None and frozen != json.loads(render(avro_schema(cls))):
             problems.append(f"{name}: declaration differs from frozen v{cls.VERSION}; bump its VERSION")
@@ -65,7 +79,7 @@ def drifted() -> list[str]:
 
 def freeze() -> list[str]:
     written = []
-    for name, cls in sorted(EVENT_TYPES.items()):
+    for name, cls in declarations():
         path = schema_path(name, cls.VERSION)
         if path.exists():
             continue

@@ -1,4 +1,5 @@
-"""Write the closed ``Event`` union (schemas/union.py) from the declarations.
+"""Write the closed ``Event`` union (schemas/union.py) from the declarations, with the tuple of
+every declaration typed by it (``EVENT_CLASSES``, what the codec looks event types up in).
 
     python -m schemas.generate_union          rewrite schemas/union.py
     python -m schemas.generate_union --check  fail if it differs from the declarations
@@ -39,7 +40,8 @@ def union_source() -> str:
         by_topic[cls.TOPIC].append(name)
     imports = "".join(_import(module, names) for module, names in sorted(by_module.items()))
     unions = "".join(f"\n{_alias(topic)}: TypeAlias = {_union(names)}\n" for topic, names in sorted(by_topic.items()))
-    return _HEADER + imports + unions + f"\nEvent: TypeAlias = {_union(sorted(EVENT_TYPES))}\n"
+    classes = f"\nEVENT_CLASSES: tuple[type[Event], ...] = {_tuple(sorted(EVENT_TYPES))}\n"
+    return _HEADER + imports + unions + f"\nEvent: TypeAlias = {_union(sorted(EVENT_TYPES))}\n" + classes
 
 
 def _import(module: str, names: list[str]) -> str:
@@ -55,9 +57,21 @@ def _alias(topic: str) -> str:
 
 
 def _union(names: list[str]) -> str:
-    lines, line = [], ""
+    return _join(names, " | ")
+
+
+def _tuple(names: list[str]) -> str:
+    joined = _join(names, ", ")
+    return joined if joined.startswith("(") else f"({joined},)"
+
+
+def _join(names: list[str], separator: str) -> str:
+    """``names`` joined by ``separator``, in lines of at most 100 characters within parentheses if
+    they need more than one."""
+    lines: list[str] = []
+    line = ""
     for name in names:
-        piece = f"{name} | " if name != names[-1] else name
+        piece = f"{name}{separator}" if name != names[-1] else name
         if len(line) + len(piece) > 100:
             lines.append(line.rstrip())
             line = ""

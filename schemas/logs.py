@@ -7,14 +7,12 @@ partition ``murmur2(dag_id) % N``, so a reader knows which partition holds a try
 from __future__ import annotations
 
 from schemas.declare import LOGS, EventBase, event
+from schemas.routing import BY_TRY, try_log_key
+
+__all__ = ["TaskLogShipped", "try_log_key"]  # try_log_key: the rule BY_TRY keys a try's records by
 
 
-def try_log_key(dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
-    """The record key of a try's log records."""
-    return f"{dag_id}|{run_id}|{task_id}|{try_number}"
-
-
-@event(LOGS)
+@event(LOGS, route=BY_TRY)
 class TaskLogShipped(EventBase):
     """A chunk of whole lines of a try's output, from byte ``offset`` of its log file.
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from schemas.declare import DAGS, PARSING, EventBase, event
+from schemas.routing import BY_DAG, BY_FILE
 
 
-@event(PARSING, version=2)
+@event(PARSING, route=BY_FILE, version=2)
 class ProcessorStarted(EventBase):
     """A child process began parsing a file; it must finish or be killed by ``deadline``.
 
@@ -21,7 +22,7 @@ class ProcessorStarted(EventBase):
     file_hash: str = ""
 
 
-@event(PARSING)
+@event(PARSING, route=BY_FILE)
 class ProcessorFinished(EventBase):
     """A parsing child exited on its own and was reaped."""
 
@@ -33,7 +34,7 @@ class ProcessorFinished(EventBase):
     at: float
 
 
-@event(PARSING)
+@event(PARSING, route=BY_FILE)
 class ProcessorKilled(EventBase):
     """A parsing child was killed (reason: timeout, shutdown) or died (reason: died)."""
 
@@ -45,7 +46,7 @@ class ProcessorKilled(EventBase):
     at: float
 
 
-@event(PARSING)
+@event(PARSING, route=BY_FILE)
 class DagFileProcessed(EventBase):
     """A file parsed cleanly and defined these DAGs."""
 
@@ -57,7 +58,7 @@ class DagFileProcessed(EventBase):
     at: float
 
 
-@event(PARSING)
+@event(PARSING, route=BY_FILE)
 class DagParseFailed(EventBase):
     """A file could not be parsed: an exception, a timeout, a crash of the parser."""
 
@@ -69,7 +70,7 @@ class DagParseFailed(EventBase):
     at: float
 
 
-@event(PARSING)
+@event(PARSING, route=BY_FILE)
 class DagFileRemoved(EventBase):
     """A DAG file disappeared from the DAGs folder (its DAGs each get a DagRemoved)."""
 
@@ -77,7 +78,7 @@ class DagFileRemoved(EventBase):
     at: float
 
 
-@event(PARSING)
+@event(PARSING, route=BY_DAG)
 class DagRemoved(EventBase):
     """A DAG is gone: its file was deleted or no longer defines it."""
 

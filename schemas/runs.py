@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from schemas.declare import EVENTS, EventBase, event
+from schemas.routing import BY_DAG
 
 
-@event(EVENTS)
+@event(EVENTS, route=BY_DAG)
 class DagRunCreated(EventBase):
     """A run exists; run_type is "scheduled" or "manual"."""
 
@@ -19,7 +20,7 @@ class DagRunCreated(EventBase):
     at: float
 
 
-@event(EVENTS, version=2)
+@event(EVENTS, route=BY_DAG, version=2)
 class DagRunFinished(EventBase):
     """A run ended; state is "success" or "failed", reason says why when it is not its tasks'
     outcome alone (e.g. its DAG was deleted). v2 added reason."""
@@ -31,7 +32,7 @@ class DagRunFinished(EventBase):
     at: float
 
 
-@event(EVENTS)
+@event(EVENTS, route=BY_DAG)
 class DagRunReopened(EventBase):
     """A finished run runs again: some of its tasks were cleared (request_id of the clear)."""
 
@@ -41,7 +42,7 @@ class DagRunReopened(EventBase):
     at: float
 
 
-@event(EVENTS)
+@event(EVENTS, route=BY_DAG)
 class BackfillPlanned(EventBase):
     """A backfill was accepted: the logical dates it will create (or re-run) runs for, in order."""
 
@@ -53,7 +54,7 @@ class BackfillPlanned(EventBase):
     at: float
 
 
-@event(EVENTS)
+@event(EVENTS, route=BY_DAG)
 class BackfillFinished(EventBase):
     """Every run of the backfill ended ("success" / "failed"), or it was cancelled ("cancelled")."""
 
@@ -63,7 +64,7 @@ class BackfillFinished(EventBase):
     at: float
 
 
-@event(EVENTS)
+@event(EVENTS, route=BY_DAG)
 class DeadlineMissed(EventBase):
     """A run was still going when the deadline its DAG declares passed."""
 
@@ -73,7 +74,7 @@ class DeadlineMissed(EventBase):
     at: float
 
 
-@event(EVENTS, version=2)
+@event(EVENTS, route=BY_DAG, version=2)
 class CallbackCalled(EventBase):
     """The monitor called a DAG's callback (``trigger`` "failure" or "deadline_missed") for a run,
     or for one of its task instances (``task_id``; "" for the run): ``ok`` whether ``target``

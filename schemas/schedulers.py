@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import field
 
 from schemas.declare import SCHEDULERS, EventBase, event
+from schemas.routing import BY_SCHEDULER
 
 
-@event(SCHEDULERS)
+@event(SCHEDULERS, route=BY_SCHEDULER)
 class SchedulerHeartbeat(EventBase):
     """A scheduler instance is alive and owns these partitions."""
 
@@ -18,7 +19,7 @@ class SchedulerHeartbeat(EventBase):
     at: float
 
 
-@event(SCHEDULERS)
+@event(SCHEDULERS, route=BY_SCHEDULER)
 class SchedulerStopped(EventBase):
     """A scheduler instance shut down cleanly."""
 

@@ -8,9 +8,10 @@ recorded but changes nothing.
 from __future__ import annotations
 
 from schemas.declare import EVENTS, HEARTBEATS, EventBase, event
+from schemas.routing import BY_DAG, BY_TASK_INSTANCE
 
 
-@event(EVENTS)
+@event(EVENTS, route=BY_DAG)
 class TaskQueued(EventBase):
     """A try was decided. Who owns it and on which executor is written here once."""
 
@@ -24,7 +25,7 @@ class TaskQueued(EventBase):
     at: float
 
 
-@event(EVENTS, version=2)
+@event(EVENTS, route=BY_DAG, version=2)
 class TaskLaunched(EventBase):
     """The executor accepted the try; handle is pid@host:start, a Celery task id or a pod name.
     Written once; nothing a worker reports changes it. v2 added queue (where it was sent)."""
@@ -40,7 +41,7 @@ class TaskLaunched(EventBase):
     at: float
 
 
-@event(EVENTS)
+@event(EVENTS, route=BY_DAG)
 class TaskStarted(EventBase):
     """The runner began the try. executor/queue are as the worker saw them (informational)."""
 
@@ -57,7 +58,7 @@ class TaskStarted(EventBase):
     at: float
 
 
-@event(HEARTBEATS)
+@event(HEARTBEATS, route=BY_TASK_INSTANCE)
 class TaskHeartbeat(EventBase):
     """The runner of a try is alive."""
 
@@ -69,7 +70,7 @@ class TaskHeartbeat(EventBase):
     at: float
 
 
-@event(EVENTS)
+@event(EVENTS, route=BY_DAG)
 class TaskSucceeded(EventBase):
     dag_id: str
     run_id: str
@@ -79,7 +80,7 @@ class TaskSucceeded(EventBase):
     at: float
 
 
-@event(EVENTS, version=2)
+@event(EVENTS, route=BY_DAG, version=2)
 class TaskFailed(EventBase):
     """The try failed: the user code raised, exited non-zero, crashed or timed out.
 
@@ -96,7 +97,7 @@ class TaskFailed(EventBase):
     at: float
 
 
-@event(EVENTS)
+@event(EVENTS, route=BY_DAG)
 class TaskRetryScheduled(EventBase):
     """Try ``try_number`` failed; ``next_try_number`` may be queued from ``not_before``."""
 
@@ -109,7 +110,7 @@ class TaskRetryScheduled(EventBase):
     at: float
 
 
-@event(EVENTS)
+@event(EVENTS, route=BY_DAG)
 class TaskDeclaredDead(EventBase):
     """A running try fell silent past the heartbeat timeout, or its executor lost it."""
 
@@ -123,7 +124,7 @@ class TaskDeclaredDead(EventBase):
     at: float
 
 
-@event(EVENTS)
+@event(EVENTS, route=BY_DAG)
 class TaskAdopted(EventBase):
     """After a takeover the new owner found the try alive and took it over."""
 
@@ -137,7 +138,7 @@ class TaskAdopted(EventBase):
     at: float
 
 
-@event(EVENTS)
+@event(EVENTS, route=BY_DAG)
 class TaskUpstreamFailed(EventBase):
     """The task will not run in this run because an upstream task failed."""
 
@@ -147,7 +148,7 @@ class TaskUpstreamFailed(EventBase):
     at: float
 
 
-@event(EVENTS, version=2)
+@event(EVENTS, route=BY_DAG, version=2)
 class PodFinished(EventBase):
     """The Kubernetes watcher saw the try's pod end (phase Succeeded/Failed, reason e.g. OOMKilled).
     A try still running when its pod ended (its runner reported no outcome) fails with it.
@@ -166,7 +167,7 @@ class PodFinished(EventBase):
     at: float
 
 
-@event(EVENTS)
+@event(EVENTS, route=BY_DAG)
 class PodStarted(EventBase):
     """The Kubernetes watcher saw the try's pod running on a node (informational: the runner's
     TaskStarted claims the try)."""
@@ -181,7 +182,7 @@ class PodStarted(EventBase):
     at: float
 
 
-@event(EVENTS)
+@event(EVENTS, route=BY_DAG)
 class TaskKillRequested(EventBase):
     """The owner asks the try's runner to stop its user code (a kill, or a clear or mark of a try that
     is running). If it comes before any TaskStarted of the try in log order, no runner runs it."""
@@ -195,7 +196,7 @@ class TaskKillRequested(EventBase):
     at: float
 
 
-@event(EVENTS)
+@event(EVENTS, route=BY_DAG)
 class TaskKilled(EventBase):
     """The runner killed the try's user code as asked."""
 
@@ -208,7 +209,7 @@ class TaskKilled(EventBase):
     at: float
 
 
-@event(EVENTS)
+@event(EVENTS, route=BY_DAG)
 class TaskSkipped(EventBase):
     """The task will not run in this run: an upstream task was skipped."""
 
@@ -219,7 +220,7 @@ class TaskSkipped(EventBase):
     at: float
 
 
-@event(EVENTS)
+@event(EVENTS, route=BY_DAG)
 class TaskRemoved(EventBase):
     """The task (or its whole DAG) is gone from the DAG files: it will not run in this run."""
 
@@ -230,7 +231,7 @@ class TaskRemoved(EventBase):
     at: float
 
 
-@event(EVENTS)
+@event(EVENTS, route=BY_DAG)
 class TaskDeadlineMissed(EventBase):
     """A task instance had not ended when the deadline its task declares passed: ``deadline`` is
     that moment, its first TaskQueued in the run plus the task's ``deadline`` seconds. Written by
@@ -243,7 +244,7 @@ class TaskDeadlineMissed(EventBase):
     at: float
 
 
-@event(EVENTS)
+@event(EVENTS, route=BY_DAG)
 class TaskCleared(EventBase):
     """The owner reset a task instance for a new try, as a ClearTask (request_id) asked: its last
     try had ended (a running one is stopped first)."""

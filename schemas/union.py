@@ -96,3 +96,15 @@ Event: TypeAlias = (
     TaskSkipped | TaskStarted | TaskSucceeded | TaskUpstreamFailed | TokenCreated | TokenRevoked |
     TriggerDagRun | UserCreated | UserDeleted | WorkerHeartbeat | WorkerStopped
 )
+
+EVENT_CLASSES: tuple[type[Event], ...] = (
+    BackfillFinished, BackfillPlanned, CallbackCalled, CancelBackfill, ClearTask, CommandRejected,
+    DagFileProcessed, DagFileRemoved, DagParseFailed, DagParsed, DagRemoved, DagRunCreated,
+    DagRunFinished, DagRunReopened, DeadlineMissed, KillTask, MarkTask, PauseDag, PodFinished,
+    PodStarted, ProcessorFinished, ProcessorKilled, ProcessorStarted, RequestBackfill,
+    SchedulerHeartbeat, SchedulerStopped, TaskAdopted, TaskCleared, TaskDeadlineMissed,
+    TaskDeclaredDead, TaskFailed, TaskHeartbeat, TaskKillRequested, TaskKilled, TaskLaunched,
+    TaskLogShipped, TaskQueued, TaskRemoved, TaskRetryScheduled, TaskSkipped, TaskStarted,
+    TaskSucceeded, TaskUpstreamFailed, TokenCreated, TokenRevoked, TriggerDagRun, UserCreated,
+    UserDeleted, WorkerHeartbeat, WorkerStopped
+)

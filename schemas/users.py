@@ -8,9 +8,10 @@ topic keeps every change, so who created, deleted or revoked what is in the log.
 from __future__ import annotations
 
 from schemas.declare import USERS, EventBase, event
+from schemas.routing import BY_USER
 
 
-@event(USERS)
+@event(USERS, route=BY_USER)
 class UserCreated(EventBase):
     """An account with ``role`` (viewer, operator or admin); again for an existing user replaces
     its role and password."""
@@ -22,7 +23,7 @@ class UserCreated(EventBase):
     at: float
 
 
-@event(USERS)
+@event(USERS, route=BY_USER)
 class UserDeleted(EventBase):
     """The account and every token of it stop working."""
 
@@ -31,7 +32,7 @@ class UserDeleted(EventBase):
     at: float
 
 
-@event(USERS)
+@event(USERS, route=BY_USER)
 class TokenCreated(EventBase):
     """An API bearer token of ``username``: ``tock_<token_id>_<secret>``, stored as SHA-256 of the secret."""
 
@@ -43,7 +44,7 @@ class TokenCreated(EventBase):
     at: float
 
 
-@event(USERS)
+@event(USERS, route=BY_USER)
 class TokenRevoked(EventBase):
     """The token stops working."""
 

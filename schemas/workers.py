@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import field
 
 from schemas.declare import SCHEDULERS, EventBase, event
+from schemas.routing import BY_WORKER
 
 
-@event(SCHEDULERS)
+@event(SCHEDULERS, route=BY_WORKER)
 class WorkerHeartbeat(EventBase):
     """A worker of ``executor`` is alive, consuming ``queues``, running up to ``concurrency`` tries."""
 
@@ -25,7 +26,7 @@ class WorkerHeartbeat(EventBase):
     at: float
 
 
-@event(SCHEDULERS)
+@event(SCHEDULERS, route=BY_WORKER)
 class WorkerStopped(EventBase):
     """A worker shut down cleanly."""
 

@@ -6,9 +6,11 @@ import hashlib
 import json
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any
+from types import TracebackType
+from typing import Any, NoReturn, TypeVar
 
 from croniter import croniter
 
@@ -21,6 +23,8 @@ SCHEDULE_PRESETS = ("@once", "@hourly", "@daily", "@midnight", "@weekly", "@mont
 
 # A callable callback: dotted module path, colon, function name (same as infra/callables.py).
 CALLBACK_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+
+Computed = TypeVar("Computed")
 
 _active: list[DAG] = []  # DAGs whose `with` block is open, innermost last
 _collectors: list[list[DAG]] = []  # lists collecting the DAGs a file defines (see tock.loading)
@@ -67,7 +71,9 @@ class DAG:
         if _collectors:
             _collectors[-1].append(self)
 
-    def _set_fields(self, schedule, start_date, catchup, max_active_runs, retries) -> None:
+    # Arguments come from DAG files: each is checked here, whatever its declared type.
+    def _set_fields(self, schedule: str | None, start_date: datetime | date | None, catchup: bool,
+                    max_active_runs: int, retries: int) -> None:
         if not isinstance(self.dag_id, str) or not ID_PATTERN.match(self.dag_id):
             self._fail(f"dag_id must match {ID_PATTERN.pattern}")
         if schedule is not None and not _valid_schedule(schedule):
@@ -82,8 +88,9 @@ class DAG:
             self._fail(f"retries must be a non-negative integer, got {retries!r}")
         self.retries = retries
 
-    def _set_more_fields(self, retry_delay, deadline, tags, params) -> None:
-        self.retry_delay: float = self._guard(lambda: seconds_of(retry_delay, "retry_delay"))
+    def _set_more_fields(self, retry_delay: float | timedelta, deadline: float | timedelta | Deadline | None,
+                         tags: tuple[str, ...] | list[str], params: dict[str, Any] | None) -> None:
+        self.retry_delay: float = self._guard(lambda: _seconds(retry_delay, "retry_delay"))
         self.deadline, self.deadline_from = self._guard(lambda: deadline_of(deadline))
         if isinstance(tags, str) or not all(isinstance(tag, str) for tag in tags):
             self._fail(f"tags must be a list of strings, got {tags!r}")
@@ -99,20 +106,21 @@ class DAG:
             return target
         self._fail(f"{name} must be an http(s) webhook URL or a 'module:function' path, got {target!r}")
 
-    def _guard(self, compute):
+    def _guard(self, compute: Callable[[], Computed]) -> Computed:
         try:
             return compute()
         except (TypeError, ValueError) as error:
             self._fail(str(error))
 
-    def _fail(self, problem: str):
+    def _fail(self, problem: str) -> NoReturn:
         raise DagDefinitionError(self.fileloc, str(self.dag_id), problem)
 
     def __enter__(self) -> DAG:
         _active.append(self)
         return self
 
-    def __exit__(self, kind, error, trace) -> None:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
         _active.remove(self)
         if error is None:
             self.validate()
@@ -175,6 +183,14 @@ def _valid_schedule(schedule: Any) -> bool:
     if not isinstance(schedule, str):
         return False
     return schedule in SCHEDULE_PRESETS or croniter.is_valid(schedule)
+
+
+def _seconds(value: float | timedelta, what: str) -> float:
+    """A duration that must be given (not None), as seconds."""
+    seconds = seconds_of(value, what)
+    if seconds is None:
+        raise ValueError(f"{what} must be seconds or a timedelta, not None")
+    return seconds
 
 
 def _utc(start: datetime | date | None) -> float | None:

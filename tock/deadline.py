@@ -29,8 +29,8 @@ class Deadline:
     def after_logical_date(cls, interval: float | timedelta) -> Deadline:
         return cls(interval, AFTER_LOGICAL_DATE)
 
-    def seconds(self) -> float:
-        """The interval in seconds; raises ValueError naming what is wrong."""
+    def seconds(self) -> float | None:
+        """The interval in seconds (None if it has none); raises ValueError naming what is wrong."""
         if self.after not in (AFTER_START, AFTER_LOGICAL_DATE):
             raise ValueError(f"a deadline counts after {AFTER_START!r} or {AFTER_LOGICAL_DATE!r}, not {self.after!r}")
         return seconds_of(self.interval, "deadline")

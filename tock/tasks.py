@@ -8,10 +8,12 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 if TYPE_CHECKING:
     from tock.dag import DAG
+
+Downstream = TypeVar("Downstream", bound="Task | Iterable[Task]")
 
 EXECUTORS = ("local", "celery", "kubernetes")
 # "|" separates dag, run and task ids in heartbeat keys, so ids stay to a safe alphabet.
@@ -45,12 +47,14 @@ class TaskOptions:
 
     def problems(self) -> list[str]:
         """What is wrong with these options, in words (empty when valid)."""
-        found = []
+        found: list[str] = []
         if self.retries is not None and (not isinstance(self.retries, int) or self.retries < 0):
             found.append(f"retries must be a non-negative integer, got {self.retries!r}")
-        for name in ("retry_delay", "execution_timeout", "deadline"):
+        durations = {"retry_delay": self.retry_delay, "execution_timeout": self.execution_timeout,
+                     "deadline": self.deadline}
+        for name, duration in durations.items():
             try:
-                seconds_of(getattr(self, name), name)
+                seconds_of(duration, name)
             except ValueError as error:
                 found.append(str(error))
         if self.executor not in EXECUTORS:
@@ -68,14 +72,16 @@ def _pod_override_problems(pod_override: Any) -> list[str]:
     if pod_override is None:
         return []
     if not isinstance(pod_override, dict):
-        return [f"pod_override must be a dict like {{'image': ..., 'resources': ..., 'env': ...}}, got {pod_override!r}"]
+        return ["pod_override must be a dict like {'image': ..., 'resources': ..., 'env': ...}, "
+                f"got {pod_override!r}"]
     found = []
     if "image" in pod_override and not isinstance(pod_override["image"], str):
         found.append(f"pod_override image must be a string, got {pod_override['image']!r}")
     if "resources" in pod_override and not isinstance(pod_override["resources"], dict):
         found.append(f"pod_override resources must be a dict, got {pod_override['resources']!r}")
     env = pod_override.get("env", {})
-    if not isinstance(env, dict) or not all(isinstance(key, str) and isinstance(value, str) for key, value in env.items()):
+    if not isinstance(env, dict) or not all(isinstance(key, str) and isinstance(value, str)
+                                            for key, value in env.items()):
         found.append(f"pod_override env must be a dict of strings to strings, got {env!r}")
     unknown = sorted(set(pod_override) - {"image", "resources", "env"})
     if unknown:
@@ -145,19 +151,19 @@ class Task:
         for other in _tasks_of(others):
             other.set_downstream(self)
 
-    def __rshift__(self, other):
+    def __rshift__(self, other: Downstream) -> Downstream:
         self.set_downstream(other)
         return other
 
-    def __lshift__(self, other):
+    def __lshift__(self, other: Downstream) -> Downstream:
         self.set_upstream(other)
         return other
 
-    def __rrshift__(self, other):  # [a, b] >> self
+    def __rrshift__(self, other: Iterable[Task]) -> Task:  # [a, b] >> self
         self.set_upstream(other)
         return self
 
-    def __rlshift__(self, other):  # [a, b] << self
+    def __rlshift__(self, other: Iterable[Task]) -> Task:  # [a, b] << self
         self.set_downstream(other)
         return self
 
@@ -212,7 +218,17 @@ class TaskFunction:
                          args=args, kwargs=kwargs)
 
 
-def task(function: Callable[..., Any] | None = None, *, task_id: str | None = None, **options: Any):
+@overload
+def task(function: Callable[..., Any], *, task_id: str | None = None, **options: Any) -> TaskFunction: ...
+
+
+@overload
+def task(function: None = None, *, task_id: str | None = None,
+         **options: Any) -> Callable[[Callable[..., Any]], TaskFunction]: ...
+
+
+def task(function: Callable[..., Any] | None = None, *, task_id: str | None = None,
+         **options: Any) -> TaskFunction | Callable[[Callable[..., Any]], TaskFunction]:
     """Declare a Python task: ``@task`` or ``@task(retries=2, executor="celery", ...)``.
 
     Options: retries, retry_delay (seconds or timedelta), execution_timeout, deadline (seconds or a

@@ -24,6 +24,22 @@ from infra.log.transactions import (
                                     failure_kind,
 )
 
-__all__ = ["DeadLetterQueue", "DeliveryFailed", "EventReader", "Fenced", "KafkaEventLog", "KeyedPartitionReader", "LogRecord", "PartitionsLost", "RawRecord",
-           "TransactionAborted", "TransactionalSession", "failure_kind", "murmur2", "partition_for", "replay", "routing_key",
-           "settle"]
+__all__ = [
+    "DeadLetterQueue",
+    "DeliveryFailed",
+    "EventReader",
+    "Fenced",
+    "KafkaEventLog",
+    "KeyedPartitionReader",
+    "LogRecord",
+    "PartitionsLost",
+    "RawRecord",
+    "TransactionAborted",
+    "TransactionalSession",
+    "failure_kind",
+    "murmur2",
+    "partition_for",
+    "replay",
+    "routing_key",
+    "settle",
+]

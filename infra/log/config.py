@@ -48,7 +48,7 @@ class OncePerInterval(logging.Filter):
     def __init__(self, every: float = 10.0) -> None:
         super().__init__()
         self.every = every
-        self.last_seen: dict[tuple, float] = {}
+        self.last_seen: dict[tuple[str, ...], float] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args if isinstance(record.args, tuple) else ()

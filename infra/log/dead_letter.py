@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import logging
 
-from confluent_kafka import Message
-
-from infra.log.producer import KafkaEventLog
+from infra.log.messages import Consumed
+from infra.log.producer import Headers, KafkaEventLog
 from infra.settings import Settings
 from schemas.declare import DEAD_LETTER
 
 log = logging.getLogger("tock.log")
 
 
-def dead_letter_headers(reason: str, topic: str, partition: int, offset: int) -> list[tuple[str, bytes]]:
+def dead_letter_headers(reason: str, topic: str, partition: int, offset: int) -> Headers:
     return [("reason", reason.encode("utf-8")),
             ("source.topic", topic.encode("utf-8")),
             ("source.partition", str(partition).encode("ascii")),
@@ -33,7 +32,7 @@ class DeadLetterQueue:
         self._client_id = f"{client_id}-dead-letter"
         self._event_log: KafkaEventLog | None = None
 
-    def send(self, message: Message, reason: str) -> None:
+    def send(self, message: Consumed, reason: str) -> None:
         """Set aside a record as read from Kafka, its bytes as they were."""
         self.send_value(message.value(), message.key(), message.topic(), message.partition(), message.offset(),
                         reason)

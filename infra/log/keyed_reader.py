@@ -14,6 +14,7 @@ from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException
 
 from infra.log.closing import Closing
 from infra.log.config import consumer_config
+from infra.log.messages import consume
 from infra.log.records import LogRecord
 from infra.settings import Settings
 from infra.topics import topic_name
@@ -36,8 +37,8 @@ class KeyedPartitionReader(Closing):
 
     def poll(self, timeout: float, max_records: int = 500) -> list[LogRecord]:
         """This key's records among the next ``max_records``, waiting at most ``timeout`` for the first."""
-        records = []
-        for message in self.consumer.consume(max_records, timeout):
+        records: list[LogRecord] = []
+        for message in consume(self.consumer, max_records, timeout):
             error = message.error()
             if error is not None:
                 if error.fatal():
@@ -49,8 +50,9 @@ class KeyedPartitionReader(Closing):
                     records.append(LogRecord(message.topic(), message.partition(), message.offset(),
                                              self._key.decode(), decode(message.value()),
                                              message.timestamp()[1] / 1000.0))
-                except DecodeError as error:  # one bad record costs that record, not the read
-                    log.warning("%s[%s]@%s skipped: %s", message.topic(), message.partition(), message.offset(), error)
+                except DecodeError as failure:  # one bad record costs that record, not the read
+                    log.warning("%s[%s]@%s skipped: %s", message.topic(), message.partition(), message.offset(),
+                                failure)
         self._advance_past_control_records()
         return records
 

@@ -14,6 +14,7 @@ import uuid
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from infra.log.config import consumer_config
+from infra.log.messages import poll
 from infra.log.reader import watermarks
 from infra.settings import Settings
 from infra.topics import topic_name
@@ -37,8 +38,11 @@ def latest_value(settings: Settings, logical_topic: str, partition: int, key: st
         while high > low:
             start = max(low, high - window)
             found = _newest_between(consumer, topic, partition, key, start, high, timeout)
-            if found is not None or start == low:
-                return found if found is None or found[1] is not None else None
+            if found is not None:
+                offset, value = found
+                return None if value is None else (offset, value)
+            if start == low:
+                return None
             window *= WINDOW_GROWTH
         return None
     finally:
@@ -52,7 +56,7 @@ def _newest_between(consumer: Consumer, topic: str, partition: int, key: str, st
     wanted, found = key.encode(), None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        message = consumer.poll(0.2)
+        message = poll(consumer, 0.2)
         if message is None:
             continue
         error = message.error()

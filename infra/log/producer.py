@@ -14,39 +14,43 @@ from infra.log.partitioner import partition_for
 from infra.log.records import routing_key
 from infra.settings import Settings
 from infra.topics import topic_name
-from schemas import encode
+from schemas import Event, encode
 
 log = logging.getLogger("tock.log")
 
 DeliveryCallback = Callable[[KafkaError | None, Message], None]
+Headers = list[tuple[str, str | bytes | None]]
 
 
 class DeliveryFailed(RuntimeError):
     """Records the broker did not acknowledge; the message names them and why."""
 
 
-def produce(producer: Producer, topic: str, value: bytes | None, key: str | None, partition: int,
-            **extra: Any) -> None:
-    """Produce one record, waiting for room in the client's queue when it is full."""
+def produce(producer: Producer, topic: str, value: bytes | None, key: str | bytes | None, partition: int, *,
+            headers: Headers | None = None, on_delivery: DeliveryCallback | None = None) -> None:
+    """Produce one record, waiting for room in the client's queue when it is full. ``on_delivery``
+    None keeps the producer's own report (a None given to librdkafka would replace it)."""
     while True:
         try:
-            producer.produce(topic, value, key, partition, **extra)
+            if on_delivery is None:
+                producer.produce(topic, value, key, partition, headers=headers)
+            else:
+                producer.produce(topic, value, key, partition, on_delivery=on_delivery, headers=headers)
             return
         except BufferError:
             # The local queue is full: serve delivery reports until batches drain.
             producer.poll(0.05)
 
 
-def produce_event(producer: Producer, settings: Settings, event: Any, key: str | None = None,
-                  partition_key: str | None = None, **extra: Any) -> None:
-    """Produce ``event`` on its topic, in the partition of its partition key (defaults: routing_key).
-    ``extra`` goes to ``Producer.produce`` (e.g. ``on_delivery``)."""
+def produce_event(producer: Producer, settings: Settings, event: Event, key: str | None = None,
+                  partition_key: str | None = None, *, on_delivery: DeliveryCallback | None = None) -> None:
+    """Produce ``event`` on its topic, in the partition of its partition key (defaults: routing_key)."""
     if key is None or partition_key is None:
         default_key, default_partition_key = routing_key(event)
         key = default_key if key is None else key
         partition_key = default_partition_key if partition_key is None else partition_key
     produce(producer, topic_name(settings.topic_prefix, event.TOPIC), encode(event), key,
-            partition_for(partition_key, settings.partitions), **extra)
+            partition_for(partition_key, settings.partitions), on_delivery=on_delivery)
 
 
 class KafkaEventLog(Closing):
@@ -64,20 +68,17 @@ class KafkaEventLog(Closing):
         self.producer = Producer({**producer_config(settings, client_id), "on_delivery": self._on_delivery,
                                   **(config or {})})
 
-    def append(self, event: Any, *, key: str | None = None, partition_key: str | None = None,
+    def append(self, event: Event, *, key: str | None = None, partition_key: str | None = None,
                on_delivery: DeliveryCallback | None = None) -> None:
         """Queue ``event`` on its topic; keys default to :func:`routing_key`. See :meth:`flush`."""
-        extra = {} if on_delivery is None else {"on_delivery": on_delivery}
-        produce_event(self.producer, self._settings, event, key, partition_key, **extra)
+        produce_event(self.producer, self._settings, event, key, partition_key, on_delivery=on_delivery)
         self.producer.poll(0)  # serve error and log callbacks (broker down...) as we go, not only at flush
 
-    def append_raw(self, logical_topic: str, value: bytes | None, key: str | None, partition: int,
-                   headers: list[tuple[str, bytes]] | None = None,
-                   on_delivery: DeliveryCallback | None = None) -> None:
+    def append_raw(self, logical_topic: str, value: bytes | None, key: str | bytes | None, partition: int,
+                   headers: Headers | None = None, on_delivery: DeliveryCallback | None = None) -> None:
         """Queue an already encoded value in a given partition (dead letters, spooled outcomes, tests)."""
         topic = topic_name(self._settings.topic_prefix, logical_topic)
-        extra = {} if on_delivery is None else {"on_delivery": on_delivery}
-        produce(self.producer, topic, value, key, partition, headers=headers, **extra)
+        produce(self.producer, topic, value, key, partition, headers=headers, on_delivery=on_delivery)
 
     def unacknowledged(self) -> int:
         """Records queued or in flight, not yet acknowledged (nor failed)."""

@@ -8,11 +8,12 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from infra.log.closing import Closing
 from infra.log.config import consumer_config
 from infra.log.dead_letter import DeadLetterQueue
+from infra.log.messages import Consumed, consume
 from infra.log.records import LogRecord
 from infra.settings import Settings
 from infra.topics import topic_name
@@ -71,12 +72,13 @@ class EventReader(Closing):
         records: list[LogRecord] = []
         positions, dead = self._positions, False
         append, at_end = records.append, self.at_end
-        place = None  # the (topic, partition) of the previous message
+        place: tuple[str, int] | None = None  # the (topic, partition) of the previous message
         # The hot loop of every replay: locals only, one pass, no per-record method calls
         # of ours, and one (topic, partition) tuple per run of messages from one partition.
-        for message in self.consumer.consume(max_records, timeout):
-            if message.error() is not None:
-                self._on_error(message)
+        for message in consume(self.consumer, max_records, timeout):
+            error = message.error()
+            if error is not None:
+                self._on_error(message, error)
                 place = None
                 continue
             topic, partition, offset = message.topic(), message.partition(), message.offset()
@@ -88,8 +90,8 @@ class EventReader(Closing):
             try:
                 append(LogRecord(topic, partition, offset, None if key is None else key.decode(),
                                  None if value is None else decode(value), message.timestamp()[1] / 1000.0))
-            except (DecodeError, UnicodeDecodeError) as error:
-                self._dead_letters.send(message, _reason(error))
+            except (DecodeError, UnicodeDecodeError) as failure:
+                self._dead_letters.send(message, _reason(failure))
                 dead = True
         if dead:
             self._dead_letters.flush()
@@ -104,7 +106,7 @@ class EventReader(Closing):
     def cached_ends(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """End offsets of (real topic, partition)s as last fetched, no broker call (for a
         read_committed reader, the last stable offset); those not known yet are left out."""
-        ends = {}
+        ends: dict[tuple[str, int], int] = {}
         for topic, partition in partitions:
             try:
                 _low, high = self.consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
@@ -147,8 +149,7 @@ class EventReader(Closing):
             log.debug("leaving the group before closing: %s", error)
 
 
-    def _on_error(self, message: Message) -> None:
-        error: KafkaError = message.error()
+    def _on_error(self, message: Consumed, error: KafkaError) -> None:
         if error.code() == KafkaError._PARTITION_EOF:
             self.at_end.add((message.topic(), message.partition()))
         elif error.fatal():

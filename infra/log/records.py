@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple, TypeVar
 
-from schemas.declare import HEARTBEATS, LOGS
-from schemas.logs import try_log_key
+from schemas import Event, EventBase
+
+Routed = TypeVar("Routed", bound=EventBase)
 
 
 class LogRecord(NamedTuple):
@@ -19,32 +20,25 @@ class LogRecord(NamedTuple):
     partition: int
     offset: int
     key: str | None
-    event: Any | None  # None for a tombstone
+    event: Event | None  # None for a tombstone
     timestamp: float  # record timestamp, seconds since epoch
 
 
-def routing_key(event: Any) -> tuple[str, str]:
-    """(record key, partition key) of an event.
+def routing_key(event: Event) -> tuple[str, str]:
+    """(record key, partition key) of an event, by the route its declaration names (schemas/routing.py).
 
-    The partition key is the dag_id wherever there is one, so partition p of every
-    scheduling topic concerns the same DAGs. Heartbeats are keyed by task instance so
-    compaction keeps the latest per try's task; log lines by try; parsing events without a DAG are
-    keyed by file; scheduler liveness by scheduler; accounts and tokens by user name; worker liveness by ``worker/<name>``
+    The partition key is the dag_id wherever there is one, so partition p of every scheduling
+    topic concerns the same DAGs. Heartbeats are keyed by task instance (compaction keeps the
+    latest per task instance), log lines by try, parsing events without a DAG by file, scheduler
+    liveness by scheduler, accounts and tokens by user name, worker liveness by ``worker/<name>``
     (beside the schedulers' in ``tock.schedulers``, so a worker named like a scheduler is apart).
     """
-    dag_id = getattr(event, "dag_id", None)
-    if dag_id is not None:
-        if event.TOPIC == HEARTBEATS:
-            return f"{dag_id}|{event.run_id}|{event.task_id}", dag_id
-        if event.TOPIC == LOGS:  # a try's log lines: keyed by the try
-            return try_log_key(dag_id, event.run_id, event.task_id, event.try_number), dag_id
-        return dag_id, dag_id
-    worker = getattr(event, "worker", None)
-    if worker is not None:
-        return f"worker/{worker}", f"worker/{worker}"
-    for attribute in ("file_path", "scheduler_id", "username"):
-        value = getattr(event, attribute, None)
-        if value is not None:
-            return value, value
-    raise TypeError(f"{type(event).__name__} has no dag_id, worker, file_path or scheduler_id to route it by; "
-                    "pass key= and partition_key= explicitly")
+    if not isinstance(event, EventBase):  # a value that is no declared event: nothing routes it
+        raise TypeError(f"{type(event).__name__} is not a declared event, so it has no dag_id, worker, file_path or "
+                        "scheduler_id to route it by; pass key= and partition_key= explicitly")
+    return _declared_keys(event)
+
+
+def _declared_keys(event: Routed) -> tuple[str, str]:
+    # Generic in the event's class: its ROUTE reads exactly the fields that class declares.
+    return type(event).ROUTE.keys(event)

@@ -15,7 +15,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar, TypeVarTuple
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
@@ -25,6 +25,7 @@ from infra.log.producer import produce, produce_event
 from infra.log.reader import EventReader
 from infra.settings import Settings
 from infra.topics import topic_name
+from schemas import Event
 
 log = logging.getLogger("tock.log")
 
@@ -60,7 +61,10 @@ class PartitionsLost(TransactionAborted):
     """
 
 
-Item = Any  # an event, or (event, key, partition_key)
+# An event to write, or (event, key, partition key) to write it under other keys than its route's.
+Decision = Event | tuple[Event, str | None, str | None]
+Result = TypeVar("Result")
+Arguments = TypeVarTuple("Arguments")
 
 
 class RawRecord(NamedTuple):
@@ -123,7 +127,7 @@ class TransactionalSession(Closing):
             raise Fenced(f"transactional id {transactional_id!r} could not start: {exc}",
                          exc.args[0] if isinstance(exc, KafkaException) else None) from None
 
-    def commit(self, events: Iterable[Item], reader: EventReader | None,
+    def commit(self, events: Iterable[Decision], reader: EventReader | None,
                offsets: dict[tuple[str, int], int] | None = None, raw: Iterable[RawRecord] = ()) -> None:
         """Write ``events`` and ``raw`` records and commit ``offsets`` (default: ``reader.positions()``)
         in one transaction.
@@ -141,7 +145,7 @@ class TransactionalSession(Closing):
             self._abandon_producer(wedged)
             raise TransactionAborted(f"transaction abandoned: {wedged}") from None
 
-    def _commit_once(self, events: Iterable[Item], reader: EventReader | None,
+    def _commit_once(self, events: Iterable[Decision], reader: EventReader | None,
                      offsets: dict[tuple[str, int], int] | None, raw: Iterable[RawRecord]) -> None:
         try:
             self.producer.begin_transaction()
@@ -183,7 +187,7 @@ class TransactionalSession(Closing):
             log.warning("%s: closing the producer: %s", self.transactional_id, exc.args[0])
 
 
-    def _append(self, item: Item) -> None:
+    def _append(self, item: Decision) -> None:
         event, key, partition_key = item if isinstance(item, tuple) else (item, None, None)
         produce_event(self.producer, self._settings, event, key, partition_key)
 
@@ -226,7 +230,7 @@ class TransactionalSession(Closing):
             self._fenced = Fenced(f"producer {self.transactional_id!r} could not abort: {exc.args[0]}", exc.args[0])
             raise self._fenced from None
 
-    def _retrying(self, operation: Callable[..., Any], *args: Any) -> Any:
+    def _retrying(self, operation: Callable[[*Arguments], Result], *args: *Arguments) -> Result:
         """Call ``operation`` again while it fails with a retriable error, up to the session timeout."""
         deadline = time.monotonic() + self._timeout
         while True:
@@ -242,7 +246,7 @@ class TransactionalSession(Closing):
                 log.warning("%s: retriable error %s; retrying", self.transactional_id, error)
                 time.sleep(0.1)
 
-    def _bounded(self, operation: Callable[..., Any], *args: Any) -> Any:
+    def _bounded(self, operation: Callable[[*Arguments], Result], *args: *Arguments) -> Result:
         """Run a blocking librdkafka call, giving up on it past its timeout plus a grace period.
 
         librdkafka's send_offsets_to_transaction can block forever after the group
@@ -250,14 +254,15 @@ class TransactionalSession(Closing):
         #5511, open in 2.16). The call runs on a helper thread so this session can notice
         and replace the producer instead of hanging the service.
         """
-        outcome: dict[str, Any] = {}
+        values: list[Result] = []
+        errors: list[BaseException] = []
         finished = threading.Event()
 
         def call() -> None:
             try:
-                outcome["value"] = operation(*args)
+                values.append(operation(*args))
             except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
-                outcome["error"] = exc
+                errors.append(exc)
             finally:
                 finished.set()
 
@@ -265,9 +270,9 @@ class TransactionalSession(Closing):
         if not finished.wait(self._timeout + WEDGE_GRACE):
             raise _Wedged(f"{getattr(operation, '__name__', 'call')} blocked over "
                           f"{self._timeout + WEDGE_GRACE:.0f} s")
-        if "error" in outcome:
-            raise outcome["error"]
-        return outcome.get("value")
+        if errors:
+            raise errors[0]
+        return values[0]
 
     def _abandon_producer(self, wedged: _Wedged) -> None:
         log.error("%s: %s; replacing the producer (a new one with the same transactional id fences it "

@@ -14,6 +14,7 @@ import schemas
 from schemas.avro import avro_schema, frozen_schema, frozen_versions
 from schemas.codec import MAGIC
 from schemas.freeze import SAMPLES_DIR, drifted
+from schemas.union import EVENT_CLASSES
 
 ALL_EVENTS = sorted(schemas.EVENT_TYPES.values(), key=lambda cls: cls.__name__)
 
@@ -52,6 +53,12 @@ def instances_of(cls: type) -> st.SearchStrategy:
 def test_every_event_round_trips(cls, data):
     event = data.draw(instances_of(cls))
     assert schemas.decode(schemas.encode(event)) == event
+
+
+def test_the_codec_knows_every_declaration():
+    assert {cls.__name__: cls for cls in EVENT_CLASSES} == schemas.EVENT_TYPES
+    for name, cls in schemas.EVENT_TYPES.items():
+        assert schemas.event_type(name) is cls
 
 
 def test_design_events_are_declared():

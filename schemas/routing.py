@@ -1,0 +1,122 @@
+"""How an event is routed: the record key it is written under and the key that picks its partition.
+
+Each declaration names one of the rules below (``@event(EVENTS, route=BY_DAG)``); ``routing_key``
+in ``infra.log`` reads it. The partition key is the dag_id wherever there is one, so partition p of
+every scheduling topic concerns the same DAGs. The keys are part of the data: records already in the
+logs and in compacted topics are found by them, so a rule's output never changes.
+
+Each rule reads its fields through a protocol, so mypy refuses a rule on an event that lacks them
+(the ``@event`` call does not type-check), and ``event()`` checks the same at declaration time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+Routed = TypeVar("Routed", contravariant=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Route(Generic[Routed]):
+    """A routing rule: ``keys(event)`` is (record key, partition key); ``fields`` are the fields it reads."""
+
+    name: str
+    fields: tuple[str, ...]
+    keys: Callable[[Routed], tuple[str, str]]
+
+    def __repr__(self) -> str:
+        return f"<route {self.name}>"
+
+
+def try_log_key(dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
+    """The record key of a try's log records."""
+    return f"{dag_id}|{run_id}|{task_id}|{try_number}"
+
+
+class OfDag(Protocol):
+    @property
+    def dag_id(self) -> str: ...
+
+
+class OfTaskInstance(OfDag, Protocol):
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def task_id(self) -> str: ...
+
+
+class OfTry(OfTaskInstance, Protocol):
+    @property
+    def try_number(self) -> int: ...
+
+
+class OfFile(Protocol):
+    @property
+    def file_path(self) -> str: ...
+
+
+class OfScheduler(Protocol):
+    @property
+    def scheduler_id(self) -> str: ...
+
+
+class OfWorker(Protocol):
+    @property
+    def worker(self) -> str: ...
+
+
+class OfUser(Protocol):
+    @property
+    def username(self) -> str: ...
+
+
+def _by_dag(event: OfDag) -> tuple[str, str]:
+    return event.dag_id, event.dag_id
+
+
+def _by_task_instance(event: OfTaskInstance) -> tuple[str, str]:
+    # Compaction of tock.heartbeats keeps the latest per task instance.
+    return f"{event.dag_id}|{event.run_id}|{event.task_id}", event.dag_id
+
+
+def _by_try(event: OfTry) -> tuple[str, str]:
+    return try_log_key(event.dag_id, event.run_id, event.task_id, event.try_number), event.dag_id
+
+
+def _by_file(event: OfFile) -> tuple[str, str]:
+    return event.file_path, event.file_path
+
+
+def _by_scheduler(event: OfScheduler) -> tuple[str, str]:
+    return event.scheduler_id, event.scheduler_id
+
+
+def _by_worker(event: OfWorker) -> tuple[str, str]:
+    # Beside the schedulers' records in tock.schedulers: a worker named like a scheduler stays apart.
+    return f"worker/{event.worker}", f"worker/{event.worker}"
+
+
+def _by_user(event: OfUser) -> tuple[str, str]:
+    return event.username, event.username
+
+
+BY_DAG: Route[OfDag] = Route("dag", ("dag_id",), _by_dag)
+"""Key and partition by dag_id (run and task lifecycle, commands, DAG definitions)."""
+BY_TASK_INSTANCE: Route[OfTaskInstance] = Route("task instance", ("dag_id", "run_id", "task_id"),
+                                                _by_task_instance)
+"""Key ``dag|run|task`` (heartbeats), partition by dag_id."""
+BY_TRY: Route[OfTry] = Route("try", ("dag_id", "run_id", "task_id", "try_number"), _by_try)
+"""Key :func:`try_log_key` (task log lines), partition by dag_id."""
+BY_FILE: Route[OfFile] = Route("file", ("file_path",), _by_file)
+"""Key and partition by DAG file path (parsing events without a DAG)."""
+BY_SCHEDULER: Route[OfScheduler] = Route("scheduler", ("scheduler_id",), _by_scheduler)
+"""Key and partition by scheduler id (scheduler liveness)."""
+BY_WORKER: Route[OfWorker] = Route("worker", ("worker",), _by_worker)
+"""Key and partition ``worker/<name>`` (executor workers' liveness)."""
+BY_USER: Route[OfUser] = Route("user", ("username",), _by_user)
+"""Key and partition by user name (accounts and tokens)."""
+
+ROUTES = (BY_DAG, BY_TASK_INSTANCE, BY_TRY, BY_FILE, BY_SCHEDULER, BY_WORKER, BY_USER)
