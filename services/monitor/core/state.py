@@ -29,6 +29,7 @@ from schemas import (
     TaskDeclaredDead,
     TaskFailed,
     TaskKilled,
+    TaskLaunched,
     TaskQueued,
     TaskRemoved,
     TaskRetryScheduled,
@@ -84,12 +85,6 @@ InstanceEnded: TypeAlias = TaskSucceeded | TaskFailed | TaskKilled | TaskSkipped
 InstanceEvent: TypeAlias = InstanceEnded | TaskQueued | TaskRetryScheduled | TaskCleared
 """Events of a task instance that move its deadline clock."""
 
-# The events measured, in two groups; every other event of tock.events changes nothing.
-_OfTasks: TypeAlias = (TaskQueued | TaskStarted | TaskSucceeded | TaskFailed | TaskRetryScheduled | TaskKilled
-                       | TaskSkipped | TaskUpstreamFailed | TaskRemoved | TaskCleared | TaskDeadlineMissed
-                       | TaskDeclaredDead | TaskAdopted)
-_OfDagsAndRuns: TypeAlias = (DagParsed | DagDefinitionRemoved | DagRunCreated | DagRunReopened | DagRunFinished
-                             | DeadlineMissed | CallbackCalled)
 K = TypeVar("K", bound=tuple[object, ...])
 V = TypeVar("V")
 
@@ -150,24 +145,28 @@ def run_deadline(state: MonitorState, dag_id: str, clock: RunClock) -> float | N
 def evolve(state: MonitorState, event: MonitorEvent) -> MonitorState:
     """Fold one event into ``state`` (in place; returned for chaining). Events of tock.events the
     monitor does not measure change nothing; anything else raises UnknownEvent."""
-    if isinstance(event, _OfTasks):
-        _fold_task_event(state, event)
-    elif isinstance(event, _OfDagsAndRuns):
-        _fold_dag_or_run_event(state, event)
-    elif not isinstance(event, EventsTopicEvent):
-        _unknown(event)
-    state.events_folded += 1
-    return state
-
-
-def _fold_task_event(state: MonitorState, event: _OfTasks) -> None:
+    # Matched in order of frequency (a class pattern that misses costs about as much as a handler).
     match event:
         case TaskQueued():
             _task_queued(state, event)
+        case TaskLaunched():
+            pass  # not measured (the most frequent of those)
         case TaskStarted():
             _task_started(state, event)
         case TaskSucceeded() | TaskFailed():
             _task_ended(state, event)
+        case DagRunCreated():
+            _run_created(state, event)
+        case DagRunFinished():
+            _run_finished(state, event)
+        case _:
+            _fold_rarer(state, event)
+    state.events_folded += 1
+    return state
+
+
+def _fold_rarer(state: MonitorState, event: MonitorEvent) -> None:
+    match event:
         case TaskRetryScheduled():
             _task_retry_coming(state, event)
         case TaskKilled() | TaskSkipped() | TaskUpstreamFailed() | TaskRemoved():
@@ -180,27 +179,17 @@ def _fold_task_event(state: MonitorState, event: _OfTasks) -> None:
             _declared_dead(state, event)
         case TaskAdopted():
             _task_adopted(state, event)
-        case _:
-            _unknown(event)
-
-
-def _fold_dag_or_run_event(state: MonitorState, event: _OfDagsAndRuns) -> None:
-    match event:
         case DagParsed():
             _dag_parsed(state, event)
         case DagDefinitionRemoved():
             _dag_removed(state, event)
-        case DagRunCreated():
-            _run_created(state, event)
         case DagRunReopened():
             _run_reopened(state, event)
-        case DagRunFinished():
-            _run_finished(state, event)
         case DeadlineMissed():
             _deadline_missed(state, event)
         case CallbackCalled():
             _callback_called(state, event)
-        case _:
+        case _ if not isinstance(event, EventsTopicEvent):
             _unknown(event)
 
 
