@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, MutableMapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from operator import attrgetter
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 from schemas import (
     DagDefinition,
@@ -147,8 +147,6 @@ class DagRun:
 # and read as objects. A run asked for (``get``, ``pop``, ``[]``, ``values``) is built then and
 # kept built until it is stored again.
 
-Row: TypeAlias = tuple[Any, ...]  # a dataclass's field values in declaration order (of mixed types)
-
 RUN_FIELDS = tuple(item.name for item in fields(DagRun) if item.name != "tasks")
 INSTANCE_FIELDS = tuple(item.name for item in fields(TaskInstance))
 run_row, instance_row = attrgetter(*RUN_FIELDS), attrgetter(*INSTANCE_FIELDS)
@@ -159,10 +157,10 @@ class PackedRun:
     """A finished run as rows: the run's fields (but ``tasks``) and each task instance's fields,
     in declaration order."""
 
-    # These annotations' text is part of the snapshot's model fingerprint (snapshot.py): spelt as
-    # they always were, so typing them does not refuse every snapshot written before.
-    run: tuple  # type: ignore[type-arg]  # a Row; its text is in the snapshot fingerprint (see above)
-    instances: tuple[tuple, ...]  # type: ignore[type-arg]  # Rows; its text is in the snapshot fingerprint
+    # Rows of mixed types. The text of these annotations is part of the snapshot's model fingerprint
+    # (snapshot.py): a new spelling would refuse every snapshot written before, so they stay bare.
+    run: tuple  # type: ignore[type-arg]  # its text is in the snapshot fingerprint (see above)
+    instances: tuple[tuple, ...]  # type: ignore[type-arg]  # its text is in the snapshot fingerprint
 
     @classmethod
     def of(cls, run: DagRun) -> PackedRun:
