@@ -23,6 +23,7 @@ import heapq
 import signal
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Never, NoReturn, TypeAlias, TypeVar
 
 from schemas import (
     DagDefinition,
@@ -31,12 +32,25 @@ from schemas import (
     DagParsed,
     DagParseFailed,
     DagRemoved,
+    DagsTopicEvent,
+    ParsingTopicEvent,
     ProcessorFinished,
     ProcessorKilled,
     ProcessorStarted,
 )
 
 TIMEOUT, SHUTDOWN, DIED = "timeout", "shutdown", "died"
+K = TypeVar("K")
+V = TypeVar("V")
+
+ProcessorEvent: TypeAlias = ParsingTopicEvent | DagsTopicEvent
+"""What the processor writes and folds: its own lifecycle and parse outcomes (tock.parsing), the DAGs (tock.dags)."""
+
+Ending: TypeAlias = ProcessorFinished | ProcessorKilled
+"""A child's end."""
+
+ParseOutcome: TypeAlias = DagParseFailed | DagFileProcessed | DagParsed | DagRemoved
+"""What a parse's result says: its failure, or the file processed and what changed in its DAGs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +132,7 @@ class ParseResult:
 # ---------------------------------------------------------------- evolve
 
 
-def evolve(state: ProcessorState, event: object) -> ProcessorState:
+def evolve(state: ProcessorState, event: ProcessorEvent) -> ProcessorState:
     """Apply one of the processor's events."""
     match event:
         case ProcessorStarted():
@@ -139,10 +153,16 @@ def evolve(state: ProcessorState, event: object) -> ProcessorState:
             return replace(state, dags={**state.dags, event.dag_id: known})
         case DagRemoved():
             return replace(state, dags=_without(state.dags, event.dag_id))
+        case _:
+            _unknown(event)
+
+
+def _unknown(event: Never) -> NoReturn:
+    """Reached only by a value outside ProcessorEvent (mypy checks every member is handled above)."""
     raise TypeError(f"the DAG processor has no handler for {type(event).__name__}")
 
 
-def fold(events: Iterable[object], state: ProcessorState | None = None) -> ProcessorState:
+def fold(events: Iterable[ProcessorEvent], state: ProcessorState | None = None) -> ProcessorState:
     state = ProcessorState() if state is None else state
     for event in events:
         state = evolve(state, event)
@@ -200,21 +220,26 @@ def recovered_state(latest: Iterable[tuple[str, DagParsed | None]]) -> Processor
     return ProcessorState(files=files, dags=dags)
 
 
-def _without(mapping: Mapping, key) -> dict:
+def _without(mapping: Mapping[K, V], key: K) -> dict[K, V]:
     return {name: value for name, value in mapping.items() if name != key}
 
 
 # ---------------------------------------------------------------- decide
 
 
-def decide(state: ProcessorState, now: float, files: Mapping[str, str], config: ProcessorConfig) -> list:
+Decision: TypeAlias = ProcessorKilled | DagParseFailed | DagRemoved | DagFileRemoved | StartParse
+"""What ``decide`` returns: events to write (timeouts, removals), and parses to start."""
+
+
+def decide(state: ProcessorState, now: float, files: Mapping[str, str], config: ProcessorConfig) -> list[Decision]:
     """Given the latest scan (path -> content hash): kill overdue children, drop vanished
     files and DAGs, and start the parses that are due while slots are free."""
     expired = overdue(state, now)
-    decisions: list = [event for child in expired for event in timed_out(child, now)]
+    decisions: list[Decision] = [event for child in expired for event in timed_out(child, now)]
     decisions += decide_removals(state, now, files)
     free = config.parallelism - (len(state.children) - len(expired))
-    return decisions + decide_starts(state, now, files, free, config)
+    decisions += decide_starts(state, now, files, free, config)
+    return decisions
 
 
 def overdue(state: ProcessorState, now: float) -> list[Child]:
@@ -222,7 +247,7 @@ def overdue(state: ProcessorState, now: float) -> list[Child]:
     return [child for child in state.children.values() if child.deadline <= now]
 
 
-def timed_out(child: Child, now: float) -> list:
+def timed_out(child: Child, now: float) -> list[ProcessorKilled | DagParseFailed]:
     allowed = child.deadline - child.started_at
     return [
         ProcessorKilled(file_path=child.file_path, processor_id=child.processor_id, pid=child.pid,
@@ -233,7 +258,8 @@ def timed_out(child: Child, now: float) -> list:
     ]
 
 
-def decide_removals(state: ProcessorState, now: float, files: Mapping[str, str]) -> list:
+def decide_removals(state: ProcessorState, now: float,
+                    files: Mapping[str, str]) -> list[DagRemoved | DagFileRemoved]:
     """Files gone from the folder, and their DAGs; a file still being parsed waits for its outcome."""
     busy = state.files_in_parse()
     gone_dags = [DagRemoved(dag_id=dag_id, file_path=known.file_path, at=now)
@@ -241,7 +267,7 @@ def decide_removals(state: ProcessorState, now: float, files: Mapping[str, str])
                  if known.file_path not in files and known.file_path not in busy]
     gone_files = [DagFileRemoved(file_path=path, at=now)
                   for path in sorted(state.files) if path not in files and path not in busy]
-    return gone_dags + gone_files
+    return [*gone_dags, *gone_files]
 
 
 def decide_starts(state: ProcessorState, now: float, files: Mapping[str, str], free: int,
@@ -277,11 +303,12 @@ def processor_started(start: StartParse, processor_id: str, pid: int, now: float
 
 
 def decide_exit(state: ProcessorState, processor_id: str, exit_code: int, result: ParseResult | None,
-                now: float, config: ProcessorConfig) -> list:
+                now: float, config: ProcessorConfig) -> list[Ending | ParseOutcome]:
     """A child exited and was reaped. Nothing to say if it had already ended (e.g. was killed)."""
     child = state.children.get(processor_id)
     if child is None:
         return []
+    ended: Ending
     if exit_code == 0 and result is not None:
         ended = ProcessorFinished(file_path=child.file_path, processor_id=processor_id, pid=child.pid,
                                   exit_code=exit_code, duration=now - child.started_at, at=now)
@@ -310,7 +337,7 @@ def describe_death(exit_code: int) -> str:
 
 
 def decide_outcome(state: ProcessorState, child: Child, result: ParseResult, now: float,
-                   executors: tuple[str, ...]) -> list:
+                   executors: tuple[str, ...]) -> list[ParseOutcome]:
     """The parse outcome: DagParseFailed, or DagFileProcessed plus what changed in its DAGs."""
     file_hash = result.file_hash or child.file_hash
     error = result.error or _conflict(state, child.file_path, result) or _unknown_executor(result, executors)

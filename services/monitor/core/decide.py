@@ -10,9 +10,10 @@ DeadlineMissed.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 from schemas import DeadlineMissed, TaskDeadlineMissed
-from services.monitor.core.state import LATE_MISS_HORIZON, MonitorState, run_deadline
+from services.monitor.core.state import LATE_MISS_HORIZON, MonitorState, TaskKey, run_deadline
 
 
 def decide(state: MonitorState, now: float) -> list[DeadlineMissed | TaskDeadlineMissed]:
@@ -38,7 +39,7 @@ def decide_task_misses(state: MonitorState, now: float) -> list[TaskDeadlineMiss
             for (dag_id, run_id, task_id), deadline in open_task_deadlines(state) if deadline <= now]
 
 
-def open_task_deadlines(state: MonitorState):
+def open_task_deadlines(state: MonitorState) -> Iterator[tuple[TaskKey, float]]:
     """(task instance key, its deadline) of every task instance still owed a miss if it runs late."""
     for (dag_id, run_id, task_id), clock in state.tasks.items():
         seconds = state.task_deadlines.get(dag_id, {}).get(task_id)
@@ -49,6 +50,8 @@ def open_task_deadlines(state: MonitorState):
 def next_deadline(state: MonitorState) -> float:
     """The earliest deadline of an open run still to come or due (inf when none): how long the shell
     may sleep. Late misses of ended runs are decided at every turn and need no wake-up."""
-    runs = min((run_deadline(state, dag_id, clock) for (dag_id, _run), clock in state.runs.items()
-                if not clock.missed and dag_id in state.deadlines), default=math.inf)
+    # A run has a deadline exactly when its DAG declares one (``state.deadlines``).
+    runs = min((deadline for (dag_id, _run), clock in state.runs.items()
+                if not clock.missed and (deadline := run_deadline(state, dag_id, clock)) is not None),
+               default=math.inf)
     return min(runs, min((deadline for _task, deadline in open_task_deadlines(state)), default=math.inf))

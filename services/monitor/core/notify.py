@@ -26,7 +26,7 @@ class Notification:
     run_id: str
     trigger: str
     target: str
-    payload: dict
+    payload: dict[str, object]  # JSON
     task_id: str = ""
 
     @property
@@ -49,7 +49,7 @@ class NotificationBook:
         else:
             self.callbacks.pop(dag_id, None)
 
-    def triggered(self, dag_id: str, run_id: str, trigger: str, at: float, details: dict,
+    def triggered(self, dag_id: str, run_id: str, trigger: str, at: float, details: dict[str, object],
                   task_id: str = "") -> None:
         """A run (or its task instance ``task_id``) failed or missed its deadline at ``at``: owe a
         call if its DAG declares one. The payload names the task only for a task's trigger."""

@@ -57,7 +57,7 @@ class Aggregate:
         self.low = min(self.low, other.low)
         self.high = max(self.high, other.high)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, float | None]:
         return {"count": self.count, "sum": self.total, "min": self.low, "max": self.high,
                 "mean": self.total / self.count if self.count else None}
 
@@ -111,7 +111,7 @@ def merged(stats: list[WindowedStats]) -> dict[Cell, Aggregate]:
     return result
 
 
-def table(cells: dict[Cell, Aggregate], sizes: dict[str, float]) -> list[dict]:
+def table(cells: dict[Cell, Aggregate], sizes: dict[str, float]) -> list[dict[str, object]]:
     """Cells as JSON-ready rows, ordered by measure, key, window kind and start."""
     return [{"measure": measure, "key": list(key), "window": name, "start": start, "end": start + sizes[name],
              **aggregate.as_dict()}

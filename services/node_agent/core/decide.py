@@ -89,7 +89,7 @@ def bindable(pod: PodView, node: str) -> bool:
 
 def decide(state: AgentState, policy: Policy, now: float) -> list[Action]:
     """Every action due now, binds first."""
-    binds = [BindPod(pod) for pod in state.streams[PENDING].values()
+    binds: list[Action] = [BindPod(pod) for pod in state.streams[PENDING].values()
              if bindable(pod, policy.node) and pod.uid not in state.bind_tried]
     if OWN not in state.listed:  # a container found after a restart is not an orphan before the list says so
         return binds
@@ -101,10 +101,10 @@ def _decide_pod(state: AgentState, name: str, policy: Policy, now: float) -> lis
     pod, container = state.own(name), state.containers.get(name)
     if pod is not None and pod.node_name != policy.node:
         pod = None
-    if container is not None and (pod is None or pod.uid != container.uid):
-        return _orphan(name, container)
     if container is None:
         return _without_container(pod) if pod is not None else []
+    if pod is None or pod.uid != container.uid:
+        return _orphan(name, container)
     if container.exited:
         return _after_exit(pod, container)
     return _while_running(pod, container, policy, now)

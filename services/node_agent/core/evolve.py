@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from types import MappingProxyType
+from typing import Never, NoReturn
 
 from services.node_agent.core import events as ev
-from services.node_agent.core.model import PENDING, AgentState, Container
+from services.node_agent.core.model import PENDING, AgentState, Container, PodView
 
 
 def fold(state: AgentState, events: Iterable[ev.Event]) -> AgentState:
@@ -17,25 +18,41 @@ def fold(state: AgentState, events: Iterable[ev.Event]) -> AgentState:
     return state
 
 
-_HANDLERS: dict[type, object] = {}
-
-
 def evolve(state: AgentState, event: ev.Event) -> AgentState:
     """The state after one event; an unknown event type is an error."""
-    handler = _HANDLERS.get(type(event))
-    if handler is None:
-        raise TypeError(f"the node agent cannot fold {type(event).__name__}")
-    return handler(state, event)
+    match event:
+        case ev.PodObserved():
+            return _observed(state, event)
+        case ev.PodVanished():
+            return _vanished(state, event)
+        case ev.StreamListed():
+            return _listed(state, event)
+        case ev.BindAttempted():
+            return replace(state, bind_tried=state.bind_tried | {event.uid})
+        case ev.ContainerStarted():
+            return _with_container(state, event.name, event.container)
+        case ev.ContainerExited():
+            return _update(state, event.name, lambda found: replace(found, exited=True, exit_code=event.exit_code))
+        case ev.MemorySampled():
+            return _update(state, event.name, lambda found: replace(found, rss=event.rss))
+        case ev.SignalSent():
+            return _update(state, event.name, lambda found: _signalled(found, event))
+        case ev.RunningReported():
+            return _update(state, event.name, lambda found: replace(found, running_reported=True))
+        case ev.FinalReported():
+            return _update(state, event.name, lambda found: replace(found, final_reported=True))
+        case ev.ContainerForgotten():
+            return _with_container(state, event.name, None)
+        case _:
+            _unknown(event)
 
 
-def _handles(event_type):
-    def decorator(handler):
-        _HANDLERS[event_type] = handler
-        return handler
-    return decorator
+def _unknown(event: Never) -> NoReturn:
+    """Reached only by a value outside ev.Event (mypy checks every member is handled above)."""
+    raise TypeError(f"the node agent cannot fold {type(event).__name__}")
 
 
-def _with_stream(state: AgentState, stream: str, pods: dict) -> AgentState:
+def _with_stream(state: AgentState, stream: str, pods: dict[str, PodView]) -> AgentState:
     return replace(state, streams=MappingProxyType({**state.streams, stream: MappingProxyType(pods)}))
 
 
@@ -48,17 +65,16 @@ def _with_container(state: AgentState, name: str, container: Container | None) -
     return replace(state, containers=MappingProxyType(containers))
 
 
-def _update(state: AgentState, name: str, **changes) -> AgentState:
+def _update(state: AgentState, name: str, change: Callable[[Container], Container]) -> AgentState:
+    """The state with container ``name`` changed; unchanged if the agent has no such container."""
     container = state.containers.get(name)
-    return state if container is None else _with_container(state, name, replace(container, **changes))
+    return state if container is None else _with_container(state, name, change(container))
 
 
-@_handles(ev.PodObserved)
 def _observed(state: AgentState, event: ev.PodObserved) -> AgentState:
     return _with_stream(state, event.stream, {**state.streams[event.stream], event.pod.name: event.pod})
 
 
-@_handles(ev.PodVanished)
 def _vanished(state: AgentState, event: ev.PodVanished) -> AgentState:
     pods = dict(state.streams[event.stream])
     gone = pods.pop(event.name, None)
@@ -66,7 +82,6 @@ def _vanished(state: AgentState, event: ev.PodVanished) -> AgentState:
     return replace(state, bind_tried=state.bind_tried - {gone.uid}) if gone else state
 
 
-@_handles(ev.StreamListed)
 def _listed(state: AgentState, event: ev.StreamListed) -> AgentState:
     state = _with_stream(state, event.stream, {pod.name: pod for pod in event.pods})
     # Bind attempts are remembered while their pod is pending, no longer (kept small).
@@ -74,46 +89,7 @@ def _listed(state: AgentState, event: ev.StreamListed) -> AgentState:
     return replace(state, listed=state.listed | {event.stream}, bind_tried=tried)
 
 
-@_handles(ev.BindAttempted)
-def _bind_attempted(state: AgentState, event: ev.BindAttempted) -> AgentState:
-    return replace(state, bind_tried=state.bind_tried | {event.uid})
-
-
-@_handles(ev.ContainerStarted)
-def _started(state: AgentState, event: ev.ContainerStarted) -> AgentState:
-    return _with_container(state, event.name, event.container)
-
-
-@_handles(ev.ContainerExited)
-def _exited(state: AgentState, event: ev.ContainerExited) -> AgentState:
-    return _update(state, event.name, exited=True, exit_code=event.exit_code)
-
-
-@_handles(ev.MemorySampled)
-def _sampled(state: AgentState, event: ev.MemorySampled) -> AgentState:
-    return _update(state, event.name, rss=event.rss)
-
-
-@_handles(ev.SignalSent)
-def _signalled(state: AgentState, event: ev.SignalSent) -> AgentState:
-    container = state.containers.get(event.name)
-    if container is None:
-        return state
+def _signalled(container: Container, event: ev.SignalSent) -> Container:
     if event.signal == "TERM":
-        return _update(state, event.name, term_sent_at=container.term_sent_at or event.at)
-    return _update(state, event.name, kill_sent=True, kill_reason=container.kill_reason or event.reason)
-
-
-@_handles(ev.RunningReported)
-def _running_reported(state: AgentState, event: ev.RunningReported) -> AgentState:
-    return _update(state, event.name, running_reported=True)
-
-
-@_handles(ev.FinalReported)
-def _final_reported(state: AgentState, event: ev.FinalReported) -> AgentState:
-    return _update(state, event.name, final_reported=True)
-
-
-@_handles(ev.ContainerForgotten)
-def _forgotten(state: AgentState, event: ev.ContainerForgotten) -> AgentState:
-    return _with_container(state, event.name, None)
+        return replace(container, term_sent_at=container.term_sent_at or event.at)
+    return replace(container, kill_sent=True, kill_reason=container.kill_reason or event.reason)

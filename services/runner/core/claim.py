@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from schemas import TaskDeclaredDead, TaskKillRequested, TaskStarted
 
 TryKey = tuple[str, str, str, int]  # (dag_id, run_id, task_id, try_number)
-TryRecord = TaskStarted | TaskKillRequested | TaskDeclaredDead  # what decides a claim (and kill requests stop a won try)
+# What decides a claim (and kill requests stop a won try).
+TryRecord = TaskStarted | TaskKillRequested | TaskDeclaredDead
 
 
 @dataclass(frozen=True, slots=True)

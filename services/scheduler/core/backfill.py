@@ -9,8 +9,17 @@ tasks cleared.
 from __future__ import annotations
 
 from collections import Counter
+from typing import TypeAlias
 
-from schemas import BackfillFinished, BackfillPlanned, CommandRejected, DagRunReopened, RequestBackfill, TaskCleared
+from schemas import (
+    BackfillFinished,
+    BackfillPlanned,
+    CommandRejected,
+    DagRunCreated,
+    DagRunReopened,
+    RequestBackfill,
+    TaskCleared,
+)
 from services.scheduler.core import cron
 from services.scheduler.core.model import (
     FAILED,
@@ -28,12 +37,16 @@ from services.scheduler.core.runs import created_run
 
 MOST_RUNS = 10_000  # a backfill longer than this is refused: split it
 
+BackfillDecision: TypeAlias = (BackfillPlanned | CommandRejected | BackfillFinished | DagRunCreated | DagRunReopened
+                               | TaskCleared)
+"""What deciding backfills writes: plans (or refusals), their runs (new, or failed ones re-run), their end."""
 
-def decide_backfills(state: SchedulerState, now: float, scheduler_id: str) -> list:
+
+def decide_backfills(state: SchedulerState, now: float, scheduler_id: str) -> list[BackfillDecision]:
     # A request for a DAG whose definition is not folded yet waits for it, as a trigger does:
     # tock.dags and tock.events are read side by side, in no fixed order.
-    events = [_plan(state, request, now, scheduler_id) for request in state.backfill_requests.values()
-              if request.dag_id in state.dags]
+    events: list[BackfillDecision] = [_plan(state, request, now, scheduler_id)
+                                      for request in state.backfill_requests.values() if request.dag_id in state.dags]
     active = Counter(run.dag_id for run in state.runs.values())
     for backfill_id, backfill in state.backfills.items():
         events += _advance(state, backfill_id, backfill, active, now, scheduler_id)
@@ -50,18 +63,24 @@ def fire_times(schedule: str, start: float, end: float, most: int = MOST_RUNS + 
     return times
 
 
-def _plan(state: SchedulerState, request: RequestBackfill, now: float, scheduler_id: str):
+def _plan(state: SchedulerState, request: RequestBackfill, now: float,
+          scheduler_id: str) -> BackfillPlanned | CommandRejected:
     dag = state.dags.get(request.dag_id)
     problem = _problem(dag, request)
-    dates = [] if problem else fire_times(dag.definition.schedule, request.start_date, request.end_date)
-    if not problem and len(dates) > MOST_RUNS:
+    if problem or dag is None or not dag.definition.schedule:  # (no DAG or no schedule: a problem)
+        return _refused(request, problem, now, scheduler_id)
+    dates = fire_times(dag.definition.schedule, request.start_date, request.end_date)
+    if len(dates) > MOST_RUNS:
         problem = f"more than {MOST_RUNS} schedule intervals between the dates: split the backfill"
-    if problem:
-        return CommandRejected(dag_id=request.dag_id, request_id=request.request_id, command="RequestBackfill",
-                               reason=problem, scheduler_id=scheduler_id, at=now)
+        return _refused(request, problem, now, scheduler_id)
     wanted = [date for date in dates if _wanted(state, request.dag_id, date, request.reprocess_failed)]
     return BackfillPlanned(dag_id=request.dag_id, backfill_id=request.request_id, logical_dates=wanted,
                            reprocess_failed=request.reprocess_failed, scheduler_id=scheduler_id, at=now)
+
+
+def _refused(request: RequestBackfill, problem: str, now: float, scheduler_id: str) -> CommandRejected:
+    return CommandRejected(dag_id=request.dag_id, request_id=request.request_id, command="RequestBackfill",
+                           reason=problem, scheduler_id=scheduler_id, at=now)
 
 
 def _problem(dag: DagEntry | None, request: RequestBackfill) -> str:
@@ -74,14 +93,14 @@ def _problem(dag: DagEntry | None, request: RequestBackfill) -> str:
     return ""
 
 
-def _advance(state: SchedulerState, backfill_id: str, backfill: Backfill, active: Counter, now: float,
-             scheduler_id: str) -> list:
+def _advance(state: SchedulerState, backfill_id: str, backfill: Backfill, active: Counter[str], now: float,
+             scheduler_id: str) -> list[BackfillDecision]:
     if backfill.cancelled:
         return [BackfillFinished(dag_id=backfill.dag_id, backfill_id=backfill_id, state="cancelled", at=now)]
     dag = state.dags.get(backfill.dag_id)
     if dag is None:
         return []
-    events: list = []
+    events: list[BackfillDecision] = []
     for date in backfill.dates[:max(dag.definition.max_active_runs - active[backfill.dag_id], 0)]:
         failed = _existing(state, backfill.dag_id, date)
         run_id = backfill_run_id(logical_date_iso(date))
@@ -95,11 +114,13 @@ def _advance(state: SchedulerState, backfill_id: str, backfill: Backfill, active
     return events
 
 
-def _rerun(run: DagRun, backfill_id: str, now: float) -> list:
+def _rerun(run: DagRun, backfill_id: str, now: float) -> list[DagRunReopened | TaskCleared]:
     """Reopen a failed run and clear its failed tasks."""
-    ids = {"dag_id": run.dag_id, "run_id": run.run_id}
-    return [DagRunReopened(**ids, request_id=backfill_id, at=now)] + [
-        TaskCleared(**ids, task_id=task_id, try_number=instance.try_number, request_id=backfill_id, at=now)
+    reopened: list[DagRunReopened | TaskCleared] = [
+        DagRunReopened(dag_id=run.dag_id, run_id=run.run_id, request_id=backfill_id, at=now)]
+    return reopened + [
+        TaskCleared(dag_id=run.dag_id, run_id=run.run_id, task_id=task_id, try_number=instance.try_number,
+                    request_id=backfill_id, at=now)
         for task_id, instance in run.tasks.items() if instance.state in (FAILED, UPSTREAM_FAILED)]
 
 

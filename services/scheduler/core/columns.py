@@ -13,15 +13,18 @@ import json
 import struct
 from array import array
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 KINDS = {"str": "s", "str | None": "s?", "int": "i", "float": "f", "float | None": "f?", "bool": "b"}
 _LENGTH = struct.Struct(">I")
 _SEPARATOR = "\x00"
 _JOINED, _JSON = b"J", b"L"  # how a string column is written: NUL-joined, or JSON when a value holds NUL
 
+Value: TypeAlias = str | int | float | bool | None  # what a column of one of the KINDS holds
+Kinds: TypeAlias = tuple[tuple[str, str], ...]  # (field name, kind) in column order
 
-def field_kinds(cls: type, fields: Sequence[str] | None = None) -> tuple[tuple[str, str], ...]:
+
+def field_kinds(cls: type, fields: Sequence[str] | None = None) -> Kinds:
     """(name, kind) of the fields of ``cls`` (default: all), in declaration order."""
     declared = {item.name: str(item.type) for item in dataclasses.fields(cls)}
     names = list(declared) if fields is None else list(fields)
@@ -31,14 +34,14 @@ def field_kinds(cls: type, fields: Sequence[str] | None = None) -> tuple[tuple[s
     return tuple((name, KINDS[declared[name]]) for name in names)
 
 
-def pack_tuples(rows: Sequence[tuple], kinds: tuple[tuple[str, str], ...]) -> list[bytes]:
+def pack_tuples(rows: Sequence[tuple[Value, ...]], kinds: Kinds) -> list[bytes]:
     """One blob per field of ``rows`` (tuples of the fields' values, in ``kinds`` order)."""
     if not rows:
         return [b"" for _ in kinds]
     return [_pack_column(column, kind) for column, (_name, kind) in zip(zip(*rows, strict=False), kinds, strict=True)]
 
 
-def unpack_columns(blobs: Sequence[bytes], kinds: tuple[tuple[str, str], ...], count: int) -> list[list]:
+def unpack_columns(blobs: Sequence[bytes], kinds: Kinds, count: int) -> list[Sequence[Value]]:
     """The columns ``pack_tuples`` wrote, each a list of ``count`` values."""
     columns = [_unpack_column(blob, kind, count) for blob, (_name, kind) in zip(blobs, kinds, strict=True)]
     if any(len(column) != count for column in columns):
@@ -80,7 +83,7 @@ def _pack_column(column: Sequence[Any], kind: str) -> bytes:
     return bytes(column)  # "b"
 
 
-def _unpack_column(blob: bytes, kind: str, count: int) -> list:
+def _unpack_column(blob: bytes, kind: str, count: int) -> Sequence[Value]:
     if count == 0:
         return []
     if kind == "s":
@@ -105,13 +108,14 @@ def _pack_strings(column: Sequence[str]) -> bytes:
 
 def _unpack_strings(blob: bytes, count: int) -> list[str]:
     if blob[:1] == _JSON:
-        return json.loads(blob[1:])
+        strings: list[str] = json.loads(blob[1:])
+        return strings
     if blob[:1] != _JOINED and count:
         raise ValueError("unknown string column encoding")
     return blob[1:].decode().split(_SEPARATOR) if count else []
 
 
-def _masked(values: list, mask: bytes) -> list:
+def _masked(values: Sequence[Value], mask: bytes) -> Sequence[Value]:
     nones = mask.count(1)
     if nones == 0:
         return values

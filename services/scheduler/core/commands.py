@@ -67,10 +67,10 @@ def trigger(state: SchedulerState, event: TriggerDagRun) -> None:
 def clear(state: SchedulerState, event: ClearTask) -> None:
     if _seen(state, event.request_id):
         return
-    run, dag = find_run(state, event.dag_id, event.run_id), state.dags.get(event.dag_id)
-    problem = _run_problem(run, dag, event) or _task_problem(dag, event.task_id)
-    if problem:
-        return _reject(state, event.dag_id, event.request_id, "ClearTask", problem)
+    target = _target(state, event, event.task_id)
+    if isinstance(target, str):
+        return _reject(state, event.dag_id, event.request_id, "ClearTask", target)
+    run, dag = target
     reopen(state, run, event.request_id)
     for task_id in _clear_targets(dag, event):
         instance = run.instance(task_id)
@@ -81,12 +81,12 @@ def clear(state: SchedulerState, event: ClearTask) -> None:
 def mark(state: SchedulerState, event: MarkTask) -> None:
     if _seen(state, event.request_id):
         return
-    run, dag = find_run(state, event.dag_id, event.run_id), state.dags.get(event.dag_id)
-    problem = _run_problem(run, dag, event) or _task_problem(dag, event.task_id or "?")
-    if not problem and event.state not in MARKABLE:
-        problem = f"cannot mark a task {event.state!r}: use one of {', '.join(MARKABLE)}"
-    if problem:
-        return _reject(state, event.dag_id, event.request_id, "MarkTask", problem)
+    target = _target(state, event, event.task_id or "?")
+    if not isinstance(target, str) and event.state not in MARKABLE:
+        target = f"cannot mark a task {event.state!r}: use one of {', '.join(MARKABLE)}"
+    if isinstance(target, str):
+        return _reject(state, event.dag_id, event.request_id, "MarkTask", target)
+    run, _dag = target
     reopen(state, run, event.request_id)
     instance = run.instance(event.task_id)
     if instance.state in ACTIVE:
@@ -128,24 +128,28 @@ def rejected(state: SchedulerState, event: CommandRejected) -> None:
 
 
 def kill_requested(state: SchedulerState, event: TaskKillRequested) -> None:
-    run, instance = _current_try(state, event)
-    if instance is None:
+    current = _current_try(state, event)
+    if current is None:
         return
+    run, instance = current
     instance.kill_requested = True
     if not instance.runner_id:  # no runner claimed it first: by the claim rule, none ever will run it
         end_try(state, run, instance, FAILED, event.at)
 
 
 def killed(state: SchedulerState, event: TaskKilled) -> None:
-    run, instance = _current_try(state, event)
-    if instance is not None and instance.runner_id in ("", event.runner_id):
+    current = _current_try(state, event)
+    if current is None:
+        return
+    run, instance = current
+    if instance.runner_id in ("", event.runner_id):
         end_try(state, run, instance, FAILED, event.at)
 
 
 def cleared(state: SchedulerState, event: TaskCleared) -> None:
     run = state.runs.get((event.dag_id, event.run_id))
     instance = run.tasks.get(event.task_id) if run else None
-    if instance is None or instance.state in ACTIVE or instance.try_number != event.try_number:
+    if run is None or instance is None or instance.state in ACTIVE or instance.try_number != event.try_number:
         return
     forget_try(state, (event.dag_id, event.run_id, event.task_id))
     run.tasks[event.task_id] = TaskInstance(event.task_id, try_number=instance.try_number)
@@ -237,12 +241,14 @@ def _reject(state: SchedulerState, dag_id: str, request_id: str, command: str, r
         state.rejections[request_id] = Rejection(dag_id, command, reason)
 
 
-def _run_problem(run: DagRun | None, dag: DagEntry | None, event) -> str:
+def _target(state: SchedulerState, event: ClearTask | MarkTask, task_id: str) -> tuple[DagRun, DagEntry] | str:
+    """The run (open or finished) and DAG a command changes, or why it cannot."""
+    run, dag = find_run(state, event.dag_id, event.run_id), state.dags.get(event.dag_id)
     if run is None:
         return f"DAG {event.dag_id} has no run {event.run_id}"
     if dag is None:
         return f"DAG {event.dag_id} is not defined (any more): its run cannot change"
-    return ""
+    return _task_problem(dag, task_id) or (run, dag)
 
 
 def _task_problem(dag: DagEntry, task_id: str) -> str:
@@ -258,9 +264,11 @@ def _clear_targets(dag: DagEntry, event: ClearTask) -> list[str]:
     return list(dict.fromkeys(targets))
 
 
-def _current_try(state: SchedulerState, event) -> tuple[DagRun | None, TaskInstance | None]:
+def _current_try(state: SchedulerState,
+                 event: TaskKillRequested | TaskKilled) -> tuple[DagRun, TaskInstance] | None:
+    """The run and instance if ``event`` concerns the instance's current, still active try."""
     run = state.runs.get((event.dag_id, event.run_id))
     instance = run.tasks.get(event.task_id) if run else None
-    if instance is None or instance.try_number != event.try_number or instance.state not in ACTIVE:
-        return run, None
+    if run is None or instance is None or instance.try_number != event.try_number or instance.state not in ACTIVE:
+        return None
     return run, instance

@@ -8,17 +8,24 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import TypeAlias
 
 from schemas import (
+    CommandRejected,
+    DagRunCreated,
     DagRunFinished,
     DagRunReopened,
     TaskCleared,
+    TaskDeclaredDead,
+    TaskDefinition,
+    TaskFailed,
+    TaskKillRequested,
     TaskQueued,
     TaskRetryScheduled,
     TaskSkipped,
     TaskUpstreamFailed,
 )
-from services.scheduler.core.backfill import decide_backfills
+from services.scheduler.core.backfill import BackfillDecision, decide_backfills
 from services.scheduler.core.liveness import Evidence, dead_tries, declared_dead, due_retries
 from services.scheduler.core.model import (
     ACTIVE,
@@ -39,7 +46,13 @@ from services.scheduler.core.model import (
     TaskInstance,
     TryKey,
 )
-from services.scheduler.core.operations import decide_deleted_dag_run, decide_rejections, decide_removed_tasks, stop
+from services.scheduler.core.operations import (
+    Removal,
+    decide_deleted_dag_run,
+    decide_rejections,
+    decide_removed_tasks,
+    stop,
+)
 from services.scheduler.core.pods import failed_with_pod, pod_ended_without_outcome
 from services.scheduler.core.runs import decide_runs
 
@@ -53,13 +66,27 @@ class Policy:
     start_timeout: float | None = None  # launched, not started: None = the heartbeat timeout
 
 
+InstanceDecision: TypeAlias = TaskQueued | TaskRetryScheduled | TaskUpstreamFailed | TaskSkipped
+"""What deciding a task instance whose try is not running writes."""
+
+TaskDecision: TypeAlias = InstanceDecision | TaskDeclaredDead | TaskFailed | TaskKillRequested | TaskCleared
+"""What deciding one task of a run writes: the above, or its try's end, stop or clear."""
+
+RunDecision: TypeAlias = TaskDecision | Removal | DagRunReopened | DagRunFinished
+"""What walking one open run writes (``decide_run``, ``decide_deleted_dag_run``)."""
+
+Decision: TypeAlias = RunDecision | DagRunCreated | CommandRejected | BackfillDecision
+"""Everything ``decide`` writes: all of it to tock.events."""
+
+
 def decide(state: SchedulerState, now: float, policy: Policy,
-           touched: Collection[RunKey] | None = None, evidence: Evidence | None = None) -> list:
+           touched: Collection[RunKey] | None = None, evidence: Evidence | None = None) -> list[Decision]:
     """New runs, then each run's task decisions. ``touched`` limits the walk to runs whose
     events arrived since the last decision (None: every run); timers are always checked.
     Without ``evidence`` nothing is declared dead."""
-    events: list = decide_runs(state, now, policy.scheduler_id)
-    events += decide_backfills(state, now, policy.scheduler_id) + decide_rejections(state, now, policy.scheduler_id)
+    events: list[Decision] = [*decide_runs(state, now, policy.scheduler_id)]
+    events += decide_backfills(state, now, policy.scheduler_id)
+    events += decide_rejections(state, now, policy.scheduler_id)
     dead = dead_tries(state, evidence, policy.heartbeat_timeout, policy.start_timeout) if evidence is not None \
         else set()
     for run in _runs_to_walk(state, now, touched, dead):
@@ -72,10 +99,10 @@ def decide(state: SchedulerState, now: float, policy: Policy,
 
 
 def decide_run(run: DagRun, dag: DagEntry, now: float, policy: Policy,
-               dead: Collection[TryKey] = (), *, paused: bool = False) -> list:
+               dead: Collection[TryKey] = (), *, paused: bool = False) -> list[RunDecision]:
     """Walk the run's tasks in topological order, deciding each against its upstream's outcome."""
     view: dict[str, str] = {}
-    events: list = []
+    events: list[RunDecision] = []
     if run.reopened_by is not None:
         events.append(DagRunReopened(dag_id=run.dag_id, run_id=run.run_id, request_id=run.reopened_by, at=now))
     for task_id in dag.order:
@@ -93,9 +120,9 @@ def decide_run(run: DagRun, dag: DagEntry, now: float, policy: Policy,
 
 
 def _decide_task(run: DagRun, dag: DagEntry, instance: TaskInstance, ups: list[str], now: float,
-                 policy: Policy, dead: Collection[TryKey], paused: bool) -> tuple[list, str]:
+                 policy: Policy, dead: Collection[TryKey], paused: bool) -> tuple[list[TaskDecision], str]:
     """(events, the instance's state once they are folded) for one task of the walk."""
-    events: list = []
+    events: list[TaskDecision] = []
     dead_try, pod_ended = (run.dag_id, run.run_id, instance.task_id) in dead, pod_ended_without_outcome(instance)
     if dead_try or pod_ended:
         events.append(failed_with_pod(run, instance, now) if pod_ended and not dead_try
@@ -105,7 +132,7 @@ def _decide_task(run: DagRun, dag: DagEntry, instance: TaskInstance, ups: list[s
             return events, instance.state
         instance = _as_failed(instance, now)
     elif instance.pending and instance.state in ACTIVE:
-        return stop(run, instance, now, policy.scheduler_id), instance.state
+        return [*stop(run, instance, now, policy.scheduler_id)], instance.state
     if instance.pending == CLEAR:
         events.append(TaskCleared(dag_id=run.dag_id, run_id=run.run_id, task_id=instance.task_id,
                                   try_number=instance.try_number, request_id=instance.pending_request, at=now))
@@ -115,7 +142,7 @@ def _decide_task(run: DagRun, dag: DagEntry, instance: TaskInstance, ups: list[s
 
 
 def _decide_instance(run: DagRun, dag: DagEntry, instance: TaskInstance, ups: list[str],
-                     now: float, policy: Policy, paused: bool) -> tuple[list, str]:
+                     now: float, policy: Policy, paused: bool) -> tuple[list[InstanceDecision], str]:
     """(events, the instance's state once they are folded). A paused DAG starts no new try."""
     task = dag.tasks[instance.task_id]
     ids = {"dag_id": run.dag_id, "run_id": run.run_id, "task_id": task.task_id}
@@ -135,7 +162,7 @@ def _decide_instance(run: DagRun, dag: DagEntry, instance: TaskInstance, ups: li
     return [], instance.state
 
 
-def _queued(run: DagRun, instance: TaskInstance, task, now: float, policy: Policy) -> TaskQueued:
+def _queued(run: DagRun, instance: TaskInstance, task: TaskDefinition, now: float, policy: Policy) -> TaskQueued:
     return TaskQueued(dag_id=run.dag_id, run_id=run.run_id, task_id=task.task_id,
                       try_number=instance.try_number + 1, executor=task.executor, queue=task.queue,
                       scheduler_id=policy.scheduler_id, at=now)

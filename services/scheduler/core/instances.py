@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from services.scheduler.core.model import (
     CLEAR,
     FAILED,
@@ -83,7 +85,7 @@ def upstream_of(dag: DagEntry, task_id: str) -> list[str]:
     return _closure(dag, task_id, lambda candidate, current: candidate in dag.tasks[current].upstream)
 
 
-def _closure(dag: DagEntry, task_id: str, linked) -> list[str]:
+def _closure(dag: DagEntry, task_id: str, linked: Callable[[str, str], bool]) -> list[str]:
     found: list[str] = []
     frontier = [task_id]
     while frontier:

@@ -50,11 +50,11 @@ def silence_deadline(instance: TaskInstance, timeout: float, start_timeout: floa
     waiting for a node) has ``start_timeout`` (default: the heartbeat timeout) from its launch
     or adoption; once its runner started, the heartbeat timeout runs from its last sign of life."""
     if _has_started(instance) or start_timeout is None:
-        seen = [instance.launched_at, instance.started_at, instance.last_heartbeat_at, instance.adopted_at]
+        signs = [instance.launched_at, instance.started_at, instance.last_heartbeat_at, instance.adopted_at]
         wait = timeout
     else:
-        seen, wait = [instance.launched_at, instance.adopted_at], start_timeout
-    seen = [at for at in seen if at is not None]
+        signs, wait = [instance.launched_at, instance.adopted_at], start_timeout
+    seen = [at for at in signs if at is not None]
     return max(seen) + wait if seen else None
 
 

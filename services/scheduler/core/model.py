@@ -11,8 +11,27 @@ from collections.abc import Iterable, Iterator, MutableMapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from operator import attrgetter
+from typing import TypeAlias
 
-from schemas import DagDefinition, RequestBackfill, TaskDefinition, TriggerDagRun
+from schemas import (
+    DagDefinition,
+    DagsTopicEvent,
+    EventsTopicEvent,
+    HeartbeatsTopicEvent,
+    PodFinished,
+    RequestBackfill,
+    TaskAdopted,
+    TaskDeclaredDead,
+    TaskDefinition,
+    TaskFailed,
+    TaskHeartbeat,
+    TaskKilled,
+    TaskKillRequested,
+    TaskLaunched,
+    TaskStarted,
+    TaskSucceeded,
+    TriggerDagRun,
+)
 from services.scheduler.core.timers import Timers
 
 # Task-instance states.
@@ -44,6 +63,24 @@ class DagTombstone:
     """A DAG's definition was deleted from tock.dags (its file is gone). Not an event: a tombstone."""
 
     dag_id: str
+
+
+# -- what the core folds -----------------------------------------------------------------------
+
+SchedulerEvent: TypeAlias = EventsTopicEvent | HeartbeatsTopicEvent | DagsTopicEvent | DagTombstone
+"""What ``evolve`` folds: one partition of tock.events, tock.heartbeats and tock.dags (a deleted
+DAG's tombstone included)."""
+
+TryEvent: TypeAlias = (TaskLaunched | TaskStarted | TaskHeartbeat | TaskAdopted | TaskSucceeded | TaskFailed
+                       | TaskDeclaredDead | TaskKillRequested | TaskKilled | PodFinished)
+"""Events about one try of a task instance (they name its try number)."""
+
+RunnerEvent: TypeAlias = TaskHeartbeat | TaskSucceeded | TaskFailed | TaskStarted | TaskKilled
+"""What a try's runner reports: each names the runner (``runner_id``). (Also checked with isinstance
+on every heartbeat: the most frequent first.)"""
+
+TryEnded: TypeAlias = TaskSucceeded | TaskFailed | TaskDeclaredDead
+"""The end of a try: its runner's outcome, or the owner's verdict that it died."""
 
 
 @dataclass(slots=True)
@@ -120,8 +157,10 @@ class PackedRun:
     """A finished run as rows: the run's fields (but ``tasks``) and each task instance's fields,
     in declaration order."""
 
-    run: tuple
-    instances: tuple[tuple, ...]
+    # Rows of mixed types. The text of these annotations is part of the snapshot's model fingerprint
+    # (snapshot.py): a new spelling would refuse every snapshot written before, so they stay bare.
+    run: tuple  # type: ignore[type-arg]  # its text is in the snapshot fingerprint (see above)
+    instances: tuple[tuple, ...]  # type: ignore[type-arg]  # its text is in the snapshot fingerprint
 
     @classmethod
     def of(cls, run: DagRun) -> PackedRun:
@@ -136,7 +175,7 @@ class PackedRun:
         return DagRun(**dict(zip(RUN_FIELDS, self.run, strict=False)), tasks=tasks)
 
 
-class FinishedRuns(MutableMapping):
+class FinishedRuns(MutableMapping[RunKey, DagRun]):
     """RunKey -> DagRun, each stored packed and built on first use."""
 
     __slots__ = ("_runs",)

@@ -7,8 +7,9 @@ runs of a deleted DAG end naming why. Commands the state could not apply are rec
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import TYPE_CHECKING, TypeAlias
 
-from schemas import CommandRejected, DagRunFinished, TaskKillRequested, TaskRemoved
+from schemas import CommandRejected, DagRunFinished, TaskDeclaredDead, TaskKillRequested, TaskRemoved
 from services.scheduler.core.liveness import declared_dead
 from services.scheduler.core.model import (
     ACTIVE,
@@ -25,10 +26,17 @@ from services.scheduler.core.model import (
     TryKey,
 )
 
+if TYPE_CHECKING:  # decide.py imports this module
+    from services.scheduler.core.decide import Policy
+
+Removal: TypeAlias = TaskDeclaredDead | TaskKillRequested | TaskRemoved
+"""What removing a task instance writes: its try's death, a stop of its running try, or its removal."""
+
 _REASONS = {CLEAR: "cleared", KILL: "killed by an operator"}
 
 
-def stop(run: DagRun, instance: TaskInstance, now: float, scheduler_id: str, reason: str = "") -> list:
+def stop(run: DagRun, instance: TaskInstance, now: float, scheduler_id: str,
+         reason: str = "") -> list[TaskKillRequested]:
     """Ask the runner of the instance's try to stop its user code (once)."""
     if instance.kill_requested:
         return []
@@ -43,9 +51,10 @@ def decide_rejections(state: SchedulerState, now: float, scheduler_id: str) -> l
             for request_id, rejection in state.rejections.items()]
 
 
-def decide_removed_tasks(run: DagRun, dag: DagEntry, now: float, policy, dead: Collection[TryKey]) -> list:
+def decide_removed_tasks(run: DagRun, dag: DagEntry, now: float, policy: Policy,
+                         dead: Collection[TryKey]) -> list[Removal]:
     """Instances of tasks no longer in the DAG: stopped if running, then removed."""
-    events: list = []
+    events: list[Removal] = []
     for task_id, instance in run.tasks.items():
         if task_id not in dag.tasks:
             reason = f"task {task_id} is no longer in DAG {run.dag_id}"
@@ -53,11 +62,12 @@ def decide_removed_tasks(run: DagRun, dag: DagEntry, now: float, policy, dead: C
     return events
 
 
-def decide_deleted_dag_run(run: DagRun, gone: DagEntry, now: float, policy, dead: Collection[TryKey]) -> list:
+def decide_deleted_dag_run(run: DagRun, gone: DagEntry, now: float, policy: Policy,
+                           dead: Collection[TryKey]) -> list[Removal | DagRunFinished]:
     """A run whose DAG was deleted: every unfinished task is removed (running ones stopped first),
     then the run fails naming why."""
     reason = f"DAG {run.dag_id} was deleted (its file is gone)"
-    events: list = []
+    events: list[Removal | DagRunFinished] = []
     for task_id in dict.fromkeys([*gone.order, *run.tasks]):
         events += _remove(run, run.tasks.get(task_id) or TaskInstance(task_id), now, policy, dead, reason)
     if not any(instance.state in ACTIVE for instance in run.tasks.values()):
@@ -65,12 +75,12 @@ def decide_deleted_dag_run(run: DagRun, gone: DagEntry, now: float, policy, dead
     return events
 
 
-def _remove(run: DagRun, instance: TaskInstance, now: float, policy, dead: Collection[TryKey],
-            reason: str) -> list:
+def _remove(run: DagRun, instance: TaskInstance, now: float, policy: Policy, dead: Collection[TryKey],
+            reason: str) -> list[Removal]:
     if (run.dag_id, run.run_id, instance.task_id) in dead:
         return [declared_dead(run, instance, now, policy.scheduler_id, policy.heartbeat_timeout, policy.start_timeout)]
     if instance.state in ACTIVE:
-        return stop(run, instance, now, policy.scheduler_id, reason)
+        return [*stop(run, instance, now, policy.scheduler_id, reason)]
     if instance.state in (SUCCESS, SKIPPED, REMOVED):
         return []
     return [TaskRemoved(dag_id=run.dag_id, run_id=run.run_id, task_id=instance.task_id, reason=reason, at=now)]

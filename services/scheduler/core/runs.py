@@ -19,7 +19,7 @@ CATCHUP_BATCH = 64  # at most this many runs per DAG per decision, however far b
 def decide_runs(state: SchedulerState, now: float, scheduler_id: str) -> list[DagRunCreated]:
     # One pass over the open runs, not one per DAG: this runs on every turn of the loop.
     active = Counter(run.dag_id for run in state.runs.values())
-    events = []
+    events: list[DagRunCreated] = []
     for (_dag_id, run_id), request in state.triggers.items():
         dag = state.dags.get(request.dag_id)
         if dag is None or active[request.dag_id] >= dag.definition.max_active_runs:
@@ -50,18 +50,18 @@ def first_due(dag: DagEntry, latest: float | None) -> float | None:
 
 def due_logical_dates(dag: DagEntry, latest: float | None, now: float, room: int) -> list[float]:
     """Fire times that need a scheduled run now, at most ``room`` of them."""
-    definition = dag.definition
+    definition, schedule = dag.definition, dag.definition.schedule
     candidate = first_due(dag, latest)
-    if room <= 0 or candidate is None or candidate > now:
+    if room <= 0 or candidate is None or candidate > now or not schedule:  # no schedule: no candidate either
         return []
-    if definition.schedule == cron.ONCE:
+    if schedule == cron.ONCE:
         return [candidate]
     if not definition.catchup:
-        return [cron.latest_fire_time(definition.schedule, now)]
-    dates = []
+        return [cron.latest_fire_time(schedule, now)]
+    dates: list[float] = []
     while candidate <= now and len(dates) < min(room, CATCHUP_BATCH):
         dates.append(candidate)
-        candidate = cron.next_fire_time(definition.schedule, candidate)
+        candidate = cron.next_fire_time(schedule, candidate)
     return dates
 
 

@@ -28,10 +28,20 @@ import json
 import zlib
 from array import array
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias, TypeVar
 
-from schemas import DagDefinition, TaskDefinition, decode, encode
+from schemas import (
+    DagDefinition,
+    Event,
+    EventsTopicEvent,
+    RequestBackfill,
+    TaskDefinition,
+    TriggerDagRun,
+    decode,
+    encode,
+)
 from schemas.runs import manual_run_id
 from services.scheduler.core import columns, model
 from services.scheduler.core.liveness import reindex_timers
@@ -54,6 +64,9 @@ STATE_VERSION = 1  # bump when the meaning of the encoding changes with the same
 MAGIC = b"TOCKSNAP\n"
 COMPRESSION_LEVEL = 1  # fast: the encoding runs on the decision thread
 
+Json: TypeAlias = Any  # a value parsed from (or written as) JSON: its shape is the positional format above
+E = TypeVar("E", TriggerDagRun, RequestBackfill)
+
 
 class SnapshotRefused(ValueError):
     """A snapshot this code must not read (other version or model, or corrupt); ``reason`` says why."""
@@ -66,7 +79,7 @@ class Snapshot:
     partition: int
     state: SchedulerState
     positions: dict[str, int]
-    echoes: deque
+    echoes: deque[EventsTopicEvent]
 
 
 def model_classes() -> tuple[type, ...]:
@@ -104,7 +117,7 @@ def encode_snapshot(snapshot: Snapshot) -> bytes:
     return MAGIC + json.dumps(header).encode() + b"\n" + zlib.compress(body, COMPRESSION_LEVEL)
 
 
-def _pack_state(state: SchedulerState) -> list:
+def _pack_state(state: SchedulerState) -> list[Json]:
     """Everything but the runs (written as columns)."""
     return [[_pack_dag(entry) for entry in state.dags.values()],
             sorted(state.paused),
@@ -119,19 +132,19 @@ def _pack_state(state: SchedulerState) -> list:
             list(state.unlaunched), list(state.live), list(state.waiting)]
 
 
-def _pack_dag(entry: DagEntry) -> list:
+def _pack_dag(entry: DagEntry) -> list[Json]:
     definition = entry.definition
     fields = [getattr(definition, name) for name in _DAG_FIELDS]
     fields[_DAG_TASKS] = [[getattr(task, name) for name in _TASK_FIELDS] for task in definition.tasks]
     return [fields, entry.fingerprint, entry.first_seen_at]
 
 
-def _pack_backfill(key: str, backfill: Backfill) -> list:
+def _pack_backfill(key: str, backfill: Backfill) -> list[Json]:
     return [key, backfill.dag_id, backfill.dates, backfill.reprocess_failed, backfill.conf_json,
             sorted(backfill.runs), backfill.cancelled]
 
 
-def _pack_event(event: Any) -> str:
+def _pack_event(event: Event) -> str:
     return base64.b64encode(encode(event)).decode("ascii")
 
 
@@ -145,7 +158,7 @@ _INSTANCE_KINDS = columns.field_kinds(TaskInstance, INSTANCE_FIELDS)
 
 # -- decoding ----------------------------------------------------------------------------------
 
-def read_header(value: bytes) -> tuple[dict, int]:
+def read_header(value: bytes) -> tuple[dict[str, Json], int]:
     """The header of a snapshot record and where its body starts. Raises SnapshotRefused."""
     if not value or not value.startswith(MAGIC):
         raise SnapshotRefused("not a scheduler snapshot (bad or missing header)")
@@ -178,7 +191,7 @@ def decode_snapshot(value: bytes) -> Snapshot:
     return snapshot
 
 
-def _decode_body(body: bytes, header: dict) -> Snapshot:
+def _decode_body(body: bytes, header: dict[str, Json]) -> Snapshot:
     blobs = columns.unframe(body)
     rest, echoes, (live_runs, finished_runs, instance_count) = json.loads(blobs[0])
     run_blobs = blobs[1:1 + len(_RUN_KINDS)]
@@ -192,10 +205,11 @@ def _decode_body(body: bytes, header: dict) -> Snapshot:
     state.finished = FinishedRuns(runs[live_runs:])
     positions = {str(topic): int(offset) for topic, offset in header["positions"].items()}
     return Snapshot(int(header["partition"]), restored(state), positions,
-                    deque(_unpack_event(text) for text in echoes))
+                    deque(_unpack_echo(text) for text in echoes))
 
 
-def _unpack_runs(run_columns: list[list], task_counts: list[int], instances: list[tuple]) -> list[PackedRun]:
+def _unpack_runs(run_columns: list[Sequence[columns.Value]], task_counts: list[int],
+                 instances: list[tuple[columns.Value, ...]]) -> list[PackedRun]:
     if sum(task_counts) != len(instances) or len(task_counts) != len(run_columns[0]):
         raise ValueError("run and task instance counts disagree")
     runs, start = [], 0
@@ -211,7 +225,7 @@ def restored(state: SchedulerState) -> SchedulerState:
     return state
 
 
-def _unpack_state(body: list) -> SchedulerState:
+def _unpack_state(body: list[Json]) -> SchedulerState:
     (dags, paused, latest, next_due, triggers, requests, rejections, removed,
      backfill_requests, backfills, unlaunched, live, waiting) = body
     state = SchedulerState()
@@ -220,18 +234,19 @@ def _unpack_state(body: list) -> SchedulerState:
     state.latest_scheduled = dict(latest)
     state.next_due = dict(next_due)
     state.triggers = {(trigger.dag_id, manual_run_id(trigger.request_id)): trigger
-                      for trigger in map(_unpack_event, triggers)}
+                      for trigger in (_unpack_as(TriggerDagRun, text) for text in triggers)}
     state.requests = set(requests)
     state.rejections = {request: Rejection(*fields) for request, *fields in rejections}
     state.removed_dags = {entry.definition.dag_id: entry for entry in map(_unpack_dag, removed)}
-    state.backfill_requests = {request.request_id: request for request in map(_unpack_event, backfill_requests)}
+    state.backfill_requests = {request.request_id: request
+                               for request in (_unpack_as(RequestBackfill, text) for text in backfill_requests)}
     state.backfills = dict(map(_unpack_backfill, backfills))
     state.unlaunched, state.live, state.waiting = (dict.fromkeys(map(tuple, keys)) for keys in
                                                    (unlaunched, live, waiting))
     return state
 
 
-def _unpack_dag(packed: list) -> DagEntry:
+def _unpack_dag(packed: list[Json]) -> DagEntry:
     fields, fingerprint, first_seen_at = packed
     fields = dict(zip(_DAG_FIELDS, fields, strict=True))
     fields["tasks"] = [TaskDefinition(**dict(zip(_TASK_FIELDS, task, strict=True))) for task in fields["tasks"]]
@@ -240,13 +255,30 @@ def _unpack_dag(packed: list) -> DagEntry:
     return DagEntry(definition, fingerprint, first_seen_at, tasks, topological_order(tasks))
 
 
-def _unpack_backfill(packed: list) -> tuple[str, Backfill]:
+def _unpack_backfill(packed: list[Json]) -> tuple[str, Backfill]:
     key, dag_id, dates, reprocess_failed, conf_json, runs, cancelled = packed
     return key, Backfill(dag_id, dates, reprocess_failed, conf_json, set(map(tuple, runs)), cancelled)
 
 
-def _unpack_event(text: str) -> Any:
-    return decode(base64.b64decode(text))
+def _unpack_event(text: str) -> Event:
+    event: Event = decode(base64.b64decode(text))
+    return event
+
+
+def _unpack_as(kind: type[E], text: str) -> E:
+    """A pending trigger or backfill request (a snapshot holding anything else there is corrupt)."""
+    event = _unpack_event(text)
+    if not isinstance(event, kind):
+        raise ValueError(f"expected a {kind.__name__}, found a {type(event).__name__}")
+    return event
+
+
+def _unpack_echo(text: str) -> EventsTopicEvent:
+    """One of our decisions not read back yet: an event of tock.events (anything else: corrupt)."""
+    event = _unpack_event(text)
+    if not isinstance(event, EventsTopicEvent):
+        raise ValueError(f"an echo of tock.events is a {type(event).__name__}")
+    return event
 
 
 # -- cadence -----------------------------------------------------------------------------------

@@ -39,7 +39,8 @@ class Deadlines:
     def due(self, at: float, current: Current, *, strictly: bool) -> list[TryKey]:
         """Tries whose deadline is before ``at`` (``strictly``) or at it."""
         self._settle(at, current)
-        return [key for (key, _try), deadline in self.passed.items() if deadline < at or (deadline == at and not strictly)]
+        return [key for (key, _try), deadline in self.passed.items()
+                if deadline < at or (deadline == at and not strictly)]
 
     def next_after(self, now: float, current: Current) -> float | None:
         """The earliest deadline later than ``now``."""
