@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-from services.scheduler.core import cron
+from schemas import schedule as cron
 
 Row = dict[str, Any]
 NEVER_RAN = "none"  # the "last run" filter's value for a DAG without runs

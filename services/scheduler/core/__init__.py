@@ -1,6 +1,6 @@
 """The scheduler's pure core: fold the log (``evolve``), then ``decide`` what to do.
 
-Imports only the standard library and ``schemas`` (and croniter, isolated in ``cron``).
+Imports only the standard library and ``schemas`` (cron arithmetic is ``schemas.schedule``).
 """
 
 from schemas.runs import manual_run_id

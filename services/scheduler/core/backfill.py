@@ -20,7 +20,7 @@ from schemas import (
     RequestBackfill,
     TaskCleared,
 )
-from services.scheduler.core import cron
+from schemas import schedule as cron
 from services.scheduler.core.model import (
     FAILED,
     UPSTREAM_FAILED,

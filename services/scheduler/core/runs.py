@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 from schemas import DagRunCreated
-from services.scheduler.core import cron
+from schemas import schedule as cron
 from services.scheduler.core.model import DagEntry, SchedulerState, logical_date_iso, scheduled_run_id
 
 CATCHUP_BATCH = 64  # at most this many runs per DAG per decision, however far behind

@@ -1,4 +1,4 @@
-"""Cron arithmetic, isolated here: the only core module that imports a third-party library (croniter).
+"""Cron arithmetic shared by the SDK, the scheduler core and the API: the only place that calls croniter.
 
 Times are seconds since the epoch, schedules are read in UTC.
 """
