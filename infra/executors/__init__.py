@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from infra.executors.local import LocalExecutor, is_alive, process_start_time
+from infra.executors.local import LocalExecutor, is_alive
 from infra.settings import Settings
 
-__all__ = ["LocalExecutor", "build_executors", "is_alive", "process_start_time"]
+__all__ = ["LocalExecutor", "build_executors", "is_alive"]
 
 
 def build_executors(settings: Settings) -> dict:

@@ -1,7 +1,7 @@
 """The local executor: tries run as processes on this host, forked by a warm launcher.
 
 A try's handle is ``pid@host:starttime``; it is alive when it is on this host, the pid
-exists, and /proc says the process with that pid started at that time (pids are reused).
+exists, and /proc says the process with that pid started at that time (pids are reused: infra/procfs.py).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import logging
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 from infra.executors.requests import TryRequest
+from infra.procfs import process_runs
 from infra.settings import Settings
 
 log = logging.getLogger("tock.executor.local")
@@ -81,12 +81,6 @@ class LocalExecutor:
         return launcher
 
 
-def process_start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (/proc/<pid>/stat field 22), if it exists."""
-    fields = _stat_fields(pid)
-    return int(fields[19]) if fields else None
-
-
 def is_alive(handle: str, hostname: str | None = None) -> bool | None:
     """Whether the process a local handle names still runs (None when it names another host)."""
     try:
@@ -97,14 +91,5 @@ def is_alive(handle: str, hostname: str | None = None) -> bool | None:
         return False
     if host != (hostname or socket.gethostname()):
         return None
-    fields = _stat_fields(pid)
-    return fields is not None and fields[0] != "Z" and int(fields[19]) == start
+    return process_runs(pid, start)
 
-
-def _stat_fields(pid: int) -> list[str] | None:
-    """Fields of /proc/<pid>/stat after the command name: state first (field 3)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()

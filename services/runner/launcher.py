@@ -18,7 +18,7 @@ import os
 import signal
 import sys
 
-from infra.executors.local import process_start_time
+from infra.procfs import process_start_time
 from infra.settings import Settings
 from services.runner.pipes import read_line
 from services.runner.watcher import die_with_parent

@@ -38,8 +38,9 @@ from pathlib import Path
 import psutil
 from confluent_kafka.admin import AdminClient
 
-from infra.executors import LocalExecutor, process_start_time
+from infra.executors import LocalExecutor
 from infra.log import EventReader, KafkaEventLog
+from infra.procfs import process_start_time
 from infra.settings import Settings
 from infra.topics import TopicNames
 from schemas import (
