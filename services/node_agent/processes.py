@@ -19,11 +19,11 @@ from pathlib import Path
 
 import psutil
 
+from infra.group_watcher import GroupWatcher
 from infra.procfs import process_start_time
 from services.node_agent.core import events as ev
 from services.node_agent.core.model import Container, PodView
 from services.node_agent.paths import AgentPaths, read_json, write_json
-from services.runner.watcher import GroupWatcher
 
 log = logging.getLogger("tock.node_agent")
 

@@ -18,10 +18,10 @@ import os
 import signal
 import sys
 
+from infra.group_watcher import die_with_parent
+from infra.pipes import read_line
 from infra.procfs import process_start_time
 from infra.settings import Settings
-from services.runner.pipes import read_line
-from services.runner.watcher import die_with_parent
 
 TRIES_PER_RUNNER = 8
 

@@ -18,10 +18,10 @@ import os
 import signal
 
 from infra.executors.celery import NAME
+from infra.group_watcher import die_with_parent
+from infra.pipes import read_line
 from infra.settings import Settings
 from services.runner import FAILED, RunnerClients, TryRequest, serve_tries
-from services.runner.pipes import read_line
-from services.runner.watcher import die_with_parent
 
 log = logging.getLogger("tock.worker")
 

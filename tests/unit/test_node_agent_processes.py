@@ -8,11 +8,11 @@ import subprocess
 import sys
 import time
 
+from infra.group_watcher import GroupWatcher
 from services.node_agent.core import events as ev
 from services.node_agent.core.model import ContainerSpec, PodView
 from services.node_agent.paths import AgentPaths
 from services.node_agent.processes import ProcessTable, pod_environment
-from services.runner.watcher import GroupWatcher
 
 
 def wait_for(condition, seconds, what):

@@ -16,9 +16,9 @@ import time
 import psutil
 import pytest
 
+from infra.group_watcher import GroupWatcher, die_with_parent, enrolled_after
 from services.runner.paths import TryPaths, TryRequest
 from services.runner.supervise import KILL_CHECK_SECONDS, STOPPED, supervise, supervise_all
-from services.runner.watcher import GroupWatcher, die_with_parent, enrolled_after
 
 DAG_FILE = '''
 import ctypes, os, sys, time
