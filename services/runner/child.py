@@ -16,7 +16,7 @@ import sys
 import traceback
 from typing import NoReturn
 
-from services.runner.paths import TryRequest
+from infra.executors.requests import TryRequest
 
 TRACEBACK_LIMIT = 32_000  # stays well under a pipe's buffer, so the child never blocks on it
 

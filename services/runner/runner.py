@@ -20,16 +20,17 @@ from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
+from infra.executors.requests import TryRequest
 from infra.group_watcher import GroupWatcher
 from infra.log import KafkaEventLog
 from infra.settings import Settings
+from infra.try_paths import TryPaths
 from schemas import TaskFailed, TaskHeartbeat, TaskKilled, TaskStarted, TaskSucceeded
 from services.runner.claim_reader import ClaimReader
 from services.runner.core.claim import Claims, TryKey
 from services.runner.delivery import RUNNER_PRODUCER, Deliveries
 from services.runner.every import Every
 from services.runner.log_shipping import LogShipping, close_log_producer, log_producer
-from services.runner.paths import TryPaths, TryRequest
 from services.runner.spool import Spool
 from services.runner.supervise import Outcome, supervise_all
 
