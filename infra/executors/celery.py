@@ -27,6 +27,7 @@ import uuid
 from celery import Celery
 from kombu.exceptions import KombuError, OperationalError
 
+from infra.executors.messages import TryMessage
 from infra.executors.requests import TryRequest
 from infra.settings import Settings
 
@@ -138,7 +139,7 @@ class CeleryExecutor:
 
     def _send(self, request: TryRequest, queue: str) -> str:
         task_id = celery_task_id(self._settings.topic_prefix, request)
-        self._app.send_task(RUN_TRY_TASK, args=[{"try": request.as_dict(), "queue": queue}], task_id=task_id,
+        self._app.send_task(RUN_TRY_TASK, args=[TryMessage(request, NAME, queue).to_dict()], task_id=task_id,
                             queue=queue or self._settings.celery_default_queue, retry=False)
         return task_id
 

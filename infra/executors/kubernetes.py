@@ -118,7 +118,7 @@ class KubernetesExecutor:
             return []
         results = list(self._creates.map(lambda pair: self._create(*pair), requests))
         handles = []
-        for (request, _queue), result in zip(requests, results, strict=False):
+        for result in results:
             if isinstance(result, Exception):
                 self._failed(len(requests) - len(handles), result)
                 break

@@ -6,12 +6,12 @@ exists, and /proc says the process with that pid started at that time (pids are 
 
 from __future__ import annotations
 
-import json
 import logging
 import socket
 import subprocess
 import sys
 
+from infra.executors.messages import TryMessage
 from infra.executors.requests import TryRequest
 from infra.procfs import process_runs
 from infra.settings import Settings
@@ -38,8 +38,7 @@ class LocalExecutor:
     def launch_many(self, requests: list[tuple[TryRequest, str]]) -> list[str]:
         """Start several tries (request, queue) at once; returns their handles in order."""
         launcher = self._running_launcher()
-        lines = "".join(json.dumps({"try": request.as_dict(), "executor": NAME, "queue": queue}) + "\n"
-                        for request, queue in requests)
+        lines = "".join(TryMessage(request, NAME, queue).to_json() + "\n" for request, queue in requests)
         try:
             launcher.stdin.write(lines)
             launcher.stdin.flush()
