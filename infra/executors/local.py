@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import socket
 import subprocess
-import sys
+from collections.abc import Sequence
 
 from infra.executors.messages import TryMessage
 from infra.executors.requests import TryRequest
@@ -30,8 +30,13 @@ class LocalExecutor:
 
     name = NAME
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, launcher_command: Sequence[str]) -> None:
+        """``launcher_command``: the argv that starts the warm launcher, given by the composition (tock_cli):
+        infra never names the service it starts."""
+        if not launcher_command:
+            raise ValueError("the local executor needs the command that starts its launcher")
         self._settings = settings
+        self._launcher_command = list(launcher_command)
         self._launcher: subprocess.Popen | None = None
         self.hostname = settings.host
 
@@ -71,8 +76,8 @@ class LocalExecutor:
     def _running_launcher(self) -> subprocess.Popen:
         if self._launcher is not None and self._launcher.poll() is None:
             return self._launcher
-        launcher = subprocess.Popen([sys.executable, "-m", "services.runner.launcher"], stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, text=True, bufsize=1, start_new_session=True)
+        launcher = subprocess.Popen(self._launcher_command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    text=True, bufsize=1, start_new_session=True)
         launcher.stdin.write(self._settings.model_dump_json() + "\n")
         launcher.stdin.flush()
         self._launcher = launcher

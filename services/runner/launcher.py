@@ -7,7 +7,8 @@ connected; a launch hands it up to TRIES_PER_RUNNER tries of one batch through i
 (so a burst of tries pays a runner process, its Kafka connections and its claim's read
 per few tries, not per try; each try's user code still runs in a child of its own).
 Tries outlive the launcher and the scheduler.
-Started as ``python -m services.runner.launcher``; the first line is the settings as JSON.
+Started by the command ``services.runner.local_launcher_command()`` names (``python -m
+services.runner.launcher``); the first line it reads is the settings as JSON.
 """
 
 from __future__ import annotations

@@ -57,6 +57,7 @@ from schemas import (
     TaskSucceeded,
     TriggerDagRun,
 )
+from services.runner import local_launcher_command
 from services.scheduler.core import manual_run_id
 from services.scheduler.shell import Scheduler
 from tests.benchmarks.common import REPO, bench_settings, figure
@@ -440,7 +441,7 @@ def bench_w3_synthetic(tmp: Path, tries: int = 1000) -> None:
 
 
 def take_over_in_process(settings: Settings, run_id: str, tries: int) -> None:
-    scheduler = Scheduler(settings, {"local": LocalExecutor(settings)}, scheduler_id="new")
+    scheduler = Scheduler(settings, {"local": LocalExecutor(settings, local_launcher_command())}, scheduler_id="new")
     thread, tail = threading.Thread(target=scheduler.run), LogTail(settings)
     thread.start()
     try:
