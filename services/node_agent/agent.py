@@ -78,8 +78,9 @@ class NodeAgent:
         except ApiUnavailable as error:
             log.warning("node %s not registered yet (%s); the heartbeat retries", self._options.node, error)
         node = self._options.node
-        for thread in (heartbeat, self._api_worker, PodStream(self._api, OWN, f"spec.nodeName={node}", self._inbox, self._stopping),
-                       PodStream(self._api, PENDING, "spec.nodeName=", self._inbox, self._stopping)):
+        own = PodStream(self._api, OWN, f"spec.nodeName={node}", self._inbox, self._stopping)
+        pending = PodStream(self._api, PENDING, "spec.nodeName=", self._inbox, self._stopping)
+        for thread in (heartbeat, self._api_worker, own, pending):
             thread.start()
 
     def _tick(self, processes: ProcessTable) -> None:
