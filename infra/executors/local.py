@@ -1,7 +1,22 @@
 """The local executor: tries run as processes on this host, forked by a warm launcher.
 
+It implements the executor port (infra/executors/base.py): Executor only, neither Killing nor
+Watching. The warm launcher is started with the command the composition gives (tock_cli:
+``services.runner.local_launcher_command()``) and is written one try message per try
+(infra/executors/messages.py); it answers each with the runner's pid and start time.
+
 A try's handle is ``pid@host:starttime``; it is alive when it is on this host, the pid
-exists, and /proc says the process with that pid started at that time (pids are reused: infra/procfs.py).
+exists, and /proc says the process with that pid started at that time (pids are reused;
+a zombie has ended: infra/procfs.py).
+
+The core rules it relies on, rather than enforcing them itself:
+- launch after commit: it is asked to launch a try only once its TaskQueued is committed, and
+  its handle is committed in TaskLaunched afterwards (services/scheduler/launching.py);
+- the claim: two runners started for the same try run it once, the first TaskStarted in log
+  order wins (services/runner/core/claim.py), so a repeated launch is harmless;
+- liveness: a try's death is decided by its heartbeats (services/scheduler/core/liveness.py);
+  ``is_alive`` only answers for this host's handles (None for another host's) and speeds an
+  adoption after a takeover. A kill is the runner's to obey when it reads TaskKillRequested.
 """
 
 from __future__ import annotations
