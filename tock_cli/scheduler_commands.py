@@ -33,6 +33,7 @@ def scheduler(ctx: typer.Context, scheduler_id: str | None = typer.Option(
     """
     from infra.executors import build_executors
     from infra.log import Fenced
+    from services.runner import local_launcher_command
     from services.scheduler.metrics import SchedulerMetrics
     from services.scheduler.shell import Scheduler
     from tock_cli.metrics import metrics_served
@@ -40,7 +41,8 @@ def scheduler(ctx: typer.Context, scheduler_id: str | None = typer.Option(
     settings = settings_of(ctx)
     metrics = SchedulerMetrics()
     with metrics_served("scheduler", metrics.registry, settings, settings.scheduler_metrics_port):
-        instance = Scheduler(settings, build_executors(settings), scheduler_id=scheduler_id, metrics=metrics)
+        executors = build_executors(settings, local_launcher=local_launcher_command())
+        instance = Scheduler(settings, executors, scheduler_id=scheduler_id, metrics=metrics)
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: instance.stop())
         try:

@@ -1,8 +1,21 @@
 """The Celery executor: tries sent as Celery tasks over Redis to ``tock worker`` processes.
 
+It implements the executor port (infra/executors/base.py): Executor and Killing (a revoke).
+Each task's one argument is a try message (infra/executors/messages.py), read by the worker
+(services/worker/tasks.py), whose runner is the same code as every executor's (services/runner).
+
 A try's Celery task id is derived from the try key (and the topic prefix), so a second send
 of the same try is the same task: the worker's claim through the log refuses it, and a
 revoke names it without any lookup. The handle written in TaskLaunched is that id.
+
+The core rules it relies on, rather than enforcing them itself:
+- launch after commit: a try is sent only once its TaskQueued is committed, and its task id is
+  committed in TaskLaunched afterwards (services/scheduler/launching.py);
+- the claim: a redelivered or duplicate message runs the try at most once, and never a try
+  already given up (services/runner/core/claim.py);
+- liveness: heartbeats decide a try's death (services/scheduler/core/liveness.py); the workers'
+  answer to ``is_alive`` is True or None, never False; a revoke only speeds the runner's obeying
+  a TaskKillRequested, and the kill is confirmed in the log.
 
 The Celery side is configured with intent (see the README's "Celery executor"):
 - acks late and prefetch 1: a message is acknowledged after its try ended, and a worker
@@ -27,6 +40,7 @@ import uuid
 from celery import Celery
 from kombu.exceptions import KombuError, OperationalError
 
+from infra.executors.messages import TryMessage
 from infra.executors.requests import TryRequest
 from infra.settings import Settings
 
@@ -138,7 +152,7 @@ class CeleryExecutor:
 
     def _send(self, request: TryRequest, queue: str) -> str:
         task_id = celery_task_id(self._settings.topic_prefix, request)
-        self._app.send_task(RUN_TRY_TASK, args=[{"try": request.as_dict(), "queue": queue}], task_id=task_id,
+        self._app.send_task(RUN_TRY_TASK, args=[TryMessage(request, NAME, queue).to_dict()], task_id=task_id,
                             queue=queue or self._settings.celery_default_queue, retry=False)
         return task_id
 

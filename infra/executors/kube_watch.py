@@ -5,6 +5,13 @@ the list's resourceVersion; a watch that ends is resumed from the last resourceV
 and ``410 Gone`` or any error (the API server restarting) means a new list. What it sees
 becomes observations for the scheduler to write (PodStarted, PodFinished), repeated freely on
 a relist: the scheduler writes each once (services/scheduler/core/pods.py).
+
+It is the Kubernetes executor's Watching ability (infra/executors/base.py), and relies on:
+- ownership by partition: it follows exactly the partitions the scheduler owns now (``follow``),
+  by the pods' partition label, never by which scheduler launched them;
+- liveness (services/scheduler/core/liveness.py): its reports may speed a verdict (a pod that
+  ended without its runner's outcome fails its try, services/scheduler/core/pods.py) but never
+  overturn a live heartbeat; a pod it missed is caught by its try's heartbeat deadline.
 """
 
 from __future__ import annotations

@@ -6,6 +6,19 @@ name is taken) and counts as the launch it repeats. Pods carry labels for the in
 the partition (``murmur2(dag_id) % N``, as every topic), the DAG, task and try, and
 annotations with the exact ids. A scheduler watches and lists pods by the labels of the
 partitions it owns, never by a scheduler's identity (kube_watch.py).
+
+It implements the executor port (infra/executors/base.py): Executor, Killing (a pod's delete)
+and Watching (the owned partitions' pods). A pod's command is ``tock run-task`` with the try
+message's fields as arguments (tock_cli/runner_commands.py): the same runner as every executor's.
+
+The core rules it relies on, rather than enforcing them itself:
+- launch after commit: a pod is created only once its try's TaskQueued is committed, and its
+  name is committed in TaskLaunched afterwards (services/scheduler/launching.py);
+- the claim: a pod created twice is refused by the API server, and two runners of one try run
+  it once (services/runner/core/claim.py);
+- liveness: heartbeats decide a try's death (services/scheduler/core/liveness.py); a pod seen
+  Pending or Running makes ``is_alive`` True, otherwise it cannot tell (None). What the watch
+  sees is written once per pod and folded by services/scheduler/core/pods.py.
 """
 
 from __future__ import annotations
@@ -118,7 +131,7 @@ class KubernetesExecutor:
             return []
         results = list(self._creates.map(lambda pair: self._create(*pair), requests))
         handles = []
-        for (request, _queue), result in zip(requests, results, strict=False):
+        for result in results:
             if isinstance(result, Exception):
                 self._failed(len(requests) - len(handles), result)
                 break

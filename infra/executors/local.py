@@ -1,19 +1,34 @@
 """The local executor: tries run as processes on this host, forked by a warm launcher.
 
+It implements the executor port (infra/executors/base.py): Executor only, neither Killing nor
+Watching. The warm launcher is started with the command the composition gives (tock_cli:
+``services.runner.local_launcher_command()``) and is written one try message per try
+(infra/executors/messages.py); it answers each with the runner's pid and start time.
+
 A try's handle is ``pid@host:starttime``; it is alive when it is on this host, the pid
-exists, and /proc says the process with that pid started at that time (pids are reused).
+exists, and /proc says the process with that pid started at that time (pids are reused;
+a zombie has ended: infra/procfs.py).
+
+The core rules it relies on, rather than enforcing them itself:
+- launch after commit: it is asked to launch a try only once its TaskQueued is committed, and
+  its handle is committed in TaskLaunched afterwards (services/scheduler/launching.py);
+- the claim: two runners started for the same try run it once, the first TaskStarted in log
+  order wins (services/runner/core/claim.py), so a repeated launch is harmless;
+- liveness: a try's death is decided by its heartbeats (services/scheduler/core/liveness.py);
+  ``is_alive`` only answers for this host's handles (None for another host's) and speeds an
+  adoption after a takeover. A kill is the runner's to obey when it reads TaskKillRequested.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import socket
 import subprocess
-import sys
-from pathlib import Path
+from collections.abc import Sequence
 
+from infra.executors.messages import TryMessage
 from infra.executors.requests import TryRequest
+from infra.procfs import process_runs
 from infra.settings import Settings
 
 log = logging.getLogger("tock.executor.local")
@@ -30,16 +45,20 @@ class LocalExecutor:
 
     name = NAME
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, launcher_command: Sequence[str]) -> None:
+        """``launcher_command``: the argv that starts the warm launcher, given by the composition (tock_cli):
+        infra never names the service it starts."""
+        if not launcher_command:
+            raise ValueError("the local executor needs the command that starts its launcher")
         self._settings = settings
+        self._launcher_command = list(launcher_command)
         self._launcher: subprocess.Popen | None = None
         self.hostname = settings.host
 
     def launch_many(self, requests: list[tuple[TryRequest, str]]) -> list[str]:
         """Start several tries (request, queue) at once; returns their handles in order."""
         launcher = self._running_launcher()
-        lines = "".join(json.dumps({"try": request.as_dict(), "executor": NAME, "queue": queue}) + "\n"
-                        for request, queue in requests)
+        lines = "".join(TryMessage(request, NAME, queue).to_json() + "\n" for request, queue in requests)
         try:
             launcher.stdin.write(lines)
             launcher.stdin.flush()
@@ -72,19 +91,13 @@ class LocalExecutor:
     def _running_launcher(self) -> subprocess.Popen:
         if self._launcher is not None and self._launcher.poll() is None:
             return self._launcher
-        launcher = subprocess.Popen([sys.executable, "-m", "services.runner.launcher"], stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, text=True, bufsize=1, start_new_session=True)
+        launcher = subprocess.Popen(self._launcher_command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    text=True, bufsize=1, start_new_session=True)
         launcher.stdin.write(self._settings.model_dump_json() + "\n")
         launcher.stdin.flush()
         self._launcher = launcher
         log.info("local launcher started (pid %d)", launcher.pid)
         return launcher
-
-
-def process_start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (/proc/<pid>/stat field 22), if it exists."""
-    fields = _stat_fields(pid)
-    return int(fields[19]) if fields else None
 
 
 def is_alive(handle: str, hostname: str | None = None) -> bool | None:
@@ -97,14 +110,5 @@ def is_alive(handle: str, hostname: str | None = None) -> bool | None:
         return False
     if host != (hostname or socket.gethostname()):
         return None
-    fields = _stat_fields(pid)
-    return fields is not None and fields[0] != "Z" and int(fields[19]) == start
+    return process_runs(pid, start)
 
-
-def _stat_fields(pid: int) -> list[str] | None:
-    """Fields of /proc/<pid>/stat after the command name: state first (field 3)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()

@@ -21,11 +21,12 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Engine
 
+from infra.executors.requests import TryRequest
 from infra.log import KeyedPartitionReader, partition_for
 from infra.settings import Settings
+from infra.try_paths import TryPaths
 from projections import queries
 from schemas import LOGS, TaskLogShipped, try_log_key
-from services.runner.paths import TryPaths, TryRequest
 
 CHUNK = 64 * 1024
 POLL_SECONDS = 0.5

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from infra.group_watcher import GroupWatcher
 from services.node_agent.api_actions import ActionDone, ApiWorker, action_key
 from services.node_agent.core import decide as act
 from services.node_agent.core import events as ev
@@ -26,7 +27,6 @@ from services.node_agent.kube_api import ApiUnavailable, KubeNodeApi
 from services.node_agent.paths import AgentPaths
 from services.node_agent.processes import ProcessTable
 from services.node_agent.streams import PodStream
-from services.runner.watcher import GroupWatcher
 
 log = logging.getLogger("tock.node_agent")
 
@@ -78,8 +78,9 @@ class NodeAgent:
         except ApiUnavailable as error:
             log.warning("node %s not registered yet (%s); the heartbeat retries", self._options.node, error)
         node = self._options.node
-        for thread in (heartbeat, self._api_worker, PodStream(self._api, OWN, f"spec.nodeName={node}", self._inbox, self._stopping),
-                       PodStream(self._api, PENDING, "spec.nodeName=", self._inbox, self._stopping)):
+        own = PodStream(self._api, OWN, f"spec.nodeName={node}", self._inbox, self._stopping)
+        pending = PodStream(self._api, PENDING, "spec.nodeName=", self._inbox, self._stopping)
+        for thread in (heartbeat, self._api_worker, own, pending):
             thread.start()
 
     def _tick(self, processes: ProcessTable) -> None:

@@ -19,10 +19,11 @@ from pathlib import Path
 
 import psutil
 
+from infra.group_watcher import GroupWatcher
+from infra.procfs import process_start_time
 from services.node_agent.core import events as ev
 from services.node_agent.core.model import Container, PodView
 from services.node_agent.paths import AgentPaths, read_json, write_json
-from services.runner.watcher import GroupWatcher
 
 log = logging.getLogger("tock.node_agent")
 
@@ -165,12 +166,3 @@ def _kill_group(group: int, signum: int) -> None:
     except ProcessLookupError:
         pass
 
-
-def process_start_time(pid: int) -> int | None:
-    """Start time in clock ticks since boot (/proc/<pid>/stat field 22); None if gone or a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[1].split()
-    return None if fields[0] == "Z" else int(fields[19])

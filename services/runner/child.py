@@ -1,7 +1,7 @@
 """The supervised child: loads the DAG file and runs the task's user code, output to the try's log.
 
 It leads its own process group, which the runner's group watcher kills should the runner
-die (services/runner/watcher.py). It reports an exception through a pipe as JSON and
+die (infra/group_watcher.py). It reports an exception through a pipe as JSON and
 exits 1; any other way it ends (a segfault, os._exit, a signal) the supervisor reads from
 its exit status.
 """
@@ -16,7 +16,7 @@ import sys
 import traceback
 from typing import NoReturn
 
-from services.runner.paths import TryRequest
+from infra.executors.requests import TryRequest
 
 TRACEBACK_LIMIT = 32_000  # stays well under a pipe's buffer, so the child never blocks on it
 

@@ -1,13 +1,14 @@
 """The warm launcher: a process that imported the runner once and keeps warm runners ready.
 
-The local executor starts it and writes one JSON request per line on its stdin; it
-answers each with ``<pid> <start time>`` on stdout. A warm runner ("spare") is a child
+The local executor starts it and writes one try message (infra/executors/messages.py) per
+line on its stdin; it answers each with ``<pid> <start time>`` on stdout. A warm runner ("spare") is a child
 forked in advance into its own session, whose Kafka producer and claim reader are already
 connected; a launch hands it up to TRIES_PER_RUNNER tries of one batch through its pipe
 (so a burst of tries pays a runner process, its Kafka connections and its claim's read
 per few tries, not per try; each try's user code still runs in a child of its own).
 Tries outlive the launcher and the scheduler.
-Started as ``python -m services.runner.launcher``; the first line is the settings as JSON.
+Started by the command ``services.runner.local_launcher_command()`` names (``python -m
+services.runner.launcher``); the first line it reads is the settings as JSON.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ import os
 import signal
 import sys
 
-from infra.executors.local import process_start_time
+from infra.executors.messages import TryMessage
+from infra.group_watcher import die_with_parent
+from infra.pipes import read_line
+from infra.procfs import process_start_time
 from infra.settings import Settings
-from services.runner.pipes import read_line
-from services.runner.watcher import die_with_parent
 
 TRIES_PER_RUNNER = 8
 
@@ -89,17 +91,17 @@ def _spare(settings: Settings, read_end: int, attached_to: int | None) -> None:
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C at the worker's terminal is the worker's
             die_with_parent(signal.SIGTERM, attached_to)
         _detach_stdio(settings)
-        from services.runner import RunnerClients, TryRequest, run_tries
+        from services.runner import RunnerClients, run_tries
 
         clients = RunnerClients.connect(settings)  # producer and claim reader, connected while we wait
         clients.warm()
-        requests = [json.loads(line) for line in _read_all(read_end).splitlines() if line]
-        if not requests:  # the launcher went away before giving us a try
+        messages = [TryMessage.from_json(line) for line in _read_all(read_end).splitlines() if line]
+        if not messages:  # the launcher went away before giving us a try
             clients.close()
             code = 0
             return
-        codes = run_tries(settings, [(TryRequest(**request["try"]), request["queue"]) for request in requests],
-                          executor=requests[0]["executor"], clients=clients)
+        codes = run_tries(settings, [(message.request, message.queue) for message in messages],
+                          executor=messages[0].executor, clients=clients)
         code = max(codes.values())
     except BaseException:  # noqa: BLE001 - the runner's own failure is logged, then it exits
         logging.getLogger("tock.runner").exception("runner crashed")

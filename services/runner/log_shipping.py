@@ -15,13 +15,13 @@ import time
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from infra.executors.requests import TryRequest
 from infra.log import KafkaEventLog
 from infra.settings import Settings
 from schemas import TaskLogShipped
 from services.runner.core.claim import TryKey
 from services.runner.every import Every
 from services.runner.log_chunks import Budget, Chunk, ShipState, plan_chunks
-from services.runner.paths import TryRequest
 
 log = logging.getLogger("tock.runner")
 

@@ -3,7 +3,7 @@
 The claim: the runner appends a TaskStarted per try, then reads the tries' partitions;
 the first TaskStarted of a try in log order wins, and a TaskKillRequested before any
 TaskStarted means nobody runs it (claim.py). Tries won run, each in a process group that
-the runner's group watcher kills if the runner dies (watcher.py); tries lost exit
+the runner's group watcher kills if the runner dies (infra/group_watcher.py); tries lost exit
 ALREADY_STARTED and write nothing more. While they run, the claim reader keeps reading
 their partitions: a TaskKillRequested of a running try kills its process group and the
 try ends TaskKilled. Outcomes are spooled until acknowledged (delivery.py), and a runner
@@ -20,18 +20,19 @@ from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
+from infra.executors.requests import TryRequest
+from infra.group_watcher import GroupWatcher
 from infra.log import KafkaEventLog
 from infra.settings import Settings
+from infra.try_paths import TryPaths
 from schemas import TaskFailed, TaskHeartbeat, TaskKilled, TaskStarted, TaskSucceeded
 from services.runner.claim_reader import ClaimReader
 from services.runner.core.claim import Claims, TryKey
 from services.runner.delivery import RUNNER_PRODUCER, Deliveries
 from services.runner.every import Every
 from services.runner.log_shipping import LogShipping, close_log_producer, log_producer
-from services.runner.paths import TryPaths, TryRequest
 from services.runner.spool import Spool
 from services.runner.supervise import Outcome, supervise_all
-from services.runner.watcher import GroupWatcher
 
 log = logging.getLogger("tock.runner")
 

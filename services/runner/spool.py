@@ -17,10 +17,11 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from infra.procfs import process_runs, process_start_time
+
 log = logging.getLogger("tock.runner")
 
 _SUFFIX = ".spool"
-_HOST = "spool"  # local handles name a host; spool files never leave theirs
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,8 +41,6 @@ class Spool:
 
     @classmethod
     def of_this_process(cls, home: Path) -> Spool:
-        from infra.executors.local import process_start_time  # here: infra.executors.local imports us
-
         return cls(home, os.getpid(), process_start_time(os.getpid()) or 0)
 
     def keep(self, value: bytes) -> Path:
@@ -62,7 +61,7 @@ class Spool:
         orphans = []
         for path in sorted(self.folder.glob(f"*{_SUFFIX}")):
             owner = owner_of(path)
-            if owner is None or not _alive(*owner):
+            if owner is None or not process_runs(*owner):
                 taken = self._take_over(path)
                 orphans += [] if taken is None else [taken]
         return orphans
@@ -94,7 +93,3 @@ def owner_of(path: Path) -> tuple[int, int] | None:
         return None
 
 
-def _alive(pid: int, start_time: int) -> bool:
-    from infra.executors.local import is_alive  # here: infra.executors.local imports us
-
-    return bool(is_alive(f"{pid}@{_HOST}:{start_time}", _HOST))

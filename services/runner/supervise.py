@@ -17,10 +17,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from infra.executors.requests import TryRequest
+from infra.group_watcher import GroupWatcher
 from services.runner.child import run_child
 from services.runner.core.claim import TryKey
-from services.runner.paths import TryRequest
-from services.runner.watcher import GroupWatcher
 
 KILL_CHECK_SECONDS = 0.5  # how often, at least, the supervision looks for kill requests
 

@@ -1,12 +1,16 @@
 """Side effects after a commit: launching queued tries on their executors, bounded by each
 executor's parallelism, and revoking killed tries on executors that can.
 
+The executors are seen through their port (infra/executors/base.py); the optional abilities
+(Killing, Watching) are found once, when the Launcher is built: ``killers`` and ``watchers``.
+
 The running tries of an executor are counted from the fold (the tries with a handle or
 started, and the executor their TaskQueued names), never by a counter the adapter keeps.
 
-A try is launched once its TaskQueued is committed; its TaskLaunched (with the handle) is
-committed afterwards. Launching twice is harmless (the runner refuses a try it already
-started), but this keeps it from happening in the normal course.
+The launch-after-commit rule: a try is launched once its TaskQueued is committed; its
+TaskLaunched (with the handle) is committed afterwards. Launching twice is harmless (the
+runner refuses a try it already started, services/runner/core/claim.py), but this keeps it
+from happening in the normal course.
 """
 
 from __future__ import annotations
@@ -16,30 +20,14 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
 
+from infra.executors.base import Executor, Killing, Watching
 from infra.executors.requests import TryRequest
 from schemas import TaskKillRequested, TaskLaunched
 from services.scheduler.core import TryKey
 from services.scheduler.memory import PartitionMemory
 
 log = logging.getLogger("tock.scheduler")
-
-
-class Executor(Protocol):
-    name: str
-
-    def launch_many(self, requests: list[tuple[TryRequest, str]]) -> list[str]: ...
-
-    def is_alive(self, handle: str) -> bool | None: ...
-
-    def close(self) -> None: ...
-
-
-class Revoking(Protocol):
-    """An executor that can stop a try itself (Celery revoke); the runner still confirms in the log."""
-
-    def kill(self, handle: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +44,10 @@ class Launcher:
 
     def __init__(self, executors: Mapping[str, Executor], parallelism: Mapping[str, int], scheduler_id: str) -> None:
         self.executors = executors
+        # The optional abilities, found once (infra/executors/base.py): who can kill, who watches.
+        self.killers: dict[str, Killing] = {name: executor for name, executor in executors.items()
+                                            if isinstance(executor, Killing)}
+        self.watchers: list[Watching] = [executor for executor in executors.values() if isinstance(executor, Watching)]
         self.parallelism = parallelism  # executor -> tries it runs at once
         self.scheduler_id = scheduler_id
         self.in_flight: dict[TryKey, tuple[int, str]] = {}  # launched, TaskLaunched not yet committed
@@ -92,10 +84,9 @@ class Launcher:
     def kill_committed(self, memory: PartitionMemory, event: TaskKillRequested) -> None:
         """After a committed kill request: an executor that can stop the try itself is asked to."""
         instance = memory.state.instance((event.dag_id, event.run_id, event.task_id))
-        executor = self.executors.get(instance.executor) if instance is not None else None
-        if executor is not None and hasattr(executor, "kill") and instance.handle \
-                and instance.try_number == event.try_number:
-            executor.kill(instance.handle)
+        killer = self.killers.get(instance.executor) if instance is not None else None
+        if killer is not None and instance.handle and instance.try_number == event.try_number:
+            killer.kill(instance.handle)
 
     def _free_slots(self, memories: list[PartitionMemory]) -> Counter[str]:
         running = self.running(memories)

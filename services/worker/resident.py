@@ -1,8 +1,9 @@
 """The resident runner of a Celery pool process: forked once, connected once, serving try after try.
 
-The pool process writes one request line per try on a pipe and reads the try's exit code back
-on another. The runner is the pool process's child, in the worker's process group: a kill of
-the worker's whole group takes it, and its tries' user code dies with it (the group watcher).
+The pool process writes one try message (infra/executors/messages.py) per line on a pipe and
+reads the try's exit code back on another. The runner is the pool process's child, in the
+worker's process group: a kill of the worker's whole group takes it, and its tries' user code
+dies with it (the group watcher, infra/group_watcher.py).
 It is told SIGTERM when its pool process dies (a revoke that terminates the task, a lost pool
 process): a try it is running then ends reported failed, and it exits.
 
@@ -12,16 +13,15 @@ no close (each cost the worker ~12 ms of CPU and ~50 ms of wall time per try on 
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
 
-from infra.executors.celery import NAME
+from infra.executors.messages import TryMessage
+from infra.group_watcher import die_with_parent
+from infra.pipes import read_line
 from infra.settings import Settings
-from services.runner import FAILED, RunnerClients, TryRequest, serve_tries
-from services.runner.pipes import read_line
-from services.runner.watcher import die_with_parent
+from services.runner import FAILED, RunnerClients, serve_tries
 
 log = logging.getLogger("tock.worker")
 
@@ -35,11 +35,11 @@ class ResidentRunner:
         self._owner = 0  # the pool process that forked it (pool processes are forked from the worker)
         self._requests = self._answers = -1
 
-    def run(self, payload: dict) -> int:
+    def run(self, message: TryMessage) -> int:
         """Run one try; its exit code (0 ok, 1 failed, 3 another runner had it)."""
         if not self._alive():
             self._start()
-        line = json.dumps({"try": payload["try"], "queue": payload.get("queue", "")}) + "\n"
+        line = message.to_json() + "\n"
         try:
             os.write(self._requests, line.encode())
             answer = read_line(self._answers)
@@ -100,9 +100,8 @@ def _serve(settings: Settings, requests: int, answers: int, parent: int) -> None
         clients.warm()
         try:
             while line := read_line(requests):
-                request = json.loads(line)
-                codes = serve_tries(settings, clients, [(TryRequest(**request["try"]), request["queue"])],
-                                    executor=NAME)
+                message = TryMessage.from_json(line)
+                codes = serve_tries(settings, clients, [(message.request, message.queue)], executor=message.executor)
                 os.write(answers, f"{max(codes.values())}\n".encode())
         finally:
             clients.close()

@@ -16,8 +16,8 @@ import threading
 from dataclasses import dataclass
 
 from infra.executors.celery import NAME
+from infra.group_watcher import die_with_parent
 from infra.settings import Settings
-from services.runner.watcher import die_with_parent
 
 log = logging.getLogger("tock.worker")
 

@@ -28,6 +28,7 @@ from infra.log import EventReader, KafkaEventLog
 from infra.log.latest import latest_value
 from infra.topics import topic_name
 from schemas import EVENTS, SNAPSHOTS, DagRunCreated, TriggerDagRun
+from services.runner import local_launcher_command
 from services.scheduler.core.snapshot import decode_snapshot
 from services.scheduler.shell import Scheduler
 from tests import synthetic_history as synthetic
@@ -80,7 +81,7 @@ def take_over(settings, name: str, request_id: str) -> tuple[Scheduler, threadin
     _low, end = watch.watermarks(topic_name(settings.topic_prefix, EVENTS), 0)
     watch.assign([(EVENTS, 0, end)])
     run_id = trigger(settings, request_id)
-    scheduler = Scheduler(settings, {"local": LocalExecutor(settings)}, scheduler_id=name)
+    scheduler = Scheduler(settings, {"local": LocalExecutor(settings, local_launcher_command())}, scheduler_id=name)
     thread = threading.Thread(target=scheduler.run, name=name)
     thread.start()
     try:

@@ -38,8 +38,9 @@ from pathlib import Path
 import psutil
 from confluent_kafka.admin import AdminClient
 
-from infra.executors import LocalExecutor, process_start_time
+from infra.executors import LocalExecutor
 from infra.log import EventReader, KafkaEventLog
+from infra.procfs import process_start_time
 from infra.settings import Settings
 from infra.topics import TopicNames
 from schemas import (
@@ -56,6 +57,7 @@ from schemas import (
     TaskSucceeded,
     TriggerDagRun,
 )
+from services.runner import local_launcher_command
 from services.scheduler.core import manual_run_id
 from services.scheduler.shell import Scheduler
 from tests.benchmarks.common import REPO, bench_settings, figure
@@ -439,7 +441,7 @@ def bench_w3_synthetic(tmp: Path, tries: int = 1000) -> None:
 
 
 def take_over_in_process(settings: Settings, run_id: str, tries: int) -> None:
-    scheduler = Scheduler(settings, {"local": LocalExecutor(settings)}, scheduler_id="new")
+    scheduler = Scheduler(settings, {"local": LocalExecutor(settings, local_launcher_command())}, scheduler_id="new")
     thread, tail = threading.Thread(target=scheduler.run), LogTail(settings)
     thread.start()
     try:

@@ -64,7 +64,7 @@ def test_run_task_reports_start_heartbeats_and_outcome_and_refuses_a_second_laun
 def test_a_batch_launched_together_shares_a_runner_and_each_try_reports_for_itself(make_settings, tmp_path):
     from infra.executors import LocalExecutor
     from infra.log import KafkaEventLog
-    from services.runner import TryRequest
+    from services.runner import TryRequest, local_launcher_command
 
     settings = make_settings(task_heartbeat_seconds=0.1, warm_runners=1)
     create_topics(settings)
@@ -75,14 +75,15 @@ def test_a_batch_launched_together_shares_a_runner_and_each_try_reports_for_itse
     with KafkaEventLog(settings, client_id="test-earlier-runner") as event_log:  # another runner claimed it first
         event_log.append(TaskStarted(dag_id="runner_cases", run_id="r0", task_id="slow_ok", try_number=1,
                                      runner_id="elsewhere:1:earlier", hostname="elsewhere", pid=1, at=time.time()))
-    executor = LocalExecutor(settings)
+    executor = LocalExecutor(settings, local_launcher_command())
     try:
         handles = executor.launch_many([(request, "default") for request in [*requests, launched_before]])
     finally:
         executor.close()
     assert len(set(handles)) == 1  # one runner for the batch
     events = wait_for_outcomes(settings, 2)
-    outcomes = {event.task_id: type(event).__name__ for event in events if isinstance(event, TaskSucceeded | TaskFailed)}
+    outcomes = {event.task_id: type(event).__name__ for event in events
+                if isinstance(event, TaskSucceeded | TaskFailed)}
     assert outcomes == {"slow_ok": "TaskSucceeded", "crashes": "TaskFailed"}
     assert all(event.run_id == "r1" for event in events if not isinstance(event, TaskStarted))  # r0 ran nothing
     ours = [event for event in events if isinstance(event, TaskStarted) and event.hostname != "elsewhere"]

@@ -24,6 +24,7 @@ from infra.executors import LocalExecutor
 from infra.log import settle
 from infra.log.latest import latest_value
 from schemas import EVENTS, SNAPSHOTS, DagRunFinished
+from services.runner import local_launcher_command
 from services.scheduler.core import snapshot as snapshot_codec
 from services.scheduler.core.model import ENDED
 from services.scheduler.core.snapshot import STATE_VERSION, Snapshot, read_header
@@ -123,7 +124,8 @@ def snapshot_header(settings) -> dict | None:
 
 
 def in_process_scheduler(settings, scheduler_id: str) -> tuple[Scheduler, threading.Thread]:
-    scheduler = Scheduler(settings, {"local": LocalExecutor(settings)}, scheduler_id=scheduler_id)
+    executors = {"local": LocalExecutor(settings, local_launcher_command())}
+    scheduler = Scheduler(settings, executors, scheduler_id=scheduler_id)
     thread = threading.Thread(target=scheduler.run, name=f"scheduler-{scheduler_id}")
     thread.start()
     return scheduler, thread
@@ -258,7 +260,8 @@ def test_a_held_takeover_does_not_stop_the_scheduler_deciding_its_other_partitio
     worker, worker_thread, held = None, None, None
     try:
         wait_until(lambda: len(holder.memories) == 2, 60, "the holder to own both partitions")
-        worker = Scheduler(settings, {"local": LocalExecutor(settings)}, scheduler_id="worker")
+        executors = {"local": LocalExecutor(settings, local_launcher_command())}
+        worker = Scheduler(settings, executors, scheduler_id="worker")
         held = worker.takeovers._work = HeldTakeover(worker.takeovers._work)
         worker_thread = threading.Thread(target=worker.run, name="scheduler-worker")
         worker_thread.start()

@@ -8,11 +8,11 @@ import subprocess
 import sys
 import time
 
+from infra.group_watcher import GroupWatcher
 from services.node_agent.core import events as ev
 from services.node_agent.core.model import ContainerSpec, PodView
 from services.node_agent.paths import AgentPaths
-from services.node_agent.processes import ProcessTable, pod_environment, process_start_time
-from services.runner.watcher import GroupWatcher
+from services.node_agent.processes import ProcessTable, pod_environment
 
 
 def wait_for(condition, seconds, what):
@@ -74,7 +74,3 @@ def test_exit_codes_come_from_the_shim_and_a_restarted_table_finds_its_pods(tmp_
     exits = wait_for(lambda: [event for event in again.poll() if isinstance(event, ev.ContainerExited)], 10, "exit")
     assert exits == [ev.ContainerExited("slow", 4)]
     watcher.close()
-
-
-def test_start_time_of_a_missing_process_is_none():
-    assert process_start_time(2**22 + 17) is None

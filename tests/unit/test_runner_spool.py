@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
-from infra.executors import process_start_time
+from infra.procfs import process_start_time
 from services.runner.spool import Spool, owner_of
 
 

@@ -16,9 +16,10 @@ import time
 import psutil
 import pytest
 
-from services.runner.paths import TryPaths, TryRequest
+from infra.executors.requests import TryRequest
+from infra.group_watcher import GroupWatcher, die_with_parent, enrolled_after
+from infra.try_paths import TryPaths
 from services.runner.supervise import KILL_CHECK_SECONDS, STOPPED, supervise, supervise_all
-from services.runner.watcher import GroupWatcher, die_with_parent, enrolled_after
 
 DAG_FILE = '''
 import ctypes, os, sys, time
@@ -233,7 +234,7 @@ def test_user_code_leads_a_process_group_of_its_own(tmp_path, dag_file):
 
 RUNNER_SCRIPT = """
 import sys
-from services.runner.paths import TryRequest
+from infra.executors.requests import TryRequest
 from services.runner.supervise import supervise
 
 request = TryRequest("cases", "r1", sys.argv[2], 1, sys.argv[1])

@@ -1,4 +1,5 @@
-"""Lines over pipes between a runner and the process that hands it tries."""
+"""Lines over pipes between a runner and the process that hands it tries (the local launcher, a Celery
+pool process)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Where a try keeps its output under TOCK_HOME."""
+"""Where a try keeps its output under TOCK_HOME.
+
+The runner writes there (services/runner) and the API reads there when the log topic has
+nothing of the try (services/api/task_logs.py): one layout, declared once, here.
+"""
 
 from __future__ import annotations
 

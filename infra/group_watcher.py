@@ -1,5 +1,9 @@
 """The group watcher: a process forked once per runner that kills its tries' process groups when it dies.
 
+Shared by the runner (services/runner: each try's user code), the node agent
+(services/node_agent: each pod's process tree) and, for ``die_with_parent``, the Celery worker
+(services/worker: its resident runners and presence process), so it lives here, once.
+
 Each try's user code leads a process group holding everything it starts. The runner
 dies however it dies (kill -9, OOM): the kernel closes its end of a pipe to the watcher,
 the watcher reads end of file and kills every group still enrolled. One watcher per
