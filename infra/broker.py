@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infra.broker_config import LOG4J2_PROPERTIES, BrokerNode, cluster_nodes, server_properties
+from infra.procfs import process_start_time
 from infra.settings import Settings, port_problem, remembered_broker_nodes
 
 FETCH_SCRIPT = Path(__file__).parent / "scripts" / "fetch-kafka.sh"
@@ -289,7 +290,7 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return not _is_zombie(pid)
+    return process_start_time(pid) is not None  # a zombie has ended (infra/procfs.py)
 
 
 def wait_for_exit(pid: int, timeout: float) -> bool:
@@ -299,14 +300,6 @@ def wait_for_exit(pid: int, timeout: float) -> bool:
             return True
         time.sleep(0.1)
     return not pid_alive(pid)
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
 def _is_kafka(pid: int, config_file: Path) -> bool:

@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 from infra.settings import ENV_PREFIX, Settings
 
@@ -23,8 +24,14 @@ def node_name(settings: Settings) -> str:
     return name.strip("-.") or "tock-agent"
 
 
+def tock_command() -> str:
+    """The installed ``tock`` command beside this interpreter (infra starts the product's command,
+    never one of its modules by name)."""
+    return str(Path(sys.executable).with_name("tock"))
+
+
 def agent_command(settings: Settings) -> list[str]:
-    return [sys.executable, "-m", "tock_cli", "node-agent", "--node", node_name(settings)]
+    return [tock_command(), "node-agent", "--node", node_name(settings)]
 
 
 def agent_environment(settings: Settings) -> dict[str, str]:
@@ -38,7 +45,7 @@ def agent_environment(settings: Settings) -> dict[str, str]:
 
 def agent_installed(settings: Settings, timeout: float = 60.0) -> bool:
     """Whether ``tock node-agent`` exists in this installation."""
-    command = [*agent_command(settings)[:4], "--help"]
+    command = [*agent_command(settings)[:2], "--help"]
     try:
         result = subprocess.run(command, env=agent_environment(settings), capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired:
