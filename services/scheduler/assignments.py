@@ -16,7 +16,7 @@ from services.scheduler.evidence import HeartbeatEvidence
 from services.scheduler.holdings import Holdings
 from services.scheduler.metrics import SchedulerMetrics
 from services.scheduler.pod_tending import PodTending
-from services.scheduler.takeover import BackgroundTakeovers, Takeover, TakeoverConfig
+from services.scheduler.takeover import BackgroundTakeovers, Takeover
 
 log = logging.getLogger("tock.scheduler")
 
@@ -24,16 +24,12 @@ log = logging.getLogger("tock.scheduler")
 class Assignments:
     """Takeovers of the partitions assigned, and forgetting those revoked."""
 
-    def __init__(self, config: TakeoverConfig, ownership: ConsumerOwnership, holdings: Holdings,
+    def __init__(self, takeovers: BackgroundTakeovers, ownership: ConsumerOwnership, holdings: Holdings,
                  committing: Committing, evidence: HeartbeatEvidence, pods: PodTending,
                  metrics: SchedulerMetrics) -> None:
-        self._takeovers = BackgroundTakeovers(config)
+        self._takeovers = takeovers
         self._ownership, self._holdings, self._committing = ownership, holdings, committing
         self._evidence, self._pods, self._metrics = evidence, pods, metrics  # evidence, pods follow the owned
-
-    @property
-    def under_way(self) -> set[int]:
-        return self._takeovers.under_way
 
     def assigned(self, assigned: list[tuple[str, int]]) -> None:
         """Called inside poll: park the new partitions and take them over in the background."""

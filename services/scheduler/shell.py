@@ -13,6 +13,7 @@ pod_tending.py (executors that watch their pods), launching.py.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -38,7 +39,7 @@ from services.scheduler.memory import PartitionMemory, logical_topics
 from services.scheduler.metrics import SchedulerMetrics
 from services.scheduler.pod_tending import PodTending
 from services.scheduler.snapshots import Snapshots, snapshot_topic_exists
-from services.scheduler.takeover import TakeoverConfig
+from services.scheduler.takeover import BackgroundTakeovers, TakeoverConfig
 
 log = logging.getLogger("tock.scheduler")
 
@@ -67,6 +68,9 @@ class Scheduler:
                                       settings.task_heartbeat_seconds)
         self._deciding = Deciding(self.policy, executors, self.holdings, settings)
         self._pods = PodTending(executors, self.holdings, settings.partitions)
+        self.takeovers = BackgroundTakeovers(TakeoverConfig(settings, self.group_id,
+                                                            f"tock-scheduler-{self.scheduler_id}",
+                                                            self._settle_timeout()))
         self._stop = threading.Event()
 
     @property
@@ -105,9 +109,8 @@ class Scheduler:
                                       self.metrics)
         ownership = ConsumerOwnership(clients.events, clients.side,
                                       OwnershipTopics(settings.topic_prefix, EVENTS, (DAGS, HEARTBEATS)))
-        config = TakeoverConfig(settings, self.group_id, f"tock-scheduler-{self.scheduler_id}",
-                                self._settle_timeout(), snapshots=self._snapshots.on)
-        self._assignments = Assignments(config, ownership, self.holdings, self._committing, self.evidence,
+        self.takeovers.config = dataclasses.replace(self.takeovers.config, snapshots=self._snapshots.on)
+        self._assignments = Assignments(self.takeovers, ownership, self.holdings, self._committing, self.evidence,
                                         self._pods, self.metrics)
 
     def _settle_timeout(self) -> float:
@@ -159,7 +162,7 @@ class Scheduler:
                    if (wakeup := next_wakeup(memory.state, self.policy.heartbeat_timeout, now,
                                              self.policy.start_timeout)) is not None]
         wait = min(wakeups, default=now + MAX_POLL_WAIT) - now
-        return min(max(wait, 0.0), TAKEOVER_POLL_WAIT if self._assignments.under_way else MAX_POLL_WAIT)
+        return min(max(wait, 0.0), TAKEOVER_POLL_WAIT if self.takeovers.under_way else MAX_POLL_WAIT)
 
     # -- the group's callbacks (inside poll) -----------------------------------------------------
     def _assigned(self, assigned: list[tuple[str, int]]) -> None:
