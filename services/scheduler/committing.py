@@ -98,8 +98,8 @@ class Committing:
     def _committed(self, batch: list[Decision]) -> None:
         self._metrics.committed(event for _partition, event in batch)
         for partition, event in batch:
-            memory = self._holdings.memories.get(partition) if partition is not None else None
-            if memory is None:
+            memory = None if partition is None else self._holdings.memories.get(partition)
+            if partition is None or memory is None:
                 continue
             memory.apply_decisions([event])
             self._holdings.committed(partition, event)  # walk its run again

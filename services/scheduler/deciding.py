@@ -31,7 +31,8 @@ class Deciding:
 
     def decisions(self, now: float, touched: Touched, evidence: HeartbeatEvidence) -> list[Decision]:
         """The core's decisions for every owned partition, walking the runs touched (or all)."""
-        holdings, decisions = self._holdings, []
+        holdings = self._holdings
+        decisions: list[Decision] = []
         for partition, memory in holdings.memories.items():
             walk = holdings.walk(partition, touched)
             grounds = None if partition in holdings.adoption_due else evidence.of(partition)

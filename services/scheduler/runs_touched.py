@@ -7,7 +7,7 @@ against the union, so an event added with a ``run_id`` cannot be missed).
 
 from __future__ import annotations
 
-from typing import TypeAlias
+from typing import TypeAlias, TypeGuard, get_args
 
 from schemas import (
     CallbackCalled,
@@ -55,9 +55,18 @@ Folded: TypeAlias = Event | DagTombstone  # what a partition's memory folds
 RunKey: TypeAlias = tuple[str, str]  # (dag_id, run_id)
 
 
+# Matched on the exact type (the union's members are final): a set lookup per folded record
+# rather than an isinstance walk over the 27 members.
+_RUN_EVENT_TYPES: frozenset[type] = frozenset(get_args(RunEvent))
+
+
+def names_a_run(event: Folded) -> TypeGuard[RunEvent]:
+    return type(event) in _RUN_EVENT_TYPES
+
+
 def run_of(event: Folded) -> RunKey | None:
     """The run an event concerns, None if it names none."""
-    if isinstance(event, RunEvent):
+    if names_a_run(event):
         return event.dag_id, event.run_id
     return None
 
