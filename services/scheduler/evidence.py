@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaException, TopicPartition
 
 from infra.log import EventReader
-from services.scheduler.core import Evidence
+from schemas import HEARTBEATS
+from services.scheduler.core import Evidence, Policy, overdue_tries
+from services.scheduler.holdings import Holdings
 
 log = logging.getLogger("tock.scheduler")
 
@@ -90,3 +92,14 @@ class HeartbeatEvidence:
             return None
         return Evidence(heard, max(self.reachable_since, self._owned_since.get(partition, 0.0)))
 
+
+
+def gather_evidence(evidence: HeartbeatEvidence, holdings: Holdings, now: float, policy: Policy) -> None:
+    """For partitions with a try overdue by the clock, fetch the heartbeat log's end: once the
+    reader has read up to it, the overdue tries may be declared dead."""
+    for partition, memory in holdings.memories.items():
+        evidence.read_up_to(partition, memory.positions[HEARTBEATS])
+        if partition not in holdings.adoption_due and overdue_tries(memory.state, now, policy.heartbeat_timeout,
+                                                                    evidence.reachable_since,
+                                                                    policy.start_timeout):
+            evidence.request(partition)
