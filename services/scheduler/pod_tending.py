@@ -7,14 +7,13 @@ deleted once its end is written and its try's outcome is folded.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Sequence
 
+from infra.executors.base import Watching
 from infra.log import partition_for
 from schemas import PodFinished, PodStarted
 from services.scheduler.core.pods import try_has_ended, worth_writing
 from services.scheduler.holdings import Holdings
-from services.scheduler.launching import Executor
 
 PodEvent = PodStarted | PodFinished
 
@@ -22,24 +21,21 @@ PodEvent = PodStarted | PodFinished
 class PodTending:
     """Points the watchers at the owned partitions and writes what they saw, once per pod."""
 
-    def __init__(self, executors: Mapping[str, Executor], holdings: Holdings, partitions: int) -> None:
-        self._executors, self._holdings, self._partitions = executors, holdings, partitions
+    def __init__(self, watchers: Sequence[Watching], holdings: Holdings, partitions: int) -> None:
+        # The executors that watch (found once, when the Launcher was built: launching.py).
+        self._watchers, self._holdings, self._partitions = watchers, holdings, partitions
         self._pods_written: set[tuple[str, str]] = set()  # (observation, pod uid) written already
-
-    def watching_executors(self) -> list[Any]:
-        """The executors that watch their tries (the one place that asks which do)."""
-        return [executor for executor in self._executors.values() if hasattr(executor, "observations")]
 
     def watch_owned(self) -> None:
         """Executors that watch their tries (Kubernetes) follow the partitions owned now, and only them."""
-        for executor in self.watching_executors():
+        for executor in self._watchers:
             executor.watch(sorted(self._holdings.memories))
 
     def tend(self) -> list[tuple[int, PodEvent]]:
         """What the watchers saw of the owned partitions' pods (once per pod), to be written; and
         delete the finished pods whose end is written and whose try's outcome is folded."""
         written: list[tuple[int, PodEvent]] = []
-        for executor in self.watching_executors():
+        for executor in self._watchers:
             written += self._worth_writing(executor.observations())
             executor.delete_finished([pod.name for pod in executor.finished_pods() if self._try_ended(pod.key)
                                       and ("PodFinished", pod.uid) in self._pods_written])

@@ -67,7 +67,7 @@ class Scheduler:
         self._folding = RecordFolding(self.holdings, logical_topics(settings), self.metrics,
                                       settings.task_heartbeat_seconds)
         self._deciding = Deciding(self.policy, executors, self.holdings, settings)
-        self._pods = PodTending(executors, self.holdings, settings.partitions)
+        self._pods = PodTending(self.launcher.watchers, self.holdings, settings.partitions)
         self.takeovers = BackgroundTakeovers(TakeoverConfig(settings, self.group_id,
                                                             f"tock-scheduler-{self.scheduler_id}",
                                                             self._settle_timeout()))
