@@ -42,7 +42,7 @@ kube:
 browser:
 	@bash infra/scripts/chromium.sh install >/dev/null
 
-test: services kube browser
+test: lint services kube browser
 	@BIN=$(BIN) bash infra/scripts/run-tests.sh
 	@echo "browser screenshots: $(TOCK_HOME)/screenshots"
 

@@ -53,7 +53,8 @@ class Settings(BaseSettings):
                                         "again even if its bytes are unchanged")
     parse_retry_backoff: float = Field(default=5.0, gt=0, description="seconds before a failed parse is retried; "
                                        "doubles per failure up to TOCK_DAG_REPARSE_INTERVAL")
-    parallelism: int = Field(default=32, ge=1, description="tries the local executor runs at once, counted from the log")
+    parallelism: int = Field(default=32, ge=1,
+                             description="tries the local executor runs at once, counted from the log")
     warm_runners: int = Field(default=8, ge=0, le=1000,
                               description="runners the local executor keeps started and connected, ready for a try")
     task_heartbeat_seconds: float = Field(default=5.0, gt=0, description="seconds between task heartbeats")
@@ -67,7 +68,8 @@ class Settings(BaseSettings):
         "decisions) once it has folded this many records of it since the last snapshot; 0 = off")
     scheduler_snapshot_interval_seconds: float = Field(
         default=60.0, ge=0, description="a scheduler also snapshots a partition once this many seconds "
-        "passed since its last snapshot with at least one record folded; 0 = off (both 0: no snapshots, every takeover replays the full history)")
+        "passed since its last snapshot with at least one record folded; 0 = off (both 0: no snapshots, "
+        "every takeover replays the full history)")
     task_log_ship_limit_bytes: int = Field(default=10 * 1024 * 1024, ge=0,
                                            description="bytes of a try's output shipped to tock.logs at most; "
                                                        "past it a truncation marker (the local file keeps all)")
@@ -93,7 +95,8 @@ class Settings(BaseSettings):
     monitor_callback_timeout: float = Field(default=30.0, gt=0, le=600,
                                             description="seconds a module:function callback may run in its "
                                                         "subprocess before it is killed (each attempt)")
-    projector_batch: int = Field(default=20_000, ge=1, description="records the projector commits per DB transaction at most")
+    projector_batch: int = Field(default=20_000, ge=1,
+                                 description="records the projector commits per DB transaction at most")
     celery_broker_url: str = Field(default="redis://127.0.0.1:6379/0", description="Celery broker (Redis)")
     celery_default_queue: str = Field(default="default", pattern=r"^[A-Za-z0-9._-]+$",
                                       description="queue of a Celery worker started without --queues")
@@ -131,8 +134,9 @@ class Settings(BaseSettings):
     hostname: str | None = Field(default=None, description="this host's name in handles, runner ids and claims; "
                                  "unset = the machine's host name (set it to run several simulated hosts on one)")
     fault_stop_before_commit: Path | None = Field(
-        default=None, description="fault injection for tests only: while this file exists, a scheduler or monitor stops "
-                                  "itself (SIGSTOP) between sending its offsets and committing its transaction")
+        default=None, description="fault injection for tests only: while this file exists, a scheduler or "
+                                  "monitor stops itself (SIGSTOP) between sending its offsets and committing its "
+                                  "transaction")
 
     @property
     def available_executors(self) -> tuple[str, ...]:

@@ -60,5 +60,6 @@ def schema_problems(engine: Engine, tables: Tables = LIVE) -> list[str]:
         actual = {column["name"] for column in inspector.get_columns(table.name)}
         declared = {column.name for column in table.columns}
         if actual != declared:
-            problems.append(f"{table.name}: missing {sorted(declared - actual)}, unexpected {sorted(actual - declared)}")
+            missing, unexpected = sorted(declared - actual), sorted(actual - declared)
+            problems.append(f"{table.name}: missing {missing}, unexpected {unexpected}")
     return problems

@@ -159,7 +159,9 @@ def _print_shipped(ctx: typer.Context, try_ref: TryRef, since: float, follow: bo
     """Print the try's texts from tock.logs; whether the topic holds any record of the try."""
     found = False
     with tables(ctx, "tasks logs") as engine:
-        ended = (lambda: try_has_ended(queries.task_instance(engine, *astuple(try_ref)[:3]), try_ref.try_number))
+        def ended() -> bool:
+            return try_has_ended(queries.task_instance(engine, *astuple(try_ref)[:3]), try_ref.try_number)
+
         try:
             for batch in shipped_texts(settings_of(ctx), try_ref, since, ended if follow else None):
                 _write(batch.texts)

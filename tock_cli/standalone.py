@@ -132,7 +132,7 @@ class Standalone:
 
     def _stop_children(self) -> None:
         # Stop in reverse order of start: the scheduler before the DAG processor it depends on.
-        for name, child in reversed(self.children.items()):
+        for child in reversed(self.children.values()):
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + STOP_GRACE

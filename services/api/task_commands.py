@@ -26,7 +26,8 @@ def clear(dag_id: str, run_id: str, task_id: str, request: Request, body: models
     targets.known_task(engine, dag_id, run_id, task_id)
     once(engine, request_id, "ClearTask", dag_id, run_id, task_id)
     event = ClearTask(dag_id=dag_id, run_id=run_id, task_id=task_id, request_id=request_id,
-                      downstream=body.downstream, upstream=body.upstream, requested_by=requester(request), at=time.time())
+                      downstream=body.downstream, upstream=body.upstream, requested_by=requester(request),
+                      at=time.time())
     return append(request, event, request_id, run_id=run_id, task_id=task_id)
 
 

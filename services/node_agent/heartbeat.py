@@ -44,7 +44,8 @@ class NodeHeartbeat(threading.Thread):
     def register(self) -> None:
         """Namespace of leases, Node, first Lease: once at start (raises if the API is away)."""
         self._api.ensure_namespace(LEASE_NAMESPACE)
-        self._api.register_node(node_body(self._api.node, capacity(), self._now()), node_status(capacity(), self._now()))
+        now = self._now()
+        self._api.register_node(node_body(self._api.node, capacity(), now), node_status(capacity(), now))
         self._api.renew_lease(lease_body(self._api.node, LEASE_SECONDS, self._now(micro=True)))
         self._registered = True
 

@@ -128,7 +128,9 @@ def summarize_profile(path: Path, title: str, top: int) -> None:
     if not total:
         print(f"     (py-spy: no samples of {title})")
         return
-    print(f"     py-spy profile of {title}: {total:,} samples at 50 Hz over the main and librdkafka-calling threads; py-spy leaves out idle (sleeping) samples but counts a thread waiting for a CPU as active; {path})")
+    print(f"     py-spy profile of {title}: {total:,} samples at 50 Hz over the main and librdkafka-calling "
+          "threads; py-spy leaves out idle (sleeping) samples but counts a thread waiting for a CPU as active; "
+          f"{path})")
     print("       inclusive (function on the stack):")
     for frame, samples in inclusive.most_common(top):
         print(f"         {100 * samples / total:5.1f} %  {frame}")

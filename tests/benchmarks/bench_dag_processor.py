@@ -156,7 +156,7 @@ def bench_memory(tmp: Path) -> None:
             for n in range(RSS_FILES):
                 (folder / f"mem_{n:03d}.py").write_text(dag_source(f"mem_{n:03d}", round_number))
             goal = (round_number + 1) * RSS_FILES
-            parsing.until(lambda event: _count_processed(event, count, "mem_", seen) >= goal, 120)
+            parsing.until(lambda event, goal=goal: _count_processed(event, count, "mem_", seen) >= goal, 120)
             if warm_rss is None and count[0] >= RSS_WARM_UP:
                 warm_rss = rss_kb(processor.pid)
         end_rss = rss_kb(processor.pid)
@@ -189,7 +189,8 @@ def bench_steady_reparse(tmp: Path) -> None:
             pending = {f"steady_{n:04d}" for n in range(STEADY_FILES)}
             for dag_id in sorted(pending):
                 (folder / f"{dag_id}.py").write_text(dag_source(dag_id))
-            dags.until(lambda event: isinstance(event, DagParsed) and not _seen(pending, event.dag_id, [], 0.0), 300)
+            dags.until(lambda event, pending=pending: isinstance(event, DagParsed)
+                       and not _seen(pending, event.dag_id, [], 0.0), 300)
             parsing.count_for(1.0, lambda event: False)  # skip what the first parses wrote
             cpu_before = cpu_seconds(processor.pid)
             parses = parsing.count_for(STEADY_SECONDS, lambda event: isinstance(event, DagFileProcessed))

@@ -173,7 +173,8 @@ def lag(tmp: Path, db_url: str) -> None:
         record = positions.add(warm_up)
         watcher.wait_for((record.topic, record.partition, record.offset))  # the reader is connected
         for run in range(FAN_OUT_RUNS):
-            for wave in zip(*[lifecycle("fanout", f"run{run}", f"task{i}", 1, 1.7e9) for i in range(FAN_OUT)], strict=False):
+            lifecycles = [lifecycle("fanout", f"run{run}", f"task{i}", 1, 1.7e9) for i in range(FAN_OUT)]
+            for wave in zip(*lifecycles, strict=False):
                 for event in wave:
                     record = positions.add(event)
                     appended[(record.topic, record.partition, record.offset)] = time.perf_counter()

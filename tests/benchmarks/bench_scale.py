@@ -15,7 +15,8 @@ Two variants per scheduler count, each on a fresh topic prefix:
             (DagRunCreated + TaskQueued), nothing is launched, no runner costs CPU. This is
             the schedulers' own deciding rate; the runs never finish.
 Figures: TaskQueued and TaskStarted per second (their count over the span from the trigger to
-the last one, by the events' own times; the clock starts when the first TriggerDagRun is appended), trigger -> all runs success, and CPU seconds per
+the last one, by the events' own times; the clock starts when the first TriggerDagRun is
+appended), trigger -> all runs success, and CPU seconds per
 decision: the scheduler processes' own utime+stime (psutil; the launcher and runners apart)
 over the decision events they committed, counted in tock.events (DECISIONS below).
 """
@@ -341,8 +342,8 @@ def report(result: dict) -> None:
         figure(f"{label}:   decisions per transaction", result["decisions"] / result["commits"], "events")
         figure(f"{label}:   mean commit latency", result["commit_seconds"] / result["commits"] * 1000, "ms")
     figure(f"{label}: Kafka broker JVM CPU in the window (shared broker)", result["broker"], "s")
-    figure(f"{label}: broker CPU per decision (shared broker: upper bound)", result["broker"] / result["decisions"] * 1000,
-           "ms")
+    figure(f"{label}: broker CPU per decision (shared broker: upper bound)",
+           result["broker"] / result["decisions"] * 1000, "ms")
     figure(f"{label}: whole machine busy CPU in the window (all users)", result["machine"], "s")
     print(f"       (window {result['window']:.1f} s from the first trigger to the bench reading the goal; the bench's "
           f"own CPU in it, reading and decoding the log: {result['bench']:.1f} s)")
@@ -408,7 +409,7 @@ def bench_takeover(tmp: Path) -> None:
         figure("takeover: kill -9 -> first survivor decision event in a dead partition (event time)",
                first.at - killed_at, "s")
         print(f"       (first: {type(first).__name__} {first.dag_id} by {first.scheduler_id}; partitions "
-              f"{sorted(dead)} went to " + ", ".join(f"{name}: {sorted(p for p, who in owner_of(fleet, survivors, dead).items() if who == name)}"
+              f"{sorted(dead)} went to " + ", ".join(f"{name}: {_taken_by(fleet, survivors, dead, name)}"
                                                      for name in survivors) + ")")
         wait(lambda: tail.counts["DagRunFinished"] >= DAGS, RUN_TIMEOUT, "every run to finish", every=tail.poll)
         ours = [event for event in tail.events if getattr(event, "run_id", None) in runs]
@@ -447,6 +448,10 @@ def adoption_times(fleet: Fleet, survivors: list[str], dead: set[int], since: fl
             if stamp and adopted and log_time(stamp.group(1)) >= since and int(adopted.group(1)) in dead:
                 found.setdefault(int(adopted.group(1)), log_time(stamp.group(1)))
     return found
+
+
+def _taken_by(fleet, survivors, dead, name) -> list[int]:
+    return sorted(partition for partition, who in owner_of(fleet, survivors, dead).items() if who == name)
 
 
 def owner_of(fleet: Fleet, survivors: list[str], dead: set[int]) -> dict[int, str]:

@@ -121,8 +121,8 @@ def _forget_nodes(settings: Settings, nodes: set[str]) -> None:
     with kube_api(settings) as api:
         core, leases = client.CoreV1Api(api), client.CoordinationV1Api(api)
         for node in nodes:
-            for delete in (lambda: core.delete_node(node),
-                           lambda: leases.delete_namespaced_lease(node, LEASE_NAMESPACE)):
+            for delete in (lambda node=node: core.delete_node(node),
+                           lambda node=node: leases.delete_namespaced_lease(node, LEASE_NAMESPACE)):
                 try:
                     delete()
                 except ApiException as error:

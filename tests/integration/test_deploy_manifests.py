@@ -92,7 +92,8 @@ def test_the_production_overlay_pins_the_image_and_runs_three_schedulers():
     rendered = objects(render("overlays/production", None, Path()))
     assert rendered[("Deployment", "tock-scheduler")]["spec"]["replicas"] == 3
     images = {container["image"] for name in DEPLOYMENTS
-              for container in pod_spec(rendered, name)["containers"] + pod_spec(rendered, name).get("initContainers", [])}
+              for container in pod_spec(rendered, name)["containers"]
+              + pod_spec(rendered, name).get("initContainers", [])}
     assert images == {"registry.example.com/tock:0.1.0"}
     settings = rendered[("ConfigMap", "tock-settings")]["data"]
     assert settings["TOCK_KUBE_IMAGE"] == "registry.example.com/tock:0.1.0"

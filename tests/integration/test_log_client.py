@@ -101,7 +101,8 @@ def test_undecodable_records_go_to_dead_letter_and_reading_goes_on(kafka_setting
         headers = dict(message.headers())
         assert message.key() == b"etl"
         assert headers["source.topic"] == TopicNames(kafka_settings.topic_prefix)[EVENTS].encode()
-        assert (headers["source.partition"], headers["source.offset"]) == (str(partition).encode(), str(offset).encode())
+        source = (headers["source.partition"], headers["source.offset"])
+        assert source == (str(partition).encode(), str(offset).encode())
     assert b"bad or missing header" in dict(letters[0].headers())["reason"]
     assert b"corrupt TaskQueued" in dict(letters[1].headers())["reason"]
 

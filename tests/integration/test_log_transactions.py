@@ -93,7 +93,8 @@ def test_the_old_member_recovers_by_polling_after_losing_its_partitions(kafka_se
         old.session.commit([queued("a", task_id="stale-decision")], old.reader)
 
     # Polling rejoins the group; the two members share the partitions and may both commit.
-    wait_for(lambda: old.poll() and new.poll() and old.assigned and new.assigned and len(old.assigned | new.assigned) == kafka_settings.partitions
+    wait_for(lambda: old.poll() and new.poll() and old.assigned and new.assigned
+             and len(old.assigned | new.assigned) == kafka_settings.partitions
              and not old.assigned & new.assigned, "the partitions to be shared")
     old.session.commit([queued("a", task_id="fresh-decision")], old.reader)
     assert "fresh-decision" in [record.event.task_id for record in replay(kafka_settings, EVENTS)]

@@ -17,7 +17,8 @@ def test_the_first_start_creates_the_admin_and_later_starts_only_point_at_its_fi
     assert first.password_file == again.password_file == settings.home / "standalone_admin_password.txt"
     assert first.password_file.read_text().strip() == first.new_password
     assert first.password_file.stat().st_mode & 0o777 == 0o600
-    created = [event for event in (record.event for record in replay(settings, USERS)) if isinstance(event, UserCreated)]
+    events = [record.event for record in replay(settings, USERS)]
+    created = [event for event in events if isinstance(event, UserCreated)]
     assert [(event.username, event.role) for event in created] == [("admin", "admin")]
     assert accounts.password_matches(created[0].password_hash, first.new_password)
     assert first.new_password in standalone_admin.banner(settings, first)

@@ -57,7 +57,7 @@ class Workers:
         for process in self.started.values():
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
-        for host, process in self.started.items():
+        for process in self.started.values():
             try:
                 process.wait(30)
             except subprocess.TimeoutExpired:

@@ -232,7 +232,8 @@ def test_a_node_agent_killed_its_tries_die_and_run_again_on_another_node(make_se
     assert sorted((event.task_id, event.try_number) for event in tail.of_type(TaskDeclaredDead, run_id=run_id)) == [
         ("sleep_0", 1), ("sleep_1", 1)]
     retried = [event for event in tail.of_type(TaskStarted, run_id=run_id) if event.try_number == 2]
-    assert sorted((event.task_id, event.hostname) for event in retried) == [("sleep_0", "node-b"), ("sleep_1", "node-b")]
+    retried_on = sorted((event.task_id, event.hostname) for event in retried)
+    assert retried_on == [("sleep_0", "node-b"), ("sleep_1", "node-b")]
     assert sorted(line.rsplit(" ", 1)[0] for line in lines_of(ran)) == sorted(
         f"pods_0.sleep_{index} {number}" for index in range(2) for number in (1, 2))
 

@@ -97,7 +97,10 @@ def test_a_service_never_reaches_into_another(path):
     assert not offending
 
 
-@pytest.mark.parametrize("path", sorted(REPO.glob("services/*/core/**/*.py")), ids=lambda path: str(path.relative_to(REPO)))
+CORES = sorted(REPO.glob("services/*/core/**/*.py"))
+
+
+@pytest.mark.parametrize("path", CORES, ids=lambda path: str(path.relative_to(REPO)))
 def test_cores_import_only_the_standard_library_and_schemas(path):
     own_core = ".".join(path.relative_to(REPO).parts[:3])
     foreign = [where(path, line, name) for line, name in references(path)

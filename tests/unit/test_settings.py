@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from infra.settings import SettingsError, known_variables, load_settings
 
@@ -51,7 +52,7 @@ def test_invalid_values_name_the_variable(variable, value, message):
 
 def test_settings_are_frozen():
     settings = load_settings({})
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         settings.partitions = 3  # type: ignore[misc]
 
 

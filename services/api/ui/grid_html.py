@@ -26,7 +26,8 @@ def row_cells(row: dict[str, Any], columns: list[dict[str, Any]]) -> Markup:
     task_id = escape(row["task_id"])
     task_href = escape(quote(row["task_id"]))
     runs = [(escape(column["run_id"]), escape(column["href"]) + task_href) for column in columns]
-    return Markup("".join(_cell(cell, task_id, run_id, href) for cell, (run_id, href) in zip(row["cells"], runs, strict=False)))
+    cells = zip(row["cells"], runs, strict=False)
+    return Markup("".join(_cell(cell, task_id, run_id, href) for cell, (run_id, href) in cells))
 
 
 def _cell(cell: dict[str, Any], task_id: str, run_id: str, href: str) -> str:
