@@ -86,6 +86,9 @@ class Settings(BaseSettings):
     api_login_attempts: int = Field(default=5, ge=1, description="wrong passwords per user and address within "
                                     "TOCK_API_LOGIN_WINDOW before logins are refused (429) for the window")
     api_login_window: float = Field(default=300.0, gt=0, description="seconds of the wrong-password window")
+    api_trusted_proxies: str = Field(default="", pattern=r"^[0-9A-Za-z.:_,\s-]*$",
+                                     description="comma-separated addresses of reverse proxies whose "
+                                                 "X-Forwarded-For names the client (login limits key on it)")
     api_conf_limit_bytes: int = Field(default=256 * 1024, ge=2, le=100 * 1024 * 1024,
                                       description="bytes of a trigger's or backfill's conf as JSON at most; a "
                                                   "larger one is refused (422): a command is one Kafka record, "

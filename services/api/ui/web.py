@@ -44,6 +44,8 @@ class UiState:
     def __init__(self, settings) -> None:
         self.key = (settings.api_secret_key or secrets.token_hex(32)).encode()
         self.limits = login_limits.LoginLimits(settings.api_login_attempts, settings.api_login_window)
+        self.trusted_proxies = frozenset(filter(None, (part.strip() for part in
+                                                       settings.api_trusted_proxies.split(","))))
         self.failures = login_limits.Failures()
         self.lock = threading.Lock()
         self.session_seconds = settings.api_session_hours * 3600
@@ -140,16 +142,16 @@ def login(request: Request, username: str = Form(..., max_length=200), password:
     state = ui_state(request)
     if not sessions.csrf_matches(state.key, request.cookies.get(sessions.LOGIN_COOKIE), csrf):
         raise HTTPException(status_code=403, detail="the login form's CSRF token is missing or wrong; reload it")
-    key = f"{username}|{request.client.host if request.client else ''}"
-    with state.lock:
+    key = f"{username}|{login_limits.client_address(request, state.trusted_proxies)}"
+    with state.lock:  # checked and counted in one step: concurrent guesses each take an attempt
         wait = login_limits.refused_for(state.failures, key, time.time(), state.limits)
+        if not wait:  # counted as wrong until the password proves right
+            state.failures = login_limits.failed(state.failures, key, time.time(), state.limits)
     if wait:
         raise HTTPException(status_code=429, detail=f"too many wrong passwords; try again in {wait:.0f} s",
                             headers={"Retry-After": str(int(wait) + 1)})
     row = queries.user(request.app.state.engine, username)
-    if row is None or not accounts.password_matches(row["password_hash"], password):
-        with state.lock:
-            state.failures = login_limits.failed(state.failures, key, time.time(), state.limits)
+    if not accounts.login_matches(row["password_hash"] if row is not None else None, password):
         return RedirectResponse(f"/login?error=1&next={quote(_safe_next(next))}", status_code=303)
     with state.lock:
         state.failures = login_limits.succeeded(state.failures, key)
