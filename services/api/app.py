@@ -29,6 +29,7 @@ from services.api.executors import executors
 from services.api.logs import logs
 from services.api.metrics import ApiMetrics
 from services.api.targets import Refused
+from services.api.ui import logouts
 from services.api.ui.actions import actions
 from services.api.ui.pages import pages
 from services.api.ui.web import STATIC, LoginRequired, UiState, session_principal, web
@@ -69,6 +70,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.settings = settings
     app.state.engine = open_engine(settings)
     create_tables(app.state.engine)  # an API started before the projector answers with empty lists
+    logouts.create_table(app.state.engine)
     app.state.command_log = CommandLog(settings)
     app.state.metrics = ApiMetrics(app.state.engine)
     app.state.ui = UiState(settings)

@@ -7,6 +7,7 @@ Pages depend on :func:`page_user` (anonymous: redirected to the login page); for
 from __future__ import annotations
 
 import hashlib
+import hmac
 import secrets
 import threading
 import time
@@ -21,7 +22,7 @@ from sqlalchemy import Engine
 from projections import queries
 from services.api import accounts
 from services.api.auth import Principal
-from services.api.ui import grid_html, login_limits, sessions, views
+from services.api.ui import grid_html, login_limits, logouts, sessions, views
 
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
 STATIC = Path(__file__).parent / "static"
@@ -57,12 +58,17 @@ def ui_state(request: Request) -> UiState:
 
 
 def session_principal(request: Request) -> Principal | None:
-    """Who the session cookie stands for, if it is valid and the account still exists."""
-    session = sessions.decode_session(ui_state(request).key, request.cookies.get(sessions.SESSION_COOKIE), time.time())
+    """Who the session cookie stands for, if it is valid, not logged out, and its account is the one it
+    began with (same incarnation, same password)."""
+    key, engine = ui_state(request).key, request.app.state.engine
+    session = sessions.decode_session(key, request.cookies.get(sessions.SESSION_COOKIE), time.time())
     if session is None:
         return None
-    row = queries.user(request.app.state.engine, session.username)
-    if row is None:
+    row = queries.user(engine, session.username)
+    if row is None or not hmac.compare_digest(session.stamp, sessions.account_stamp(key, row["username"],
+                                                                                     row["password_hash"])):
+        return None  # deleted, created again, or a new password since this session began
+    if logouts.ended(engine, session.nonce):
         return None
     request.state.session = session
     return Principal(row["username"], row["role"])
@@ -155,7 +161,8 @@ def login(request: Request, username: str = Form(..., max_length=200), password:
         return RedirectResponse(f"/login?error=1&next={quote(_safe_next(next))}", status_code=303)
     with state.lock:
         state.failures = login_limits.succeeded(state.failures, key)
-    session = sessions.Session(username, time.time() + state.session_seconds, sessions.new_nonce())
+    session = sessions.Session(username, time.time() + state.session_seconds, sessions.new_nonce(),
+                               sessions.account_stamp(state.key, row["username"], row["password_hash"]))
     response = RedirectResponse(_safe_next(next), status_code=303)
     _set_cookie(request, response, sessions.SESSION_COOKIE, sessions.encode_session(state.key, session),
                 int(state.session_seconds))
@@ -165,7 +172,9 @@ def login(request: Request, username: str = Form(..., max_length=200), password:
 
 @web.post("/logout")
 def logout(request: Request, csrf: str = Form("")) -> Response:
-    form_user(request, csrf, "viewer")
+    principal = form_user(request, csrf, "viewer")
+    session: sessions.Session = request.state.session
+    logouts.end(request.app.state.engine, session.nonce, principal.username, session.expires, time.time())
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(sessions.SESSION_COOKIE, path="/")
     return response
