@@ -26,7 +26,7 @@ from services.api.auth import VIEWER, Principal, authenticate, bearer_scheme
 from services.api.backfills import status
 from services.api.commands import CommandLog, commands
 from services.api.executors import executors
-from services.api.logs import logs
+from services.api.logs import FollowSlots, logs
 from services.api.metrics import ApiMetrics
 from services.api.targets import Refused
 from services.api.ui import logouts
@@ -74,6 +74,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.command_log = CommandLog(settings)
     app.state.metrics = ApiMetrics(app.state.engine)
     app.state.ui = UiState(settings)
+    app.state.log_follows = FollowSlots(settings.api_log_follows_per_user)
     _add_error_handlers(app)
     _add_metrics(app)
     _add_documents(app)
