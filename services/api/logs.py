@@ -85,7 +85,8 @@ def task_log(dag_id: str, run_id: str, task_id: str, request: Request,
     TOCK_API_LOG_FOLLOW_SECONDS have passed: ask again to read on); a user follows at most
     TOCK_API_LOG_FOLLOWS_PER_USER logs at once (429 beyond). Without it, what is there now. A try
     that has not run (a number past the latest try) is a 404. A try with nothing in ``tock.logs``
-    (older than its retention): its file under TOCK_HOME (``tries/<dag>/<run>/<task>/<try>.log``) if this host has it."""
+    (older than its retention): its file under TOCK_HOME (``tries/<dag>/<run>/<task>/<try>.log``)
+    if this host has it."""
     return log_response(request, engine, dag_id, run_id, task_id, try_number, follow)
 
 
