@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import time
 from contextlib import asynccontextmanager
@@ -56,8 +57,37 @@ def engine_of(request: Request) -> Engine:
     return request.app.state.engine
 
 
+PLACEHOLDER_TOKENS = frozenset({"change-me"})  # infra/deploy/base/secret.yaml's
+
+
+class UnsafeSettings(ValueError):
+    """Settings the API refuses to serve with; the message says which and what to do."""
+
+
+def refuse_unsafe_settings(settings: Settings) -> None:
+    """Raise UnsafeSettings for the documented placeholder admin token on an address others can reach:
+    whoever read the deploy files would be an admin."""
+    if settings.api_token in PLACEHOLDER_TOKENS and not _loopback(settings.api_host):
+        raise UnsafeSettings(
+            f"TOCK_API_TOKEN is the placeholder {settings.api_token!r} of infra/deploy/base/secret.yaml and the "
+            f"API would listen on {settings.api_host} (TOCK_API_HOST), not loopback: anyone who read the deploy "
+            "files would be an admin. Put a long random secret in the tock-secrets Secret (e.g. the output of "
+            "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`), or leave TOCK_API_TOKEN unset.")
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may resolve anywhere
+        return False
+
+
 def create_app(settings: Settings) -> FastAPI:
-    """The API over ``settings``' database; commands go to its Kafka log."""
+    """The API over ``settings``' database; commands go to its Kafka log. Raises UnsafeSettings for
+    settings it refuses to serve with (:func:`refuse_unsafe_settings`)."""
+    refuse_unsafe_settings(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
