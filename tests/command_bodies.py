@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 SCHEDULES = ("@hourly", "@daily", "@weekly", "@monthly", "@yearly", "0 0 29 2 *", "0 0 1 1 *", "*/15 * * * *",
              "0 12 * * 1-5", "0 0 31 * *")
 _EDGES = [dt.datetime(*parts, tzinfo=dt.UTC).timestamp() for parts in
-          [(1970, 1, 1), (1970, 1, 1, 0, 0, 1), (9998, 12, 31, 23, 59, 59), (9999, 1, 1), (9999, 12, 31), (2024, 2, 29)]]
+          [(1970, 1, 1), (1970, 1, 1, 0, 0, 1), (9998, 12, 31, 23, 59, 59), (9999, 1, 1), (9999, 12, 31),
+           (2024, 2, 29)]]
 
 json_scalars = (st.none() | st.booleans() | st.integers(min_value=-(10**30), max_value=10**30)
                 | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=20))
@@ -20,7 +21,7 @@ json_values = st.recursive(json_scalars, lambda children: st.lists(children, max
 seconds = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from(_EDGES),
                     st.floats(min_value=-1e10, max_value=3e11), st.integers(min_value=-(10**20), max_value=10**20))
 iso_dates = st.one_of(
-    st.datetimes(min_value=dt.datetime(1, 1, 1), max_value=dt.datetime(9999, 12, 31)).map(lambda when: when.isoformat()),
+    st.datetimes(min_value=dt.datetime(1, 1, 1), max_value=dt.datetime(9999, 12, 31)).map(lambda w: w.isoformat()),
     st.datetimes(min_value=dt.datetime(9990, 1, 1), max_value=dt.datetime(9999, 12, 31)).map(lambda w: w.isoformat()),
     st.sampled_from(["2024-01-31", "2024-02-30", "yesterday", "", "9999-06-01", "1969-12-31T23:59:59Z",
                      "9998-12-31T23:00-05:00", "0001-01-01"]))
