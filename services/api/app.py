@@ -46,6 +46,8 @@ DESCRIPTION = """Reads of the projections of Tock's log; commands are appended t
 Commands answer 202 once the log has acknowledged them; the owning scheduler then applies them
 (or rejects them: see `GET /api/v1/commands/{request_id}`). Send an `Idempotency-Key` header to
 make a retry safe: the same key is the same request id, applied once, with the same response.
+A 503 says whether the command was not appended, or was not acknowledged in time (then it may be
+in the log all the same): retry with the same key either way.
 Unknown DAGs, runs and task instances get 404; impossible commands 409 with the reason; malformed
 input 422. Every endpoint but /health needs `Authorization: Bearer <token>` (401 without, 403 when the
 token's role is too weak): viewers read, operators also run commands, admins also manage users. This
