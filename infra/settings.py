@@ -88,6 +88,19 @@ class Settings(BaseSettings):
     api_login_attempts: int = Field(default=5, ge=1, description="wrong passwords per user and address within "
                                     "TOCK_API_LOGIN_WINDOW before logins are refused (429) for the window")
     api_login_window: float = Field(default=300.0, gt=0, description="seconds of the wrong-password window")
+    api_log_follows_per_user: int = Field(default=4, ge=1, le=1000,
+                                          description="task log follows (?follow=true) one user holds open at "
+                                                      "once; more are refused (429)")
+    api_log_follow_seconds: float = Field(default=3600.0, gt=0, le=7 * 24 * 3600.0,
+                                          description="seconds a task log follow streams at most before it ends "
+                                                      "(the client asks again to read on)")
+    api_trusted_proxies: str = Field(default="", pattern=r"^[0-9A-Za-z.:_,\s-]*$",
+                                     description="comma-separated addresses of reverse proxies whose "
+                                                 "X-Forwarded-For names the client (login limits key on it)")
+    api_conf_limit_bytes: int = Field(default=256 * 1024, ge=2, le=100 * 1024 * 1024,
+                                      description="bytes of a trigger's or backfill's conf as JSON at most; a "
+                                                  "larger one is refused (422): a command is one Kafka record, "
+                                                  "and the producer and broker take 1 MB by default")
     monitor_host: str = Field(default="127.0.0.1", description="bind address of the monitor's JSON tables")
     monitor_port: int = Field(default=8090, ge=1, le=65535, description="port of the monitor's JSON tables")
     monitor_session_timeout: float = Field(default=10.0, ge=6, le=300,

@@ -235,19 +235,27 @@ def user(engine: Engine, username: str) -> Row | None:
 
 
 def users(engine: Engine, *, limit: int = DEFAULT_LIMIT, offset: int = 0) -> list[Row]:
-    """Accounts by name, without their password hashes."""
+    """Accounts by name, without their password hashes (nor the log positions of their incarnations)."""
     table = LIVE["tock_user"]
-    columns = [column for column in table.c if column.name != "password_hash"]
+    columns = [column for column in table.c if column.name not in ("password_hash", *_INCARNATION)]
     return _page(engine, select(*columns).order_by(table.c.username), limit, offset)
 
 
 def token_owner(engine: Engine, token_id: str) -> Row | None:
-    """A live token (not revoked, its owner not deleted) with its owner's role, or None."""
+    """A live token (not revoked, created in its owner's current incarnation) with its owner's role, or None.
+    Both events are keyed by the user name, so they are in one partition, where the token's TokenCreated
+    follows the UserCreated that began the incarnation it belongs to."""
     tokens, accounts = LIVE["api_token"], LIVE["tock_user"]
+    same_incarnation = and_(accounts.c.username == tokens.c.username,
+                            accounts.c.created_partition == tokens.c.created_partition,
+                            accounts.c.created_offset < tokens.c.created_offset)
     query = (select(tokens.c.token_id, tokens.c.token_hash, tokens.c.username, accounts.c.role)
-             .join(accounts, accounts.c.username == tokens.c.username)
+             .join(accounts, same_incarnation)
              .where(tokens.c.token_id == token_id, tokens.c.revoked_at.is_(None)))
     return _one(engine, query)
+
+
+_INCARNATION = ("created_partition", "created_offset")
 
 
 def tokens(engine: Engine, *, username: str | None = None, limit: int = DEFAULT_LIMIT, offset: int = 0) -> list[Row]:

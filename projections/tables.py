@@ -33,6 +33,10 @@ def _floats(*names: str) -> list[Column]:
     return [Column(name, Float) for name in names]
 
 
+def _log_position() -> list[Column]:
+    return [Column("created_partition", Integer), Column("created_offset", BigInteger)]
+
+
 def _specs() -> dict[str, tuple[tuple[str, ...], list[Column]]]:
     """Table name -> (primary key columns, every column), built fresh for each MetaData."""
     return {
@@ -78,10 +82,13 @@ def _specs() -> dict[str, tuple[tuple[str, ...], list[Column]]]:
                                           *_floats("duration", "at")]),
         "import_error": (("file_path",), [*_strings("file_path", "processor_id", "file_hash"),
                                           Column("error", Text), Column("traceback", Text), Column("at", Float)]),
+        # created_partition / created_offset: the log position of the UserCreated that began the account's
+        # incarnation, and of a token's TokenCreated (same partition: both are keyed by the user name).
         "tock_user": (("username",), [*_strings("username", "role", "password_hash", "created_by"),
-                                      *_floats("created_at", "updated_at")]),
+                                      *_floats("created_at", "updated_at"), *_log_position()]),
         "api_token": (("token_id",), [*_strings("token_id", "username", "token_hash", "description", "created_by",
-                                                "revoked_by"), *_floats("created_at", "revoked_at")]),
+                                                "revoked_by"), *_floats("created_at", "revoked_at"),
+                                      *_log_position()]),
         OFFSETS: (("topic", "partition"), [Column("topic", String), Column("partition", Integer),
                                            Column("next_offset", BigInteger, nullable=False)]),
     }

@@ -129,5 +129,53 @@ def _append_once(settings: Settings, events: Sequence[Any]) -> None:
         event_log.flush(ACK_TIMEOUT + 5)
 
 
+ENDED_RUN_STATES = ("success", "failed")
+TABLE_CHECK_SECONDS = 2.0  # how often a wait also asks the dag_run table
+
+
+def wait_for_run(settings: Settings, dag_id: str, run_id: str, start: int, timeout: float | None = None) -> str | None:
+    """The state a run ends in, or None when ``timeout`` seconds passed first. Reads the DAG's partition of
+    tock.events from ``start`` (the end offset before the trigger was appended) for its DagRunFinished, and
+    the dag_run table every TABLE_CHECK_SECONDS: a trigger repeated with a used request id names a run that
+    may have ended before ``start``, which the log after it will never mention again."""
+    from infra.log import EventReader, partition_for
+    from schemas import EVENTS, DagRunFinished
+
+    deadline = None if timeout is None else time.monotonic() + timeout
+    next_check = time.monotonic()
+    with EventReader(settings, [], client_id="tock-trigger-wait") as reader:
+        reader.assign([(EVENTS, partition_for(dag_id, settings.partitions), start)])
+        while deadline is None or time.monotonic() < deadline:
+            if time.monotonic() >= next_check:
+                if (state := ended_run_state(settings, dag_id, run_id)) is not None:
+                    return state
+                next_check = time.monotonic() + TABLE_CHECK_SECONDS
+            for record in reader.poll(0.5):
+                event = record.event
+                if isinstance(event, DagRunFinished) and (event.dag_id, event.run_id) == (dag_id, run_id):
+                    return event.state
+    return None
+
+
+def ended_run_state(settings: Settings, dag_id: str, run_id: str) -> str | None:
+    """The run's state if the dag_run table shows it ended; None when it does not (or cannot be read:
+    then the log alone answers)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from projections import queries
+    from projections.db import open_engine
+
+    engine = open_engine(settings)
+    try:
+        run = queries.run(engine, dag_id, run_id)
+    except SQLAlchemyError:
+        return None
+    finally:
+        engine.dispose()
+    if run is None or run["end_date"] is None or run["state"] not in ENDED_RUN_STATES:
+        return None
+    return run["state"]
+
+
 def show_request(request_id: str) -> str:
     return f"request id {request_id} (see `tock commands show {request_id}`)"

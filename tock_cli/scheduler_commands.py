@@ -12,7 +12,7 @@ import typer
 from confluent_kafka import KafkaException
 
 from tock_cli import settings_of
-from tock_cli.appending import ATTEMPTS, REQUEST_ID_OPTION
+from tock_cli.appending import ATTEMPTS, REQUEST_ID_OPTION, wait_for_run
 from tock_cli.groups import dags_app
 
 log = logging.getLogger("tock_cli")
@@ -62,7 +62,7 @@ def dags_trigger(ctx: typer.Context,
                  request_id: str = REQUEST_ID_OPTION) -> None:
     """Ask the scheduler for a manual run of DAG_ID; prints the run id (manual__<request id>: the
     same --request-id names the same run, created once)."""
-    from services.scheduler.trigger import dag_is_published, follow_run
+    from services.scheduler.trigger import dag_is_published
 
     try:
         if not isinstance(json.loads(conf), dict):
@@ -83,7 +83,7 @@ def dags_trigger(ctx: typer.Context,
     typer.echo(run_id)
     if not wait:
         return
-    state = follow_run(settings, dag_id, run_id, start, timeout)
+    state = wait_for_run(settings, dag_id, run_id, start, timeout)
     if state is None:
         typer.echo(f"tock dags trigger: run {run_id} did not finish within {timeout:g} s", err=True)
         raise typer.Exit(2)

@@ -7,6 +7,7 @@ constant time. Tokens are 256-bit random secrets, so a slow hash would add nothi
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import secrets
@@ -36,6 +37,21 @@ def password_matches(password_hash: str, password: str) -> bool:
         return _hasher.verify(password_hash, password)
     except (VerificationError, InvalidHashError):
         return False
+
+
+def login_matches(password_hash: str | None, password: str) -> bool:
+    """Whether ``password`` opens the account whose hash is ``password_hash``. For an unknown account
+    (None) the same argon2 work is done against a decoy hash, so the time a login takes does not tell
+    whether the user name exists."""
+    if password_hash is None:
+        password_matches(_decoy_hash(), password)
+        return False
+    return password_matches(password_hash, password)
+
+
+@functools.cache
+def _decoy_hash() -> str:
+    return _hasher.hash(secrets.token_urlsafe(16))  # the hasher's own parameters: the cost of a real hash
 
 
 def new_password() -> str:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import ipaddress
+import logging
 import time
 from contextlib import asynccontextmanager
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import Engine, text
@@ -19,18 +23,20 @@ from infra.settings import Settings
 from projections import queries
 from projections.db import create_tables, open_engine
 from services.api import models
-from services.api.auth import VIEWER
+from services.api.auth import VIEWER, Principal, authenticate, bearer_scheme
 from services.api.backfills import status
 from services.api.commands import CommandLog, commands
 from services.api.executors import executors
-from services.api.logs import logs
+from services.api.logs import FollowSlots, logs
 from services.api.metrics import ApiMetrics
 from services.api.targets import Refused
+from services.api.ui import logouts
 from services.api.ui.actions import actions
 from services.api.ui.pages import pages
-from services.api.ui.web import STATIC, LoginRequired, UiState, web
+from services.api.ui.web import STATIC, LoginRequired, UiState, session_principal, web
 from services.api.users import users
 
+log = logging.getLogger("tock.api")
 LIMIT = Query(100, ge=1, le=1000, description="at most this many items")
 OFFSET = Query(0, ge=0, le=2**31 - 1, description="skip this many items")
 
@@ -40,9 +46,12 @@ DESCRIPTION = """Reads of the projections of Tock's log; commands are appended t
 Commands answer 202 once the log has acknowledged them; the owning scheduler then applies them
 (or rejects them: see `GET /api/v1/commands/{request_id}`). Send an `Idempotency-Key` header to
 make a retry safe: the same key is the same request id, applied once, with the same response.
+A 503 says whether the command was not appended, or was not acknowledged in time (then it may be
+in the log all the same): retry with the same key either way.
 Unknown DAGs, runs and task instances get 404; impossible commands 409 with the reason; malformed
 input 422. Every endpoint but /health needs `Authorization: Bearer <token>` (401 without, 403 when the
-token's role is too weak): viewers read, operators also run commands, admins also manage users.
+token's role is too weak): viewers read, operators also run commands, admins also manage users. This
+document and its viewers (/docs, /redoc) need a viewer's token or a web UI login.
 Tokens come from `tock tokens create`; TOCK_API_TOKEN, when set, is an admin token."""
 
 
@@ -50,8 +59,37 @@ def engine_of(request: Request) -> Engine:
     return request.app.state.engine
 
 
+PLACEHOLDER_TOKENS = frozenset({"change-me"})  # infra/deploy/base/secret.yaml's
+
+
+class UnsafeSettings(ValueError):
+    """Settings the API refuses to serve with; the message says which and what to do."""
+
+
+def refuse_unsafe_settings(settings: Settings) -> None:
+    """Raise UnsafeSettings for the documented placeholder admin token on an address others can reach:
+    whoever read the deploy files would be an admin."""
+    if settings.api_token in PLACEHOLDER_TOKENS and not _loopback(settings.api_host):
+        raise UnsafeSettings(
+            f"TOCK_API_TOKEN is the placeholder {settings.api_token!r} of infra/deploy/base/secret.yaml and the "
+            f"API would listen on {settings.api_host} (TOCK_API_HOST), not loopback: anyone who read the deploy "
+            "files would be an admin. Put a long random secret in the tock-secrets Secret (e.g. the output of "
+            "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`), or leave TOCK_API_TOKEN unset.")
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may resolve anywhere
+        return False
+
+
 def create_app(settings: Settings) -> FastAPI:
-    """The API over ``settings``' database; commands go to its Kafka log."""
+    """The API over ``settings``' database; commands go to its Kafka log. Raises UnsafeSettings for
+    settings it refuses to serve with (:func:`refuse_unsafe_settings`)."""
+    refuse_unsafe_settings(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -59,16 +97,19 @@ def create_app(settings: Settings) -> FastAPI:
         app.state.command_log.close()
         app.state.engine.dispose()
 
-    app = FastAPI(title="Tock API", version="1", lifespan=lifespan,
-                  description=DESCRIPTION)
+    app = FastAPI(title="Tock API", version="1", lifespan=lifespan, description=DESCRIPTION,
+                  docs_url=None, redoc_url=None, openapi_url=None)  # served behind a login: _add_documents
     app.state.settings = settings
     app.state.engine = open_engine(settings)
     create_tables(app.state.engine)  # an API started before the projector answers with empty lists
+    logouts.create_table(app.state.engine)
     app.state.command_log = CommandLog(settings)
     app.state.metrics = ApiMetrics(app.state.engine)
     app.state.ui = UiState(settings)
+    app.state.log_follows = FollowSlots(settings.api_log_follows_per_user)
     _add_error_handlers(app)
     _add_metrics(app)
+    _add_documents(app)
     app.include_router(open_reads)
     for router in (reads, status, logs, executors):
         app.include_router(router, dependencies=[Depends(VIEWER)],
@@ -124,6 +165,33 @@ def _add_metrics(app: FastAPI) -> None:
         return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
 
+def reader(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer_scheme)) -> Principal:
+    """A viewer by bearer token or by web UI session (the documents are read from a browser too);
+    anonymous: 401 for a client that sent a token or asks for JSON, else to the login page."""
+    if credentials is None and (principal := session_principal(request)) is not None:
+        return principal
+    if credentials is None and request.url.path != OPENAPI:
+        raise LoginRequired(request.url.path)
+    return authenticate(request, credentials)  # every role may read
+
+
+OPENAPI = "/openapi.json"
+
+
+def _add_documents(app: FastAPI) -> None:
+    @app.get(OPENAPI, include_in_schema=False, dependencies=[Depends(reader)])
+    def openapi_document() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", include_in_schema=False, dependencies=[Depends(reader)])
+    def swagger() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url=OPENAPI, title=f"{app.title} - Swagger UI")
+
+    @app.get("/redoc", include_in_schema=False, dependencies=[Depends(reader)])
+    def redoc() -> HTMLResponse:
+        return get_redoc_html(openapi_url=OPENAPI, title=f"{app.title} - ReDoc")
+
+
 # --- reads ---------------------------------------------------------------------------
 
 reads = APIRouter()
@@ -139,12 +207,14 @@ def _found(row, what: str):
 @open_reads.get("/health", response_model=models.Health, tags=["health"],
            responses={503: {"model": models.Health}})
 def health(engine: Engine = Depends(engine_of)):
-    """ok when the database answers."""
+    """ok when the database answers. Anonymous (probes carry no credentials), so a failure says only
+    "database unavailable": the driver's text names hosts, users and schemas (the API's log has it)."""
     try:
         with engine.connect() as connection:
             connection.execute(text("SELECT 1"))
     except SQLAlchemyError as error:
-        return JSONResponse(status_code=503, content={"status": "degraded", "database": str(error.orig or error)})
+        log.warning("/health: the database does not answer: %s", error.orig or error)
+        return JSONResponse(status_code=503, content={"status": "degraded", "database": "database unavailable"})
     return {"status": "ok", "database": "ok"}
 
 

@@ -17,7 +17,8 @@ from projections import queries
 from services.api import accounts
 
 SETTINGS_TOKEN_USER = "api-token"  # who TOCK_API_TOKEN is in the commands it appends
-_bearer = HTTPBearer(auto_error=False, description="a user's API token (`tock tokens create`) or TOCK_API_TOKEN")
+bearer_scheme = HTTPBearer(auto_error=False,
+                           description="a user's API token (`tock tokens create`) or TOCK_API_TOKEN")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +59,7 @@ def authenticate(request: Request, credentials: HTTPAuthorizationCredentials | N
 def require(role: str):
     """A dependency admitting principals whose role allows ``role`` (401 anonymous, 403 too weak)."""
 
-    def check(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> Principal:
+    def check(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer_scheme)) -> Principal:
         principal = authenticate(request, credentials)
         if not accounts.allows(principal.role, role):
             raise HTTPException(status_code=403, detail=f"{principal.username} is a {principal.role}; "

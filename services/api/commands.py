@@ -8,11 +8,12 @@ which the scheduler applies once, and gets the same response body.
 
 from __future__ import annotations
 
-import json
+import logging
 import threading
 import time
 import uuid
 
+from confluent_kafka import KafkaException
 from fastapi import APIRouter, Depends, Header, HTTPException, Request
 from sqlalchemy import Engine
 
@@ -24,6 +25,18 @@ from schemas.runs import manual_run_id
 from services.api import models, targets
 from services.api.auth import OPERATOR, requester
 
+log = logging.getLogger("tock.api")
+ACK_TIMEOUT = 10.0  # seconds the broker gets to acknowledge a command before the API answers 503
+
+
+class NotAppended(Exception):
+    """The log did not take a command. ``maybe``: the producer queued it but the broker did not acknowledge
+    it in time (or said it failed after sending), so it may be in the log all the same."""
+
+    def __init__(self, reason: str, *, maybe: bool) -> None:
+        super().__init__(reason)
+        self.reason, self.maybe = reason, maybe
+
 
 class CommandLog:
     """The API's producer, created on first use so read-only use needs no broker."""
@@ -34,20 +47,30 @@ class CommandLog:
         self._lock = threading.Lock()
 
     def append(self, event) -> str:
-        """Append and wait for the broker's acknowledgement; returns the topic."""
+        """Append and wait for the broker's acknowledgement; returns the topic. Raises NotAppended."""
         with self._lock:
-            if self._log is None:
-                self._log = KafkaEventLog(self._settings, client_id="tock-api")
-            self._log.append(event)
-            self._log.flush(10.0)
+            try:
+                if self._log is None:
+                    self._log = KafkaEventLog(self._settings, client_id="tock-api")
+                self._log.append(event)
+            except (KafkaException, BufferError) as error:  # refused before it left: e.g. a record too large
+                raise NotAppended(f"the producer refused it: {error}", maybe=False) from None
+            try:
+                self._log.flush(ACK_TIMEOUT)
+            except DeliveryFailed as error:
+                raise NotAppended(str(error), maybe=True) from None
         return topic_name(self._settings.topic_prefix, event.TOPIC)
 
     def close(self) -> None:
         """Close the producer; idempotent (an app's lifespan may end more than once under test clients)."""
         with self._lock:
             if self._log is not None:
-                self._log.close()
-                self._log = None
+                try:
+                    self._log.close(ACK_TIMEOUT)
+                except DeliveryFailed as error:  # their requests were answered 503: a retry is applied once
+                    log.warning("the API stopped with commands Kafka had not acknowledged: %s", error)
+                finally:
+                    self._log = None
 
 
 def request_id_of(idempotency_key: str | None = Header(
@@ -67,8 +90,19 @@ commands = APIRouter(dependencies=[Depends(OPERATOR)], tags=["commands"],
                                 404: {"description": "unknown DAG, run or task instance"},
                                 409: {"description": "a command that cannot be carried out, with the reason"},
                                 422: {"description": "malformed input"},
-                                503: {"description": "the log did not acknowledge the command (retry with the "
-                                                     "same Idempotency-Key)"}})
+                                503: {"description": "the log did not take the command, or did not acknowledge it "
+                                                     "in time (then it may be in the log all the same): retry "
+                                                     "with the same Idempotency-Key, which is applied once"}})
+
+
+def not_appended(failure: NotAppended, what: str, retry: str) -> HTTPException:
+    """The 503 for a command the log did not take, saying whether it may be there all the same."""
+    if failure.maybe:
+        detail = (f"Kafka did not acknowledge the {what} within {ACK_TIMEOUT:g} s ({failure.reason}); it may still "
+                  f"have been appended, so this does not mean it was lost: {retry}")
+    else:
+        detail = f"the {what} was not appended to the log ({failure.reason}): {retry}"
+    return HTTPException(status_code=503, detail=detail, headers={"Retry-After": "5"})
 
 
 def append(request: Request, event, request_id: str, *, run_id: str | None = None, task_id: str | None = None,
@@ -76,8 +110,10 @@ def append(request: Request, event, request_id: str, *, run_id: str | None = Non
     """Append ``event`` and answer with what names it (nothing time-dependent: see :class:`models.Accepted`)."""
     try:
         topic = request.app.state.command_log.append(event)
-    except DeliveryFailed as error:
-        raise HTTPException(status_code=503, detail=f"the command was not acknowledged by Kafka: {error}") from None
+    except NotAppended as failure:
+        retry = (f"retry with the header Idempotency-Key {request_id} (a command is applied once however often it is "
+                 f"appended), then see GET /api/v1/commands/{request_id}")
+        raise not_appended(failure, "command", retry) from None
     request.app.state.metrics.commands.labels(type(event).__name__).inc()
     return {"command": type(event).__name__, "request_id": request_id, "dag_id": event.dag_id, "run_id": run_id,
             "task_id": task_id, "backfill_id": backfill_id, "topic": topic,
@@ -96,12 +132,14 @@ def trigger(dag_id: str, body: models.TriggerRequest, request: Request, request_
             engine: Engine = Depends(engine_of)):
     """Append TriggerDagRun. The run id is ``manual__<request id>``, so a trigger repeated with the same
     Idempotency-Key (before or after its run finished) names the same run and creates it once.
-    409 if the DAG's file no longer defines it."""
+    409 if the DAG's file no longer defines it; 422 for a logical date outside the years 1970 to 9998, or a
+    conf over TOCK_API_CONF_LIMIT_BYTES as JSON."""
     targets.known_dag(engine, dag_id, active=True)
     run_id = manual_run_id(request_id)
     once(engine, request_id, "TriggerDagRun", dag_id, run_id)
-    event = TriggerDagRun(dag_id=dag_id, request_id=request_id, conf_json=json.dumps(body.conf, sort_keys=True),
-                          logical_date=body.logical_date, requested_by=requester(request), at=time.time())
+    conf_json = targets.conf_text(body.conf, request.app.state.settings.api_conf_limit_bytes)
+    event = TriggerDagRun(dag_id=dag_id, request_id=request_id, conf_json=conf_json, logical_date=body.logical_date,
+                          requested_by=requester(request), at=time.time())
     return append(request, event, request_id, run_id=run_id)
 
 

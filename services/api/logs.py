@@ -3,6 +3,9 @@ whole or followed while the try runs."""
 
 from __future__ import annotations
 
+import threading
+import time
+import weakref
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import astuple
 
@@ -10,11 +13,13 @@ from confluent_kafka import KafkaException
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 from sqlalchemy import Engine
+from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from infra.settings import Settings
 from projections import queries
 from services.api import targets
+from services.api.auth import requester
 from services.api.commands import engine_of
 from services.api.task_logs import TryRef, file_chunks, log_file, shipped_texts, try_has_ended, try_start
 
@@ -22,9 +27,53 @@ logs = APIRouter(tags=["tasks"])
 TEXT = "text/plain; charset=utf-8"
 
 
+class FollowSlots:
+    """How many log follows each user holds open (each holds a Kafka consumer and a thread while it
+    polls), at most ``limit`` per user: TOCK_API_LOG_FOLLOWS_PER_USER."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._held: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def take(self, username: str) -> FollowSlot:
+        """A slot of ``username``'s (429 when they hold ``limit``); release it when the follow ends."""
+        with self._lock:
+            if self._held.get(username, 0) >= self.limit:
+                raise HTTPException(status_code=429, detail=f"{username} already follows {self.limit} task logs "
+                                                            "(TOCK_API_LOG_FOLLOWS_PER_USER): end one first")
+            self._held[username] = self._held.get(username, 0) + 1
+        return FollowSlot(self, username)
+
+    def _give_back(self, username: str) -> None:
+        with self._lock:
+            left = self._held.get(username, 0) - 1
+            if left > 0:
+                self._held[username] = left
+            else:
+                self._held.pop(username, None)
+
+    def held(self, username: str) -> int:
+        with self._lock:
+            return self._held.get(username, 0)
+
+
+class FollowSlot:
+    """One follow's slot; released once, by whichever of its ends comes first."""
+
+    def __init__(self, slots: FollowSlots, username: str) -> None:
+        self._slots, self._username, self._released = slots, username, threading.Event()
+
+    def release(self) -> None:
+        if not self._released.is_set():
+            self._released.set()
+            self._slots._give_back(self._username)
+
+
 @logs.get("/api/v1/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/logs", response_class=StreamingResponse,
           summary="A try's log", responses={200: {"content": {TEXT: {}}, "description": "the log, as text"},
-                                            404: {"description": "unknown DAG, run, task instance or log"},
+                                            404: {"description": "unknown DAG, run, task instance, try or log"},
+                                            429: {"description": "the user follows too many logs at once"},
                                             503: {"description": "tock.logs cannot be read"}})
 def task_log(dag_id: str, run_id: str, task_id: str, request: Request,
              try_number: int | None = Query(None, alias="try", ge=1, description="the try (default: the latest)"),
@@ -32,9 +81,12 @@ def task_log(dag_id: str, run_id: str, task_id: str, request: Request,
              engine: Engine = Depends(engine_of)):
     """The output of one try of the task instance, as its runner shipped it to ``tock.logs`` (from
     whichever host ran it). With ``follow=true`` the response streams the try's lines until its last
-    one, or until the task_instance table shows the try has ended (or the client disconnects);
-    without it, what is there now. A try with nothing in ``tock.logs`` (older than its retention):
-    its file under TOCK_HOME (``tries/<dag>/<run>/<task>/<try>.log``) if this host has it."""
+    one, or until the task_instance table shows the try has ended (or the client disconnects, or
+    TOCK_API_LOG_FOLLOW_SECONDS have passed: ask again to read on); a user follows at most
+    TOCK_API_LOG_FOLLOWS_PER_USER logs at once (429 beyond). Without it, what is there now. A try
+    that has not run (a number past the latest try) is a 404. A try with nothing in ``tock.logs``
+    (older than its retention): its file under TOCK_HOME (``tries/<dag>/<run>/<task>/<try>.log``)
+    if this host has it."""
     return log_response(request, engine, dag_id, run_id, task_id, try_number, follow)
 
 
@@ -46,12 +98,24 @@ def log_response(request: Request, engine: Engine, dag_id: str, run_id: str, tas
         if instance is None or instance["try_number"] is None:
             raise HTTPException(status_code=404, detail=f"task {task_id} has not run in run {run_id} yet")
         try_number = instance["try_number"]
+    _has_run(instance, task_id, try_number)
     settings, try_ref = request.app.state.settings, TryRef(dag_id, run_id, task_id, try_number)
     since = try_start(engine, try_ref, instance)
     if not follow:
         return StreamingResponse(_whole(settings, try_ref, since), media_type=TEXT)
-    follower = _follow(request, engine, settings, try_ref, since)
-    return StreamingResponse(follower, media_type=TEXT, headers={"Cache-Control": "no-cache"})
+    slot = request.app.state.log_follows.take(requester(request))
+    follower = _follow(request, engine, settings, try_ref, since, slot)
+    weakref.finalize(follower, slot.release)  # a stream never started still gives its slot back
+    headers = {"Cache-Control": "no-cache", "X-Tock-Follow-Seconds": f"{settings.api_log_follow_seconds:g}"}
+    return StreamingResponse(follower, media_type=TEXT, headers=headers, background=BackgroundTask(slot.release))
+
+
+def _has_run(instance: dict | None, task_id: str, try_number: int) -> None:
+    """404 for a try past the task instance's latest: following it would wait for a try that may never be."""
+    latest = instance["try_number"] if instance is not None else None
+    if latest is None or try_number > latest:
+        ran = f"its latest try is {latest}" if latest is not None else "it has not run yet"
+        raise HTTPException(status_code=404, detail=f"no try {try_number} of task {task_id}: {ran}")
 
 
 def _known_instance(engine: Engine, dag_id: str, run_id: str, task_id: str) -> dict | None:
@@ -84,21 +148,23 @@ def _whole(settings: Settings, try_ref: TryRef, since: float) -> Iterator[bytes]
 
 
 async def _follow(request: Request, engine: Engine, settings: Settings, try_ref: TryRef,
-                  since: float) -> AsyncIterator[bytes]:
+                  since: float, slot: FollowSlot) -> AsyncIterator[bytes]:
     def ended() -> bool:
         return try_has_ended(queries.task_instance(engine, *astuple(try_ref)[:3]), try_ref.try_number)
 
+    deadline = time.monotonic() + settings.api_log_follow_seconds
     batches, found = shipped_texts(settings, try_ref, since, ended), False
     try:
-        while not await request.is_disconnected():
+        while not await request.is_disconnected() and time.monotonic() < deadline:
             batch = await run_in_threadpool(next, batches, None)
             if batch is None:
                 break
             found = batch.found
             for text in batch.texts:
                 yield text.encode()
+        if not found and not await request.is_disconnected():
+            for chunk in file_chunks(log_file(settings.home, *astuple(try_ref))):
+                yield chunk
     finally:
         batches.close()
-    if not found and not await request.is_disconnected():
-        for chunk in file_chunks(log_file(settings.home, *astuple(try_ref))):
-            yield chunk
+        slot.release()

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Generic, Literal, TypeVar
+import json
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model
 
 from projections.tables import LIVE, TASK_EVENT
+from services.api.targets import bounded_instant, parse_instant
 
 T = TypeVar("T")
 
@@ -45,10 +47,30 @@ class Page(BaseModel, Generic[T]):
     offset: int
 
 
+def _finite_json(conf: dict[str, Any]) -> dict[str, Any]:
+    try:
+        json.dumps(conf, allow_nan=False)
+    except ValueError:
+        raise ValueError("numbers in a conf must be finite: NaN and Infinity are not JSON") from None
+    return conf
+
+
+def _date(value: str | float) -> str | float:
+    parse_instant(value)  # raises ValueError naming the problem
+    return value
+
+
+Conf = Annotated[dict[str, Any], AfterValidator(_finite_json)]
+InstantOrDate = Annotated[str | float, AfterValidator(_date)]
+CONF_DOC = " (at most TOCK_API_CONF_LIMIT_BYTES as JSON; finite numbers)"
+DATE_DOC = "; between the years 1970 and 9998"
+
+
 class TriggerRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    conf: dict[str, Any] = Field(default_factory=dict, description="the run's conf (a JSON object)")
-    logical_date: float | None = Field(default=None, description="seconds since the epoch; default: now")
+    conf: Conf = Field(default_factory=dict, description="the run's conf (a JSON object)" + CONF_DOC)
+    logical_date: Annotated[float, AfterValidator(bounded_instant)] | None = Field(
+        default=None, description="seconds since the epoch" + DATE_DOC + "; default: now")
 
 
 class ClearRequest(BaseModel):
@@ -64,11 +86,12 @@ class MarkRequest(BaseModel):
 
 class BackfillRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    start_date: str | float = Field(description="ISO 8601 date or date-time (UTC unless it names an offset), "
-                                                "or seconds since the epoch; the first logical date included")
-    end_date: str | float = Field(description="the same; the last logical date included")
+    start_date: InstantOrDate = Field(description="ISO 8601 date or date-time (UTC unless it names an offset), "
+                                                  "or seconds since the epoch" + DATE_DOC + "; the first "
+                                                  "logical date included")
+    end_date: InstantOrDate = Field(description="the same; the last logical date included")
     reprocess_failed: bool = Field(default=False, description="also re-run dates whose run failed")
-    conf: dict[str, Any] = Field(default_factory=dict, description="conf of the runs it creates")
+    conf: Conf = Field(default_factory=dict, description="conf of the runs it creates" + CONF_DOC)
 
 
 class Accepted(BaseModel):

@@ -10,6 +10,8 @@ come from its definition in the ``dag`` table: a task that has not been queued y
 from __future__ import annotations
 
 import datetime as dt
+import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -17,8 +19,9 @@ from typing import Any
 from sqlalchemy import Engine
 
 from projections import queries
+from services.scheduler.core import cron
 
-UNKNOWN, IMPOSSIBLE = 404, 409
+UNKNOWN, IMPOSSIBLE, INVALID = 404, 409, 422
 MARKABLE = ("success", "failed", "skipped")
 KILLABLE = ("queued", "running")
 # A request id becomes part of run ids (manual__<id>) and log file paths: plain characters only.
@@ -96,6 +99,31 @@ def backfill_range(dag: Row, start: float, end: float) -> None:
                                   f"(schedule {dag['schedule']!r}); trigger runs instead")
     if end < start:
         raise Refused(IMPOSSIBLE, f"the backfill ends ({iso(end)}) before it starts ({iso(start)})")
+    _plannable(dag["schedule"], start, end)
+
+
+def _plannable(schedule: str, start: float, end: float) -> None:
+    """Refuse (422) a range whose fire times the scheduler could not compute. Planning walks the fire
+    times from ``start`` (core/backfill.py ``fire_times``), so its first and its last step are the ones
+    that can leave the calendar: the first fire time, and the one after the last fire time in the range."""
+    try:
+        if cron.next_fire_time(schedule, start - 1e-3) <= end:
+            cron.next_fire_time(schedule, cron.latest_fire_time(schedule, end))
+    except (ValueError, OverflowError, KeyError) as error:  # croniter's errors are ValueErrors
+        raise Refused(INVALID, f"the schedule {schedule!r} cannot be planned from {iso(start)} to {iso(end)}: "
+                               f"its next fire time is past the year 9999 or cannot be computed ({error}); "
+                               "end the backfill earlier") from None
+
+
+def conf_text(conf: dict[str, Any], limit: int) -> str:
+    """A command's conf as the JSON text its event carries; refused (422) beyond ``limit`` bytes, so the
+    record fits in one Kafka message (the broker's default limit is 1 MB)."""
+    text = json.dumps(conf, sort_keys=True)
+    size = len(text.encode())
+    if size > limit:
+        raise Refused(INVALID, f"the conf is {size} bytes as JSON; at most {limit} bytes are taken "
+                               "(TOCK_API_CONF_LIMIT_BYTES): pass large inputs by reference (a path, a URL)")
+    return text
 
 
 def check_request_id(request_id: str) -> str:
@@ -116,11 +144,9 @@ def reused_for_another(engine: Engine, request_id: str, command: str, dag_id: st
 
 def parse_instant(text: str | float | int) -> float:
     """Seconds since the epoch from ISO 8601 (a date, or a date and time; UTC unless it names an offset)
-    or from a number of seconds. Raises ValueError naming the problem."""
+    or from a number of seconds, between the years 1970 and 9998. Raises ValueError naming the problem."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        if not _FIRST <= text <= _LAST:  # also refuses NaN
-            raise ValueError(f"{text!r} seconds since the epoch is not a date between the years 1 and 9999")
-        return float(text)
+        return bounded_instant(text)
     try:
         parsed = dt.datetime.fromisoformat(str(text).strip())
     except ValueError:
@@ -128,11 +154,28 @@ def parse_instant(text: str | float | int) -> float:
                          "2024-01-31T06:00:00+00:00)") from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=dt.UTC)
-    return parsed.timestamp()
+    try:
+        seconds = parsed.timestamp()
+    except (OverflowError, ValueError, OSError):
+        seconds = math.nan
+    if not _FIRST <= seconds < _END:
+        raise ValueError(f"{text!r} is {_RANGE}")
+    return seconds
 
 
-_FIRST = dt.datetime(1, 1, 2, tzinfo=dt.UTC).timestamp()
-_LAST = dt.datetime(9999, 12, 30, tzinfo=dt.UTC).timestamp()
+def bounded_instant(seconds: float) -> float:
+    """``seconds`` since the epoch if they are a date the scheduler's calendar arithmetic handles (the
+    years 1970 to 9998, so the fire time after any of them is still a date); else ValueError."""
+    if not _FIRST <= seconds < _END:  # NaN fails every comparison
+        raise ValueError(f"{seconds!r} seconds since the epoch is {_RANGE}")
+    return float(seconds)
+
+
+EARLIEST_YEAR, LATEST_YEAR = 1970, 9998
+_FIRST = dt.datetime(EARLIEST_YEAR, 1, 1, tzinfo=dt.UTC).timestamp()
+_END = dt.datetime(LATEST_YEAR + 1, 1, 1, tzinfo=dt.UTC).timestamp()
+_RANGE = (f"not a date between the years {EARLIEST_YEAR} and {LATEST_YEAR} (the dates the scheduler computes "
+          "schedules with)")
 
 
 def iso(seconds: float) -> str:

@@ -9,12 +9,11 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Engine
 
-from infra.log import DeliveryFailed
 from projections import queries
 from schemas import UserCreated, UserDeleted
 from services.api import accounts
 from services.api.auth import ADMIN, requester
-from services.api.commands import engine_of
+from services.api.commands import NotAppended, engine_of, not_appended
 
 users = APIRouter(tags=["users"], dependencies=[Depends(ADMIN)],
                   responses={401: {"description": "missing or wrong bearer token"},
@@ -51,8 +50,9 @@ class UserChange(BaseModel):
 def _append(request: Request, event) -> None:
     try:
         request.app.state.command_log.append(event)
-    except DeliveryFailed as error:
-        raise HTTPException(status_code=503, detail=f"the change was not acknowledged by Kafka: {error}") from None
+    except NotAppended as failure:
+        raise not_appended(failure, "change", "read the accounts back (GET /api/v1/users) before trying "
+                                              "again") from None
 
 
 @users.get("/api/v1/users", response_model=UserPage, summary="List accounts")

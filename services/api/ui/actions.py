@@ -2,11 +2,14 @@
 
 GET /actions/{action}?dag_id=..&run_id=..&task_id=.. asks; POST (with the CSRF token) does it
 through services/api/commands.py, task_commands.py or backfills.py, so the checks, the event and
-its ``requested_by`` (the user) are the API's.
+its ``requested_by`` (the user) are the API's. The confirmation form carries the command's request
+id, chosen when the form is shown: posting it again (a retry after a 503, a double click, a reload)
+is the same command, applied once.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from dataclasses import dataclass
@@ -19,7 +22,7 @@ from sqlalchemy import Engine
 from services.api import backfills, commands, models, task_commands
 from services.api.auth import Principal
 from services.api.commands import engine_of
-from services.api.targets import Refused
+from services.api.targets import Refused, check_request_id
 from services.api.ui.web import form_user, page_user, render
 
 actions = APIRouter(include_in_schema=False)
@@ -44,12 +47,14 @@ class ActionForm:
     start_date: str = ""
     end_date: str = ""
     reprocess_failed: bool = False
+    request_id: str = ""  # chosen when the form was shown; "" (a form of an older page): a new one
 
 
 def action_form(conf: str = Form("{}", max_length=100_000), state: str = Form("success", max_length=20),
                 downstream: bool = Form(False), start_date: str = Form("", max_length=40),
-                end_date: str = Form("", max_length=40), reprocess_failed: bool = Form(False)) -> ActionForm:
-    return ActionForm(conf, state, downstream, start_date, end_date, reprocess_failed)
+                end_date: str = Form("", max_length=40), reprocess_failed: bool = Form(False),
+                request_id: str = Form("", max_length=128)) -> ActionForm:
+    return ActionForm(conf, state, downstream, start_date, end_date, reprocess_failed, request_id)
 
 
 def _target(dag_id: str, run_id: str, task_id: str) -> dict[str, str]:
@@ -69,7 +74,7 @@ def confirm(action: str, request: Request, dag_id: str, run_id: str = "", task_i
         raise HTTPException(status_code=404, detail=f"no action {action}")
     target = _target(dag_id, run_id, task_id)
     return render(request, "confirm.html", action=action, question=QUESTIONS[action].format(**target),
-                  target=target, back=_back(target), form=ActionForm())
+                  target=target, back=_back(target), form=ActionForm(request_id=uuid.uuid4().hex))
 
 
 @actions.post("/actions/{action}")
@@ -77,17 +82,22 @@ def act(action: str, request: Request, dag_id: str = Form(...), run_id: str = Fo
         csrf: str = Form(""), form: ActionForm = Depends(action_form), engine: Engine = Depends(engine_of)) -> Response:
     form_user(request, csrf, "operator")
     target = _target(dag_id, run_id, task_id)
+    form = dataclasses.replace(form, request_id=form.request_id or uuid.uuid4().hex)
     try:
+        check_request_id(form.request_id)
         answer = _run(action, request, engine, target, form)
     except (Refused, HTTPException, ValueError) as error:
         detail = getattr(error, "reason", None) or getattr(error, "detail", None) or str(error)
-        return render(request, "confirm.html", status_code=409, action=action, target=target, back=_back(target),
-                      question=QUESTIONS.get(action, action).format(**target), error=detail, form=form)
+        status = 503 if getattr(error, "status_code", None) == 503 else 409  # 503: not lost, retry
+        # The same request id again: confirming once more retries the same command.
+        return render(request, "confirm.html", status_code=status, action=action, target=target,
+                      back=_back(target), question=QUESTIONS.get(action, action).format(**target), error=detail,
+                      form=form)
     return RedirectResponse(f"{_back(target)}?done={quote(answer['command'])}", status_code=303)
 
 
 def _run(action: str, request: Request, engine: Engine, target: dict[str, str], form: ActionForm) -> dict:
-    request_id = uuid.uuid4().hex
+    request_id = form.request_id
     dag_id, run_id, task_id = target["dag_id"], target["run_id"], target["task_id"]
     match action:
         case "trigger":

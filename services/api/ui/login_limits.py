@@ -1,7 +1,10 @@
 """Wrong-password rate limiting, as a pure fold: failures per key (user name and address) in a window.
 
 The state is a mapping key -> times of recent failures; every function returns a new state.
-Time comes in as an argument. The API keeps one state per process (behind a lock).
+Time comes in as an argument. The API keeps one state per process (behind a lock), and counts an
+attempt as a failure before it verifies the password (cleared when it proves right), so guesses
+sent at once cannot all pass the check. The address is the client's: behind a proxy named in
+TOCK_API_TRUSTED_PROXIES, the last address of X-Forwarded-For that is not one of those proxies.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,3 +49,21 @@ def failed(state: Failures, key: str, now: float, limits: LoginLimits) -> Failur
 def succeeded(state: Failures, key: str) -> Failures:
     """A right password clears ``key``'s failures."""
     return Failures(MappingProxyType({other: times for other, times in state.by_key.items() if other != key}))
+
+
+class _Request(Protocol):  # what client_address reads of a Starlette request
+    @property
+    def client(self) -> tuple[str, int] | None: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+
+def client_address(request: _Request, trusted_proxies: frozenset[str]) -> str:
+    """The address that sent the request: the peer's, unless the peer is a trusted proxy; then the last
+    address of X-Forwarded-For that is not a trusted proxy (the ones before it are the client's word)."""
+    peer = request.client[0] if request.client else ""
+    if peer not in trusted_proxies:
+        return peer
+    forwarded = [part.strip() for part in request.headers.get("x-forwarded-for", "").split(",") if part.strip()]
+    return next((address for address in reversed(forwarded) if address not in trusted_proxies), peer)

@@ -7,6 +7,7 @@ Pages depend on :func:`page_user` (anonymous: redirected to the login page); for
 from __future__ import annotations
 
 import hashlib
+import hmac
 import secrets
 import threading
 import time
@@ -21,7 +22,7 @@ from sqlalchemy import Engine
 from projections import queries
 from services.api import accounts
 from services.api.auth import Principal
-from services.api.ui import grid_html, login_limits, sessions, views
+from services.api.ui import grid_html, login_limits, logouts, sessions, views
 
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
 STATIC = Path(__file__).parent / "static"
@@ -44,6 +45,8 @@ class UiState:
     def __init__(self, settings) -> None:
         self.key = (settings.api_secret_key or secrets.token_hex(32)).encode()
         self.limits = login_limits.LoginLimits(settings.api_login_attempts, settings.api_login_window)
+        self.trusted_proxies = frozenset(filter(None, (part.strip() for part in
+                                                       settings.api_trusted_proxies.split(","))))
         self.failures = login_limits.Failures()
         self.lock = threading.Lock()
         self.session_seconds = settings.api_session_hours * 3600
@@ -55,12 +58,17 @@ def ui_state(request: Request) -> UiState:
 
 
 def session_principal(request: Request) -> Principal | None:
-    """Who the session cookie stands for, if it is valid and the account still exists."""
-    session = sessions.decode_session(ui_state(request).key, request.cookies.get(sessions.SESSION_COOKIE), time.time())
+    """Who the session cookie stands for, if it is valid, not logged out, and its account is the one it
+    began with (same incarnation, same password)."""
+    key, engine = ui_state(request).key, request.app.state.engine
+    session = sessions.decode_session(key, request.cookies.get(sessions.SESSION_COOKIE), time.time())
     if session is None:
         return None
-    row = queries.user(request.app.state.engine, session.username)
-    if row is None:
+    row = queries.user(engine, session.username)
+    if row is None or not hmac.compare_digest(session.stamp, sessions.account_stamp(key, row["username"],
+                                                                                     row["password_hash"])):
+        return None  # deleted, created again, or a new password since this session began
+    if logouts.ended(engine, session.nonce):
         return None
     request.state.session = session
     return Principal(row["username"], row["role"])
@@ -140,20 +148,21 @@ def login(request: Request, username: str = Form(..., max_length=200), password:
     state = ui_state(request)
     if not sessions.csrf_matches(state.key, request.cookies.get(sessions.LOGIN_COOKIE), csrf):
         raise HTTPException(status_code=403, detail="the login form's CSRF token is missing or wrong; reload it")
-    key = f"{username}|{request.client.host if request.client else ''}"
-    with state.lock:
+    key = f"{username}|{login_limits.client_address(request, state.trusted_proxies)}"
+    with state.lock:  # checked and counted in one step: concurrent guesses each take an attempt
         wait = login_limits.refused_for(state.failures, key, time.time(), state.limits)
+        if not wait:  # counted as wrong until the password proves right
+            state.failures = login_limits.failed(state.failures, key, time.time(), state.limits)
     if wait:
         raise HTTPException(status_code=429, detail=f"too many wrong passwords; try again in {wait:.0f} s",
                             headers={"Retry-After": str(int(wait) + 1)})
     row = queries.user(request.app.state.engine, username)
-    if row is None or not accounts.password_matches(row["password_hash"], password):
-        with state.lock:
-            state.failures = login_limits.failed(state.failures, key, time.time(), state.limits)
+    if not accounts.login_matches(row["password_hash"] if row is not None else None, password):
         return RedirectResponse(f"/login?error=1&next={quote(_safe_next(next))}", status_code=303)
     with state.lock:
         state.failures = login_limits.succeeded(state.failures, key)
-    session = sessions.Session(username, time.time() + state.session_seconds, sessions.new_nonce())
+    session = sessions.Session(username, time.time() + state.session_seconds, sessions.new_nonce(),
+                               sessions.account_stamp(state.key, row["username"], row["password_hash"]))
     response = RedirectResponse(_safe_next(next), status_code=303)
     _set_cookie(request, response, sessions.SESSION_COOKIE, sessions.encode_session(state.key, session),
                 int(state.session_seconds))
@@ -163,7 +172,9 @@ def login(request: Request, username: str = Form(..., max_length=200), password:
 
 @web.post("/logout")
 def logout(request: Request, csrf: str = Form("")) -> Response:
-    form_user(request, csrf, "viewer")
+    principal = form_user(request, csrf, "viewer")
+    session: sessions.Session = request.state.session
+    logouts.end(request.app.state.engine, session.nonce, principal.username, session.expires, time.time())
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(sessions.SESSION_COOKIE, path="/")
     return response
