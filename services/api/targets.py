@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from projections import queries
-from services.scheduler.core import cron
+from schemas import schedule as cron
 
 UNKNOWN, IMPOSSIBLE, INVALID = 404, 409, 422
 MARKABLE = ("success", "failed", "skipped")
