@@ -22,6 +22,7 @@ PAUSE_SECONDS = (2.0, 6.0)  # between two faults
 # A round is every process kind once with this many backing restarts among them, so even a
 # three-minute soak restarts each of the four backing services about once.
 BACKING_PER_ROUND = 2
+RUNNER_WAIT_SECONDS = 20.0  # how long a runner's turn waits for a runner holding a try
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ class FaultInjector:
     def inject(self, kind: str) -> Fault | None:
         if kind in Backing.KINDS:
             return self._restart_backing(kind)
-        targets = self.fleet.targets(kind)
+        targets = self._targets(kind)
         if not targets:
             self.skipped[kind] += 1
             return None
@@ -91,6 +92,15 @@ class FaultInjector:
         finally:
             self.fleet.thaw(pids)
         return Fault(kind, "freeze", target, at, seconds)
+
+    def _targets(self, kind: str) -> list[str]:
+        """Live targets of the kind; a runner is waited for (a try between two tasks holds none)."""
+        if kind != "runner":
+            return self.fleet.targets(kind)
+        deadline = time.monotonic() + RUNNER_WAIT_SECONDS
+        while not (found := self.fleet.targets(kind)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        return found
 
     def _restart_backing(self, kind: str) -> Fault:
         seconds, at = self.rng.uniform(*OUTAGE_SECONDS), time.time()

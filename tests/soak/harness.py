@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,8 @@ from tests.soak.fleet import Fleet
 from tests.soak.load import Load, Recorder
 
 DRAIN_SECONDS = 300.0
+OF_NOTE = {"TaskDeclaredDead", "TaskRetryScheduled", "TaskAdopted", "DeadlineMissed", "DagRunReopened", "TaskFailed",
+           "PodFinished", "TaskKilled", "CommandRejected", "DagRunFinished"}
 
 
 @dataclass
@@ -37,6 +40,7 @@ class SoakResult:
     load: dict = field(default_factory=dict)
     exits: list = field(default_factory=list)
     acknowledged: set[str] = field(default_factory=set)  # trigger request ids the CLI confirmed
+    counts: dict[str, int] = field(default_factory=dict)  # events of note in the log, by type
     notes: list[str] = field(default_factory=list)
     violations: list[checks.Violation] = field(default_factory=list)
 
@@ -51,6 +55,7 @@ class SoakResult:
             lines.append("  turns without a live target: "
                          + ", ".join(f"{kind} {count}" for kind, count in sorted(self.skipped.items())))
         lines.append(f"runs: {self.runs}, tries: {self.tries}, user-code starts (markers): {self.markers}")
+        lines.append("in the log: " + ", ".join(f"{name} {count}" for name, count in sorted(self.counts.items())))
         lines.append("load: " + ", ".join(f"{name} {count}" for name, count in sorted(self.load.items())))
         lines += [f"ended on its own: {exit.name} (exit {exit.code})" for exit in self.exits]
         lines += [f"note: {note}" for note in self.notes]
@@ -144,6 +149,7 @@ def _check(settings, recorder: Recorder | None, result: SoakResult, say: Callabl
     markers = read_markers(result.root / "marks")
     result.runs, result.tries = checks.runs_and_tries(events)
     result.markers = len(markers)
+    result.counts = dict(Counter(type(event).__name__ for event in events if type(event).__name__ in OF_NOTE))
     result.violations = [
         *checks.runs_not_ended(events),
         *checks.triggers_lost(result.acknowledged, events),
