@@ -174,6 +174,24 @@ def projections_disagree(exit_code: int, output: str, tail_lines: int = 15) -> l
     return [Violation("projections-disagree", f"`tock projections rebuild --verify` exited {exit_code}: {tail}")]
 
 
+def projections_behind(events: Iterable[object], rows: Iterable[dict]) -> list[Violation]:
+    """Once the load drained and the projector had time to catch up, the tables (rows of
+    `tock runs list --json`) show every run the log ended in the state its last DagRunFinished says.
+    (`--verify` compares the tables only up to the offsets they reached: this says they reached the end.)"""
+    ended: dict[tuple[str, str], str | None] = {}
+    for event in events:
+        match event:
+            case DagRunFinished():
+                ended[(event.dag_id, event.run_id)] = event.state
+            case DagRunCreated() | DagRunReopened():
+                ended[(event.dag_id, event.run_id)] = None
+    shown = {(row.get("dag_id"), row.get("run_id")): row.get("state") for row in rows}
+    return [Violation("projections-behind", f"{dag_id} / {run_id}: the log ended it {state}, the tables say "
+                      f"{shown.get((dag_id, run_id), 'nothing')}")
+            for (dag_id, run_id), state in sorted(ended.items())
+            if state is not None and shown.get((dag_id, run_id)) != state]
+
+
 # -- counts for the report -------------------------------------------------------------------
 
 

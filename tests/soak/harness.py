@@ -5,6 +5,7 @@ the marker files."""
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections import Counter
@@ -23,6 +24,7 @@ from tests.soak.fleet import Fleet
 from tests.soak.load import Load, Recorder
 
 DRAIN_SECONDS = 300.0
+PROJECTOR_SECONDS = 120.0
 OF_NOTE = {"TaskDeclaredDead", "TaskRetryScheduled", "TaskAdopted", "DeadlineMissed", "DagRunReopened", "TaskFailed",
            "PodFinished", "TaskKilled", "CommandRejected", "DagRunFinished"}
 
@@ -41,6 +43,7 @@ class SoakResult:
     exits: list = field(default_factory=list)
     acknowledged: set[str] = field(default_factory=set)  # trigger request ids the CLI confirmed
     counts: dict[str, int] = field(default_factory=dict)  # events of note in the log, by type
+    rows: list[dict] = field(default_factory=list)  # the runs table after the drain
     notes: list[str] = field(default_factory=list)
     violations: list[checks.Violation] = field(default_factory=list)
 
@@ -116,6 +119,7 @@ def _soak(settings, backing: Backing, fleet: Fleet, recorder: Recorder, dag_ids:
     say(f"soak: drained in {time.monotonic() - started:.0f} s" if drained else "soak: did not drain")
     if not drained:
         result.notes.append(f"the load did not drain within {DRAIN_SECONDS:g} s (see the run violations)")
+    result.rows = _caught_up_rows(settings, recorder, fleet)
     result.exits = list(fleet.exits)
     if recorder.errors:
         result.notes.append(f"the recorder met {len(recorder.errors)} read error(s), first: {recorder.errors[0]}")
@@ -136,6 +140,25 @@ def _drain(recorder: Recorder, acknowledged: set[str], fleet: Fleet) -> bool:
     return True
 
 
+def _caught_up_rows(settings, recorder: Recorder, fleet: Fleet) -> list[dict]:
+    """The runs table (`tock runs list --json`) once it shows every run the log ended, or as it
+    stands after PROJECTOR_SECONDS (the check then names what it lacks)."""
+    rows: list[dict] = []
+
+    def caught_up() -> bool:
+        fleet.revive()
+        listed = tock(settings, "runs", "list", "--json", "--limit", "100000", timeout=60)
+        if listed.returncode == 0:
+            rows[:] = json.loads(listed.stdout)
+        return listed.returncode == 0 and not checks.projections_behind(recorder.events(), rows)
+
+    try:
+        wait_until(caught_up, PROJECTOR_SECONDS, "the projector to catch up", interval=3.0)
+    except AssertionError:
+        pass
+    return rows
+
+
 def _check(settings, recorder: Recorder | None, result: SoakResult, say: Callable[[str], None]) -> None:
     """Every check over the log (read again from the start), the heartbeats the recorder caught and
     the markers; the projections verified by `tock projections rebuild --verify`."""
@@ -149,6 +172,7 @@ def _check(settings, recorder: Recorder | None, result: SoakResult, say: Callabl
     markers = read_markers(result.root / "marks")
     result.runs, result.tries = checks.runs_and_tries(events)
     result.markers = len(markers)
+    result.notes.append("projections: " + (verify.stdout.strip().splitlines() or ["(no output)"])[-1])
     result.counts = dict(Counter(type(event).__name__ for event in events if type(event).__name__ in OF_NOTE))
     result.violations = [
         *checks.runs_not_ended(events),
@@ -156,5 +180,6 @@ def _check(settings, recorder: Recorder | None, result: SoakResult, say: Callabl
         *checks.tries_run_twice(markers),
         *checks.deaths_while_heartbeating(events, beats.values(), HEARTBEAT_TIMEOUT),
         *checks.projections_disagree(verify.returncode, verify.stdout + verify.stderr),
+        *checks.projections_behind(events, result.rows),
         *checks.deadlines_missed_twice(events),
     ]

@@ -20,6 +20,7 @@ from tests.soak.checks import (
     Marker,
     deadlines_missed_twice,
     deaths_while_heartbeating,
+    projections_behind,
     projections_disagree,
     runs_and_tries,
     runs_not_ended,
@@ -171,6 +172,17 @@ def test_projections_verified_pass_and_a_difference_is_a_violation():
     assert projections_disagree(0, "tables agree") == []
     [violation] = projections_disagree(1, "checking\ntask_instance: 2 rows differ\n")
     assert violation.check == "projections-disagree" and "2 rows differ" in violation.detail
+
+
+def test_tables_that_show_every_ended_run_as_the_log_ended_it_pass():
+    events = [created("a"), finished("a"), created("b")]  # b still runs: the tables may say anything
+    assert projections_behind(events, [{"dag_id": "d", "run_id": "a", "state": "success"}]) == []
+
+
+@pytest.mark.parametrize("rows", [[], [{"dag_id": "d", "run_id": "a", "state": "running"}]], ids=["missing", "stale"])
+def test_tables_behind_the_log_are_a_violation(rows):
+    [violation] = projections_behind([created("a"), finished("a")], rows)
+    assert violation.check == "projections-behind" and "d / a" in violation.detail
 
 
 def test_runs_and_tries_are_counted_once_each():
