@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export TOCK_HOME ?= $(CURDIR)/.tock
 STAMP := $(VENV)/.installed
 
-.PHONY: run run-kubernetes test bench services stop clean venv unit kube browser lint
+.PHONY: run run-kubernetes test bench services stop clean venv unit kube browser lint soak
 
 venv: $(STAMP)
 
@@ -55,6 +55,13 @@ lint: venv
 
 unit: venv
 	$(BIN)/pytest -q -p no:cacheprovider tests/unit
+
+# The chaos soak (issue 20): SOAK_MINUTES of load and faults on its own broker, PostgreSQL, Redis and
+# kube-apiserver; SOAK_SEED repeats a run's choices. Prints faults, runs, tries, violations; exit 1 on any.
+# `make test` runs a 3-minute one (tests/scenarios/test_soak.py, beside the suite with the `apart` tests).
+SOAK_MINUTES ?= 30
+soak: venv kube
+	@SOAK_MINUTES=$(SOAK_MINUTES) $(BIN)/python -m tests.soak
 
 bench: services kube
 	$(BIN)/python -m tests.benchmarks
