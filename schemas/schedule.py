@@ -24,9 +24,10 @@ EARLIEST = datetime(1, 1, 2, tzinfo=UTC).timestamp()
 LATEST = datetime(9999, 12, 31, tzinfo=UTC).timestamp()
 """The first moment past the dates the SDK accepts (the last day of year 9999 is the margin)."""
 
-# What croniter raises for a time or an answer outside the calendar, a schedule that finds no
-# fire time (CroniterBadDateError is a ValueError), or a schedule it cannot read after all.
-_NO_ANSWER = (ValueError, OverflowError, KeyError, IndexError, TypeError)
+# What croniter raises for a time or an answer outside the calendar (OSError: EOVERFLOW from the C
+# library, far past it), a schedule that finds no fire time (CroniterBadDateError is a ValueError),
+# or a schedule it cannot read after all.
+_NO_ANSWER = (ValueError, OverflowError, OSError, KeyError, IndexError, TypeError)
 
 
 class NoFireTime(ValueError):
@@ -67,6 +68,22 @@ def latest_fire(schedule: str, until: float) -> float | None:
     except _NO_ANSWER:
         return None
     return fire if math.isfinite(fire) else None
+
+
+def fire_times(schedule: str, after: float, until: float, most: int) -> tuple[list[float], bool]:
+    """The fire times strictly after ``after`` and at or before ``until``, at most ``most`` of them;
+    and whether they ran out first (no fire time in the calendar after the last, ``until`` later)."""
+    times: list[float] = []
+    try:
+        cron = _cron(schedule, after)
+        while len(times) < most:
+            fire = float(cron.get_next(float))
+            if not fire <= until:  # past it (or no finite answer)
+                return times, not math.isfinite(fire)
+            times.append(fire)
+    except _NO_ANSWER:
+        return times, True
+    return times, False
 
 
 def next_fire_time(schedule: str, after: float) -> float:

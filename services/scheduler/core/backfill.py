@@ -62,27 +62,17 @@ def decide_backfills(state: SchedulerState, now: float, scheduler_id: str,
     return events
 
 
-def fire_times(schedule: str, start: float, end: float, most: int = MOST_RUNS + 1) -> tuple[list[float], bool]:
-    """The schedule's fire times in [start, end], at most ``most``; and whether finding them ran past
-    the calendar (no fire time after the last of them, or after ``start``, yet ``end`` is later)."""
-    times: list[float] = []
-    fire = cron.next_fire(schedule, start - 1e-3)
-    while fire is not None and fire <= end and len(times) < most:
-        times.append(fire)
-        fire = cron.next_fire(schedule, fire)
-    return times, fire is None and len(times) < most
-
-
 def _plan(state: SchedulerState, request: RequestBackfill, now: float,
           scheduler_id: str) -> BackfillPlanned | CommandRejected:
     dag = state.dags.get(request.dag_id)
     problem = _problem(dag, request)
     if problem or dag is None or not dag.definition.schedule:  # (no DAG or no schedule: a problem)
         return _refused(request, problem, now, scheduler_id)
-    dates, past_calendar = fire_times(dag.definition.schedule, request.start_date, request.end_date)
+    since = max(request.start_date - 1e-3, cron.CALENDAR_START)  # (the calendar's first moment has no before)
+    dates, past_calendar = cron.fire_times(dag.definition.schedule, since, request.end_date, MOST_RUNS + 1)
     if past_calendar:
-        after = logical_date_iso(dates[-1] if dates else request.start_date)
-        problem = (f"the range runs past the calendar: the schedule has no fire time after {after} in years "
+        last = logical_date_iso(dates[-1] if dates else request.start_date)
+        problem = (f"the range runs past the calendar: the schedule has no fire time after {last} in years "
                    f"1-9999, yet the end date is {logical_date_iso(request.end_date)}; end the backfill earlier")
         return _refused(request, problem, now, scheduler_id)
     if len(dates) > MOST_RUNS:

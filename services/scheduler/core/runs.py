@@ -67,19 +67,14 @@ def due_logical_dates(dag: DagEntry, latest: float | None, now: float, room: int
     """Fire times that need a scheduled run now, at most ``room`` of them."""
     definition, schedule = dag.definition, dag.definition.schedule
     candidate = first_due(dag, latest)
-    if room <= 0 or candidate is None or candidate > now or not schedule:  # no schedule: no candidate either
+    if room <= 0 or candidate is None or not candidate <= now or not schedule:  # no schedule: no candidate either
         return []
     if schedule == cron.ONCE:
         return [candidate]
     if not definition.catchup:
         latest = cron.latest_fire(schedule, now)
         return [] if latest is None else [latest]
-    dates: list[float] = []
-    fire: float | None = candidate
-    while fire is not None and fire <= now and len(dates) < min(room, CATCHUP_BATCH):
-        dates.append(fire)
-        fire = cron.next_fire(schedule, fire)
-    return dates
+    return [candidate, *cron.fire_times(schedule, candidate, now, min(room, CATCHUP_BATCH) - 1)[0]]
 
 
 def created_run(dag: DagEntry, run_id: str, logical: float, run_type: str, conf_json: str,
