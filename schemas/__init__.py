@@ -11,7 +11,7 @@ from schemas.commands import (
                               RequestBackfill,
                               TriggerDagRun,
 )
-from schemas.dags import DagDefinition, DagParsed, TaskDefinition
+from schemas.dags import DagDefinition, DagParsed, DagQuarantined, DagQuarantineLifted, TaskDefinition
 from schemas.declare import (
                               DAGS,
                               DEAD_LETTER,
@@ -92,6 +92,8 @@ __all__ = [
     "DagFileRemoved",
     "DagParseFailed",
     "DagParsed",
+    "DagQuarantineLifted",
+    "DagQuarantined",
     "DagRemoved",
     "DagRunCreated",
     "DagRunFinished",

@@ -1,10 +1,11 @@
-"""DAG definitions (topic ``tock.dags``, keyed by dag_id, compacted)."""
+"""DAG definitions (topic ``tock.dags``, keyed by dag_id, compacted), and the scheduler's quarantine
+of a DAG it cannot fold or decide (topic ``tock.events``, keyed by dag_id)."""
 
 from __future__ import annotations
 
 from dataclasses import field
 
-from schemas.declare import DAGS, EventBase, event, record
+from schemas.declare import DAGS, EVENTS, EventBase, event, record
 from schemas.routing import BY_DAG
 
 
@@ -57,4 +58,30 @@ class DagParsed(EventBase):
     file_path: str
     fingerprint: str
     definition: DagDefinition
+    at: float
+
+
+@event(EVENTS, route=BY_DAG)
+class DagQuarantined(EventBase):
+    """The owner of the DAG's partition could not fold or decide something of this DAG (``reason``
+    names the error): it creates no runs and no tries for it until a definition with another
+    fingerprint is parsed (its file was fixed). The rest of the partition goes on."""
+
+    dag_id: str
+    file_path: str = ""
+    reason: str
+    fingerprint: str  # of the definition quarantined ("" when none was known)
+    scheduler_id: str
+    at: float
+
+
+@event(EVENTS, route=BY_DAG)
+class DagQuarantineLifted(EventBase):
+    """The quarantine of a DAG ended: a definition with another fingerprint was parsed, or the DAG
+    was deleted. ``file_path`` and ``fingerprint`` are those its DagQuarantined named."""
+
+    dag_id: str
+    file_path: str = ""
+    fingerprint: str
+    scheduler_id: str
     at: float

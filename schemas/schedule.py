@@ -1,27 +1,107 @@
 """Cron arithmetic shared by the SDK, the scheduler core and the API: the only place that calls croniter.
 
-Times are seconds since the epoch, schedules are read in UTC.
+Times are seconds since the epoch, schedules are read in UTC. Nothing here raises for a schedule
+or a time it is given: a fire time that does not exist (the schedule never fires again, or the
+answer falls outside the calendar of years 1-9999) is ``None``, and callers read it as "no run".
 """
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 
 from croniter import croniter
 
 ONCE = "@once"
 
+CALENDAR_START = datetime.min.replace(tzinfo=UTC).timestamp()
+CALENDAR_END = datetime(9999, 12, 31, tzinfo=UTC).timestamp() + 86_400.0
+"""The calendar: from 0001-01-01 to (not including) 10000-01-01, the moments a datetime can name."""
 
-def _cron(schedule: str, start: float) -> croniter:
-    return croniter(schedule, datetime.fromtimestamp(start, tz=UTC))
+EARLIEST = datetime(1, 1, 2, tzinfo=UTC).timestamp()
+"""The first moment the SDK accepts as a date. A day inside the calendar, so arithmetic around a date
+(a millisecond before it, a time zone's offset) stays inside it."""
+LATEST = datetime(9999, 12, 31, tzinfo=UTC).timestamp()
+"""The first moment past the dates the SDK accepts (the last day of year 9999 is the margin)."""
+
+# What croniter raises for a time or an answer outside the calendar (OSError: EOVERFLOW from the C
+# library, far past it), a schedule that finds no fire time (CroniterBadDateError is a ValueError),
+# or a schedule it cannot read after all.
+_NO_ANSWER = (ValueError, OverflowError, OSError, KeyError, IndexError, TypeError)
+
+
+class NoFireTime(ValueError):
+    """Raised by ``next_fire_time`` / ``latest_fire_time`` where ``next_fire`` / ``latest_fire`` answer None."""
+
+
+def in_calendar(moment: float) -> bool:
+    """Whether ``moment`` names a date: within [CALENDAR_START, CALENDAR_END) (never NaN)."""
+    return CALENDAR_START <= moment < CALENDAR_END
+
+
+def computable(moment: float) -> bool:
+    """Whether ``moment`` is a date the SDK accepts: within [EARLIEST, LATEST) (never NaN)."""
+    return EARLIEST <= moment < LATEST
+
+
+def valid(schedule: str) -> bool:
+    """Whether croniter reads ``schedule`` (a cron expression or one of its presets)."""
+    try:
+        return bool(croniter.is_valid(schedule))
+    except _NO_ANSWER:
+        return False
+
+
+def next_fire(schedule: str, after: float) -> float | None:
+    """The first fire time strictly after ``after``; None when there is none in the calendar."""
+    try:
+        fire = float(_cron(schedule, after).get_next(float))
+    except _NO_ANSWER:
+        return None
+    return fire if math.isfinite(fire) else None
+
+
+def latest_fire(schedule: str, until: float) -> float | None:
+    """The last fire time at or before ``until``; None when there is none in the calendar."""
+    try:
+        fire = float(_cron(schedule, until + 1e-6).get_prev(float))
+    except _NO_ANSWER:
+        return None
+    return fire if math.isfinite(fire) else None
+
+
+def fire_times(schedule: str, after: float, until: float, most: int) -> tuple[list[float], bool]:
+    """The fire times strictly after ``after`` and at or before ``until``, at most ``most`` of them;
+    and whether they ran out first (no fire time in the calendar after the last, ``until`` later)."""
+    times: list[float] = []
+    try:
+        cron = _cron(schedule, after)
+        while len(times) < most:
+            fire = float(cron.get_next(float))
+            if not fire <= until:  # past it (or no finite answer)
+                return times, not math.isfinite(fire)
+            times.append(fire)
+    except _NO_ANSWER:
+        return times, True
+    return times, False
 
 
 def next_fire_time(schedule: str, after: float) -> float:
-    """The first fire time strictly after ``after``."""
-    return float(_cron(schedule, after).get_next(float))
+    """``next_fire``, raising NoFireTime (a ValueError) instead of answering None: for callers
+    that catch ValueError (services/api/ui/dag_list.py); new code calls ``next_fire``."""
+    return _or_raise(next_fire(schedule, after), schedule, after)
 
 
 def latest_fire_time(schedule: str, until: float) -> float:
-    """The last fire time at or before ``until``."""
-    cron = _cron(schedule, until + 1e-6)
-    return float(cron.get_prev(float))
+    """``latest_fire``, raising NoFireTime (a ValueError) instead of answering None (see next_fire_time)."""
+    return _or_raise(latest_fire(schedule, until), schedule, until)
+
+
+def _or_raise(fire: float | None, schedule: str, moment: float) -> float:
+    if fire is None:
+        raise NoFireTime(f"schedule {schedule!r} has no fire time in the calendar near {moment!r}")
+    return fire
+
+
+def _cron(schedule: str, start: float) -> croniter:
+    return croniter(schedule, datetime.fromtimestamp(start, tz=UTC))

@@ -17,7 +17,7 @@ from schemas.commands import (
     RequestBackfill,
     TriggerDagRun,
 )
-from schemas.dags import DagParsed
+from schemas.dags import DagParsed, DagQuarantined, DagQuarantineLifted
 from schemas.logs import TaskLogShipped
 from schemas.parsing import (
     DagFileProcessed,
@@ -65,11 +65,11 @@ DagsTopicEvent: TypeAlias = DagParsed
 
 EventsTopicEvent: TypeAlias = (
     BackfillFinished | BackfillPlanned | CallbackCalled | CancelBackfill | ClearTask |
-    CommandRejected | DagRunCreated | DagRunFinished | DagRunReopened | DeadlineMissed | KillTask |
-    MarkTask | PauseDag | PodFinished | PodStarted | RequestBackfill | TaskAdopted | TaskCleared |
-    TaskDeadlineMissed | TaskDeclaredDead | TaskFailed | TaskKillRequested | TaskKilled |
-    TaskLaunched | TaskQueued | TaskRemoved | TaskRetryScheduled | TaskSkipped | TaskStarted |
-    TaskSucceeded | TaskUpstreamFailed | TriggerDagRun
+    CommandRejected | DagQuarantineLifted | DagQuarantined | DagRunCreated | DagRunFinished |
+    DagRunReopened | DeadlineMissed | KillTask | MarkTask | PauseDag | PodFinished | PodStarted |
+    RequestBackfill | TaskAdopted | TaskCleared | TaskDeadlineMissed | TaskDeclaredDead | TaskFailed |
+    TaskKillRequested | TaskKilled | TaskLaunched | TaskQueued | TaskRemoved | TaskRetryScheduled |
+    TaskSkipped | TaskStarted | TaskSucceeded | TaskUpstreamFailed | TriggerDagRun
 )
 
 HeartbeatsTopicEvent: TypeAlias = TaskHeartbeat
@@ -87,24 +87,25 @@ UsersTopicEvent: TypeAlias = TokenCreated | TokenRevoked | UserCreated | UserDel
 
 Event: TypeAlias = (
     BackfillFinished | BackfillPlanned | CallbackCalled | CancelBackfill | ClearTask |
-    CommandRejected | DagFileProcessed | DagFileRemoved | DagParseFailed | DagParsed | DagRemoved |
-    DagRunCreated | DagRunFinished | DagRunReopened | DeadlineMissed | KillTask | MarkTask | PauseDag |
-    PodFinished | PodStarted | ProcessorFinished | ProcessorKilled | ProcessorStarted |
-    RequestBackfill | SchedulerHeartbeat | SchedulerStopped | TaskAdopted | TaskCleared |
-    TaskDeadlineMissed | TaskDeclaredDead | TaskFailed | TaskHeartbeat | TaskKillRequested |
-    TaskKilled | TaskLaunched | TaskLogShipped | TaskQueued | TaskRemoved | TaskRetryScheduled |
-    TaskSkipped | TaskStarted | TaskSucceeded | TaskUpstreamFailed | TokenCreated | TokenRevoked |
-    TriggerDagRun | UserCreated | UserDeleted | WorkerHeartbeat | WorkerStopped
+    CommandRejected | DagFileProcessed | DagFileRemoved | DagParseFailed | DagParsed |
+    DagQuarantineLifted | DagQuarantined | DagRemoved | DagRunCreated | DagRunFinished |
+    DagRunReopened | DeadlineMissed | KillTask | MarkTask | PauseDag | PodFinished | PodStarted |
+    ProcessorFinished | ProcessorKilled | ProcessorStarted | RequestBackfill | SchedulerHeartbeat |
+    SchedulerStopped | TaskAdopted | TaskCleared | TaskDeadlineMissed | TaskDeclaredDead | TaskFailed |
+    TaskHeartbeat | TaskKillRequested | TaskKilled | TaskLaunched | TaskLogShipped | TaskQueued |
+    TaskRemoved | TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded | TaskUpstreamFailed |
+    TokenCreated | TokenRevoked | TriggerDagRun | UserCreated | UserDeleted | WorkerHeartbeat |
+    WorkerStopped
 )
 
 EVENT_CLASSES: tuple[type[Event], ...] = (
     BackfillFinished, BackfillPlanned, CallbackCalled, CancelBackfill, ClearTask, CommandRejected,
-    DagFileProcessed, DagFileRemoved, DagParseFailed, DagParsed, DagRemoved, DagRunCreated,
-    DagRunFinished, DagRunReopened, DeadlineMissed, KillTask, MarkTask, PauseDag, PodFinished,
-    PodStarted, ProcessorFinished, ProcessorKilled, ProcessorStarted, RequestBackfill,
-    SchedulerHeartbeat, SchedulerStopped, TaskAdopted, TaskCleared, TaskDeadlineMissed,
-    TaskDeclaredDead, TaskFailed, TaskHeartbeat, TaskKillRequested, TaskKilled, TaskLaunched,
-    TaskLogShipped, TaskQueued, TaskRemoved, TaskRetryScheduled, TaskSkipped, TaskStarted,
-    TaskSucceeded, TaskUpstreamFailed, TokenCreated, TokenRevoked, TriggerDagRun, UserCreated,
-    UserDeleted, WorkerHeartbeat, WorkerStopped
+    DagFileProcessed, DagFileRemoved, DagParseFailed, DagParsed, DagQuarantineLifted, DagQuarantined,
+    DagRemoved, DagRunCreated, DagRunFinished, DagRunReopened, DeadlineMissed, KillTask, MarkTask,
+    PauseDag, PodFinished, PodStarted, ProcessorFinished, ProcessorKilled, ProcessorStarted,
+    RequestBackfill, SchedulerHeartbeat, SchedulerStopped, TaskAdopted, TaskCleared,
+    TaskDeadlineMissed, TaskDeclaredDead, TaskFailed, TaskHeartbeat, TaskKillRequested, TaskKilled,
+    TaskLaunched, TaskLogShipped, TaskQueued, TaskRemoved, TaskRetryScheduled, TaskSkipped,
+    TaskStarted, TaskSucceeded, TaskUpstreamFailed, TokenCreated, TokenRevoked, TriggerDagRun,
+    UserCreated, UserDeleted, WorkerHeartbeat, WorkerStopped
 )

@@ -12,8 +12,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from types import TracebackType
 from typing import Any, NoReturn, TypeVar
 
-from croniter import croniter
-
+from schemas import schedule as cron
 from schemas.dags import DagDefinition, TaskDefinition
 from tock.deadline import Deadline, deadline_of
 from tock.tasks import ID_PATTERN, Task, TaskOptions, seconds_of
@@ -80,6 +79,7 @@ class DAG:
             self._fail(f"bad schedule {schedule!r}: not a cron expression or one of {', '.join(SCHEDULE_PRESETS)}")
         self.schedule = schedule
         self.start_date = self._guard(lambda: _utc(start_date))
+        self._check_dates()
         self.catchup = bool(catchup)
         if isinstance(max_active_runs, bool) or not isinstance(max_active_runs, int) or max_active_runs < 1:
             self._fail(f"max_active_runs must be a positive integer, got {max_active_runs!r}")
@@ -87,6 +87,19 @@ class DAG:
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             self._fail(f"retries must be a non-negative integer, got {retries!r}")
         self.retries = retries
+
+    def _check_dates(self) -> None:
+        """A start date the scheduler can compute with, and a schedule that fires on or after it
+        (after now without one: the first run is the first fire time after the DAG is first seen)."""
+        if self.start_date is not None and not cron.computable(self.start_date):
+            self._fail(f"start_date {_iso(self.start_date)} is outside the dates schedules are computed for "
+                       f"({_iso(cron.EARLIEST)} to {_iso(cron.LATEST)}, not included)")
+        if self.schedule is None or self.schedule == cron.ONCE:
+            return
+        after = self.start_date - 1e-3 if self.start_date is not None else datetime.now(UTC).timestamp()
+        if cron.next_fire(self.schedule, after) is None:
+            since = f"on or after start_date {_iso(self.start_date)}" if self.start_date is not None else "from now on"
+            self._fail(f"schedule {self.schedule!r} never fires {since} (in years 1-9999)")
 
     def _set_more_fields(self, retry_delay: float | timedelta, deadline: float | timedelta | Deadline | None,
                          tags: tuple[str, ...] | list[str], params: dict[str, Any] | None) -> None:
@@ -109,7 +122,7 @@ class DAG:
     def _guard(self, compute: Callable[[], Computed]) -> Computed:
         try:
             return compute()
-        except (TypeError, ValueError) as error:
+        except (TypeError, ValueError, OverflowError) as error:
             self._fail(str(error))
 
     def _fail(self, problem: str) -> NoReturn:
@@ -182,7 +195,7 @@ def _task_definition(task: Task) -> TaskDefinition:
 def _valid_schedule(schedule: Any) -> bool:
     if not isinstance(schedule, str):
         return False
-    return schedule in SCHEDULE_PRESETS or croniter.is_valid(schedule)
+    return schedule in SCHEDULE_PRESETS or cron.valid(schedule)
 
 
 def _seconds(value: float | timedelta, what: str) -> float:
@@ -203,6 +216,10 @@ def _utc(start: datetime | date | None) -> float | None:
     if start.tzinfo is None:
         start = start.replace(tzinfo=UTC)
     return start.timestamp()
+
+
+def _iso(moment: float) -> str:
+    return datetime.fromtimestamp(moment, UTC).isoformat() if cron.in_calendar(moment) else repr(moment)
 
 
 def _find_cycle(downstream: dict[str, list[str]]) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -28,6 +29,8 @@ def seconds_of(value: float | timedelta | None, what: str) -> float | None:
         value = value.total_seconds()
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{what} must be seconds or a timedelta, not {value!r}")
+    if not math.isfinite(value):  # NaN or infinity: no time the scheduler can wait until
+        raise ValueError(f"{what} must be a finite number of seconds, got {value!r}")
     if value < 0:
         raise ValueError(f"{what} must not be negative, got {value!r}")
     return float(value)

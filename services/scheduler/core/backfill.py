@@ -33,6 +33,7 @@ from services.scheduler.core.model import (
     logical_date_iso,
     scheduled_run_id,
 )
+from services.scheduler.core.quarantine import Guard
 from services.scheduler.core.runs import created_run
 
 MOST_RUNS = 10_000  # a backfill longer than this is refused: split it
@@ -42,25 +43,23 @@ BackfillDecision: TypeAlias = (BackfillPlanned | CommandRejected | BackfillFinis
 """What deciding backfills writes: plans (or refusals), their runs (new, or failed ones re-run), their end."""
 
 
-def decide_backfills(state: SchedulerState, now: float, scheduler_id: str) -> list[BackfillDecision]:
+def decide_backfills(state: SchedulerState, now: float, scheduler_id: str,
+                     guard: Guard | None = None) -> list[BackfillDecision]:
+    """Plans, then each backfill's runs, DAG by DAG under ``guard`` (default: a new one)."""
+    guard = Guard(state) if guard is None else guard
     # A request for a DAG whose definition is not folded yet waits for it, as a trigger does:
     # tock.dags and tock.events are read side by side, in no fixed order.
-    events: list[BackfillDecision] = [_plan(state, request, now, scheduler_id)
-                                      for request in state.backfill_requests.values() if request.dag_id in state.dags]
+    events: list[BackfillDecision] = []
+    for request in state.backfill_requests.values():
+        if request.dag_id in state.dags and not guard.skips(request.dag_id):
+            with guard.of(request.dag_id):
+                events.append(_plan(state, request, now, scheduler_id))
     active = Counter(run.dag_id for run in state.runs.values())
     for backfill_id, backfill in state.backfills.items():
-        events += _advance(state, backfill_id, backfill, active, now, scheduler_id)
+        if not guard.skips(backfill.dag_id):
+            with guard.of(backfill.dag_id):
+                events += _advance(state, backfill_id, backfill, active, now, scheduler_id)
     return events
-
-
-def fire_times(schedule: str, start: float, end: float, most: int = MOST_RUNS + 1) -> list[float]:
-    """The schedule's fire times in [start, end], at most ``most``."""
-    times: list[float] = []
-    fire = cron.next_fire_time(schedule, start - 1e-3)
-    while fire <= end and len(times) < most:
-        times.append(fire)
-        fire = cron.next_fire_time(schedule, fire)
-    return times
 
 
 def _plan(state: SchedulerState, request: RequestBackfill, now: float,
@@ -69,7 +68,13 @@ def _plan(state: SchedulerState, request: RequestBackfill, now: float,
     problem = _problem(dag, request)
     if problem or dag is None or not dag.definition.schedule:  # (no DAG or no schedule: a problem)
         return _refused(request, problem, now, scheduler_id)
-    dates = fire_times(dag.definition.schedule, request.start_date, request.end_date)
+    since = max(request.start_date - 1e-3, cron.CALENDAR_START)  # (the calendar's first moment has no before)
+    dates, past_calendar = cron.fire_times(dag.definition.schedule, since, request.end_date, MOST_RUNS + 1)
+    if past_calendar:
+        last = logical_date_iso(dates[-1] if dates else request.start_date)
+        problem = (f"the range runs past the calendar: the schedule has no fire time after {last} in years "
+                   f"1-9999, yet the end date is {logical_date_iso(request.end_date)}; end the backfill earlier")
+        return _refused(request, problem, now, scheduler_id)
     if len(dates) > MOST_RUNS:
         problem = f"more than {MOST_RUNS} schedule intervals between the dates: split the backfill"
         return _refused(request, problem, now, scheduler_id)
@@ -88,6 +93,9 @@ def _problem(dag: DagEntry | None, request: RequestBackfill) -> str:
         return f"DAG {request.dag_id} is not defined"
     if not dag.definition.schedule or dag.definition.schedule == cron.ONCE:
         return f"DAG {request.dag_id} has no recurring schedule to backfill"
+    for name, moment in (("start date", request.start_date), ("end date", request.end_date)):
+        if not cron.in_calendar(moment):
+            return f"the {name} {moment!r} is outside the calendar (years 1-9999)"
     if request.end_date < request.start_date:
         return "the end date is before the start date"
     return ""

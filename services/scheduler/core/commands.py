@@ -26,6 +26,7 @@ from schemas import (
     TaskSkipped,
     TriggerDagRun,
 )
+from schemas import schedule as cron
 from schemas.runs import manual_run_id
 from services.scheduler.core.instances import (
     downstream_of,
@@ -60,6 +61,11 @@ MARKABLE = (SUCCESS, FAILED, SKIPPED)
 
 def trigger(state: SchedulerState, event: TriggerDagRun) -> None:
     key = (event.dag_id, manual_run_id(event.request_id))
+    if event.logical_date is not None and not cron.in_calendar(event.logical_date):
+        if event.request_id not in state.requests:  # refused once, however often it is repeated
+            _reject(state, event.dag_id, event.request_id, "TriggerDagRun",
+                    f"the logical date {event.logical_date!r} is outside the calendar (years 1-9999)")
+        return
     if key not in state.runs and key not in state.finished:
         state.triggers.setdefault(key, event)
 

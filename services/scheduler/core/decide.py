@@ -2,6 +2,8 @@
 
 Pure: time, the scheduler's id and the executors' answers come in as arguments.
 The events returned are committed by the shell and then folded with ``evolve``.
+Each DAG is decided on its own (quarantine.Guard): one whose decision raises is quarantined, and
+nothing more is decided for a quarantined DAG; the others go on.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from typing import TypeAlias
 
 from schemas import (
     CommandRejected,
+    DagQuarantined,
+    DagQuarantineLifted,
     DagRunCreated,
     DagRunFinished,
     DagRunReopened,
@@ -54,6 +58,7 @@ from services.scheduler.core.operations import (
     stop,
 )
 from services.scheduler.core.pods import failed_with_pod, pod_ended_without_outcome
+from services.scheduler.core.quarantine import Guard, decide_quarantines
 from services.scheduler.core.runs import decide_runs
 
 
@@ -75,7 +80,8 @@ TaskDecision: TypeAlias = InstanceDecision | TaskDeclaredDead | TaskFailed | Tas
 RunDecision: TypeAlias = TaskDecision | Removal | DagRunReopened | DagRunFinished
 """What walking one open run writes (``decide_run``, ``decide_deleted_dag_run``)."""
 
-Decision: TypeAlias = RunDecision | DagRunCreated | CommandRejected | BackfillDecision
+Decision: TypeAlias = (RunDecision | DagRunCreated | CommandRejected | BackfillDecision | DagQuarantined
+                       | DagQuarantineLifted)
 """Everything ``decide`` writes: all of it to tock.events."""
 
 
@@ -84,18 +90,29 @@ def decide(state: SchedulerState, now: float, policy: Policy,
     """New runs, then each run's task decisions. ``touched`` limits the walk to runs whose
     events arrived since the last decision (None: every run); timers are always checked.
     Without ``evidence`` nothing is declared dead."""
-    events: list[Decision] = [*decide_runs(state, now, policy.scheduler_id)]
-    events += decide_backfills(state, now, policy.scheduler_id)
+    guard = Guard(state)
+    events: list[Decision] = [*decide_quarantines(state, now, policy.scheduler_id)]
+    events += decide_runs(state, now, policy.scheduler_id, guard)
+    events += decide_backfills(state, now, policy.scheduler_id, guard)
     events += decide_rejections(state, now, policy.scheduler_id)
     dead = dead_tries(state, evidence, policy.heartbeat_timeout, policy.start_timeout) if evidence is not None \
         else set()
     for run in _runs_to_walk(state, now, touched, dead):
-        dag, gone = state.dags.get(run.dag_id), state.removed_dags.get(run.dag_id)
-        if dag is not None:
-            events.extend(decide_run(run, dag, now, policy, dead, paused=run.dag_id in state.paused))
-        elif gone is not None:
-            events.extend(decide_deleted_dag_run(run, gone, now, policy, dead))
-    return events
+        if guard.skips(run.dag_id):
+            continue
+        with guard.of(run.dag_id):
+            events.extend(_decide_open_run(state, run, now, policy, dead))
+    return guard.kept(events, now, policy.scheduler_id)
+
+
+def _decide_open_run(state: SchedulerState, run: DagRun, now: float, policy: Policy,
+                     dead: Collection[TryKey]) -> list[RunDecision]:
+    dag, gone = state.dags.get(run.dag_id), state.removed_dags.get(run.dag_id)
+    if dag is not None:
+        return decide_run(run, dag, now, policy, dead, paused=run.dag_id in state.paused)
+    if gone is not None:
+        return [*decide_deleted_dag_run(run, gone, now, policy, dead)]
+    return []
 
 
 def decide_run(run: DagRun, dag: DagEntry, now: float, policy: Policy,

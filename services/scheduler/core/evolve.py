@@ -3,6 +3,7 @@
 The state is mutated in place and returned: it is owned by the fold (``decide`` only
 reads it), and copying a partition's memory per event would cost more than it protects.
 Events of a try that is no longer current, of a finished run, or repeated, change nothing.
+A handler that raises for an event of DAG d quarantines d (quarantine.py): never the partition.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from schemas import (
     ClearTask,
     CommandRejected,
     DagParsed,
+    DagQuarantined,
+    DagQuarantineLifted,
     DagRunCreated,
     DagRunFinished,
     DagRunReopened,
@@ -46,7 +49,7 @@ from schemas import (
     TaskUpstreamFailed,
     TriggerDagRun,
 )
-from services.scheduler.core import commands
+from services.scheduler.core import commands, quarantine
 from services.scheduler.core.instances import end_try, forget_try, now_live
 from services.scheduler.core.model import (
     ACTIVE,
@@ -85,38 +88,44 @@ _OfCommands: TypeAlias = (TaskKillRequested | TaskKilled | TaskCleared | TaskRem
                           | BackfillPlanned | BackfillFinished)
 _RecordedOnly: TypeAlias = PodStarted | DeadlineMissed | TaskDeadlineMissed | CallbackCalled
 """Events the scheduler keeps in the log but does not act on (yet)."""
-_Rarer: TypeAlias = DagParsed | DagTombstone | PauseDag | TriggerDagRun | _RecordedOnly | _OfCommands
+_Rarer: TypeAlias = (DagParsed | DagTombstone | PauseDag | TriggerDagRun | DagQuarantined | DagQuarantineLifted
+                     | _RecordedOnly | _OfCommands)
 
 
 def evolve(state: SchedulerState, event: SchedulerEvent) -> SchedulerState:
-    """Apply one event (or DAG tombstone) to the state."""
-    match event:
-        case TaskHeartbeat():
-            _heartbeat(state, event)
-        case TaskStarted():
-            _started(state, event)
-        case TaskLaunched():
-            _launched(state, event)
-        case TaskQueued():
-            _queued(state, event)
-        case TaskSucceeded() | TaskFailed() | TaskDeclaredDead():
-            _ended(state, event)
-        case DagRunCreated():
-            _run_created(state, event)
-        case DagRunFinished():
-            _run_finished(state, event)
-        case TaskRetryScheduled():
-            _retry_scheduled(state, event)
-        case TaskUpstreamFailed():
-            _upstream_failed(state, event)
-        case TaskSkipped():
-            commands.skipped(state, event)
-        case TaskAdopted():
-            _adopted(state, event)
-        case PodFinished():
-            _pod_finished(state, event)
-        case _:
-            _fold_rarer(state, event)
+    """Apply one event (or DAG tombstone) to the state. A handler that raises quarantines the event's DAG."""
+    try:
+        match event:
+            case TaskHeartbeat():
+                _heartbeat(state, event)
+            case TaskStarted():
+                _started(state, event)
+            case TaskLaunched():
+                _launched(state, event)
+            case TaskQueued():
+                _queued(state, event)
+            case TaskSucceeded() | TaskFailed() | TaskDeclaredDead():
+                _ended(state, event)
+            case DagRunCreated():
+                _run_created(state, event)
+            case DagRunFinished():
+                _run_finished(state, event)
+            case TaskRetryScheduled():
+                _retry_scheduled(state, event)
+            case TaskUpstreamFailed():
+                _upstream_failed(state, event)
+            case TaskSkipped():
+                commands.skipped(state, event)
+            case TaskAdopted():
+                _adopted(state, event)
+            case PodFinished():
+                _pod_finished(state, event)
+            case _:
+                _fold_rarer(state, event)
+    except UnknownEvent:
+        raise
+    except Exception as error:  # noqa: BLE001 - deterministic: a replay folds the same event to the same quarantine
+        quarantine.hold(state, event.dag_id, error, event)
     return state
 
 
@@ -136,6 +145,10 @@ def _fold_rarer(state: SchedulerState, event: _Rarer) -> None:
             _pause(state, event)
         case TriggerDagRun():
             commands.trigger(state, event)
+        case DagQuarantined():
+            quarantine.quarantined(state, event)
+        case DagQuarantineLifted():
+            quarantine.lifted(state, event)
         case PodStarted() | DeadlineMissed() | TaskDeadlineMissed() | CallbackCalled():
             pass  # recorded only
         case _:
@@ -183,6 +196,7 @@ def _unknown(event: Never) -> NoReturn:
 # -- DAGs and commands -------------------------------------------------------------------------
 
 def _dag_parsed(state: SchedulerState, event: DagParsed) -> None:
+    quarantine.lift_on_parse(state, event)
     known = state.dags.get(event.dag_id) or state.removed_dags.pop(event.dag_id, None)
     tasks = {task.task_id: task for task in event.definition.tasks}
     state.dags[event.dag_id] = DagEntry(event.definition, event.fingerprint,
@@ -196,6 +210,7 @@ def _dag_deleted(state: SchedulerState, event: DagTombstone) -> None:
     if entry is not None:
         state.removed_dags[event.dag_id] = entry  # its open runs end, naming what is removed
     state.next_due.pop(event.dag_id, None)
+    quarantine.lift_on_delete(state, event.dag_id)
 
 
 def _update_next_due(state: SchedulerState, dag_id: str) -> None:

@@ -65,7 +65,10 @@ def overdue_tries(state: SchedulerState, at: float, timeout: float, reachable_si
     if at <= reachable_since + timeout:
         return set()
     timers = _filed(state, timeout, start_timeout)
-    return set(timers.silence.due(at, _silence_now(state, timeout, start_timeout), strictly=True))
+    overdue = set(timers.silence.due(at, _silence_now(state, timeout, start_timeout), strictly=True))
+    if state.quarantined:  # nothing is decided for a quarantined DAG: no evidence to gather for it either
+        overdue = {key for key in overdue if key[0] not in state.quarantined}
+    return overdue
 
 
 def dead_tries(state: SchedulerState, evidence: Evidence, timeout: float,

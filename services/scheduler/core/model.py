@@ -242,6 +242,16 @@ class Backfill:
     cancelled: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Quarantine:
+    """A DAG the owner decides nothing for (no runs, no tries): why, and which definition it holds
+    for (lifted by a definition with another fingerprint, or the DAG's deletion)."""
+
+    reason: str
+    fingerprint: str
+    file_path: str
+
+
 @dataclass(slots=True)
 class SchedulerState:
     """Fold of one partition of tock.dags, tock.events and tock.heartbeats."""
@@ -261,6 +271,9 @@ class SchedulerState:
     unlaunched: dict[TryKey, None] = field(default_factory=dict)      # queued tries without a handle
     live: dict[TryKey, None] = field(default_factory=dict)            # tries with a handle or started
     waiting: dict[TryKey, None] = field(default_factory=dict)         # up for retry
+    quarantined: dict[str, Quarantine] = field(default_factory=dict)  # dag_id -> why nothing is decided for it
+    announced: dict[str, Quarantine] = field(default_factory=dict)    # dag_id -> what its DagQuarantined not
+                                                                      # lifted since (in tock.events) says
     timers: Timers = field(default_factory=Timers, compare=False, repr=False)  # derived: deadlines in heaps
 
     def instance(self, key: TryKey) -> TaskInstance | None:

@@ -12,29 +12,41 @@ from collections import Counter
 from schemas import DagRunCreated
 from schemas import schedule as cron
 from services.scheduler.core.model import DagEntry, SchedulerState, logical_date_iso, scheduled_run_id
+from services.scheduler.core.quarantine import Guard
 
 CATCHUP_BATCH = 64  # at most this many runs per DAG per decision, however far behind
 
 
-def decide_runs(state: SchedulerState, now: float, scheduler_id: str) -> list[DagRunCreated]:
+def decide_runs(state: SchedulerState, now: float, scheduler_id: str,
+                guard: Guard | None = None) -> list[DagRunCreated]:
+    """Runs of triggers, then of schedules, DAG by DAG under ``guard`` (default: a new one)."""
+    guard = Guard(state) if guard is None else guard
     # One pass over the open runs, not one per DAG: this runs on every turn of the loop.
     active = Counter(run.dag_id for run in state.runs.values())
     events: list[DagRunCreated] = []
     for (_dag_id, run_id), request in state.triggers.items():
         dag = state.dags.get(request.dag_id)
-        if dag is None or active[request.dag_id] >= dag.definition.max_active_runs:
-            continue  # wait for the DAG to be parsed, or for room
-        active[request.dag_id] += 1
-        logical = request.logical_date if request.logical_date is not None else request.at
-        events.append(created_run(dag, run_id, logical, "manual", request.conf_json, scheduler_id, now))
+        if dag is None or guard.skips(request.dag_id):
+            continue  # wait for the DAG to be parsed (or for its quarantine to end)
+        with guard.of(request.dag_id):
+            if active[request.dag_id] < dag.definition.max_active_runs:  # else wait for room
+                active[request.dag_id] += 1
+                logical = request.logical_date if request.logical_date is not None else request.at
+                events.append(created_run(dag, run_id, logical, "manual", request.conf_json, scheduler_id, now))
     for dag_id, dag in state.dags.items():
         due = state.next_due.get(dag_id)
-        if due is not None and due <= now and dag_id not in state.paused:
-            room = dag.definition.max_active_runs - active[dag_id]
-            for logical in due_logical_dates(dag, state.latest_scheduled.get(dag_id), now, room):
-                run_id = scheduled_run_id(logical_date_iso(logical))
-                events.append(created_run(dag, run_id, logical, "scheduled", "{}", scheduler_id, now))
+        if due is not None and due <= now and dag_id not in state.paused and not guard.skips(dag_id):
+            with guard.of(dag_id):
+                events += _scheduled_runs(state, dag, now, active[dag_id], scheduler_id)
     return events
+
+
+def _scheduled_runs(state: SchedulerState, dag: DagEntry, now: float, active: int,
+                    scheduler_id: str) -> list[DagRunCreated]:
+    room = dag.definition.max_active_runs - active
+    return [created_run(dag, scheduled_run_id(logical_date_iso(logical)), logical, "scheduled", "{}", scheduler_id,
+                        now)
+            for logical in due_logical_dates(dag, state.latest_scheduled.get(dag.definition.dag_id), now, room)]
 
 
 def first_due(dag: DagEntry, latest: float | None) -> float | None:
@@ -45,24 +57,24 @@ def first_due(dag: DagEntry, latest: float | None) -> float | None:
     start = definition.start_date if definition.start_date is not None else dag.first_seen_at
     if definition.schedule == cron.ONCE:
         return start if latest is None else None
-    return max(start, cron.next_fire_time(definition.schedule, latest if latest is not None else start - 1e-3))
+    # A start on the calendar's first day is looked up from there (a millisecond before it is no date).
+    after = latest if latest is not None else max(start - 1e-3, cron.CALENDAR_START)
+    fire = cron.next_fire(definition.schedule, after)
+    return None if fire is None else max(start, fire)  # None: it never fires again (in the calendar)
 
 
 def due_logical_dates(dag: DagEntry, latest: float | None, now: float, room: int) -> list[float]:
     """Fire times that need a scheduled run now, at most ``room`` of them."""
     definition, schedule = dag.definition, dag.definition.schedule
     candidate = first_due(dag, latest)
-    if room <= 0 or candidate is None or candidate > now or not schedule:  # no schedule: no candidate either
+    if room <= 0 or candidate is None or not candidate <= now or not schedule:  # no schedule: no candidate either
         return []
     if schedule == cron.ONCE:
         return [candidate]
     if not definition.catchup:
-        return [cron.latest_fire_time(schedule, now)]
-    dates: list[float] = []
-    while candidate <= now and len(dates) < min(room, CATCHUP_BATCH):
-        dates.append(candidate)
-        candidate = cron.next_fire_time(schedule, candidate)
-    return dates
+        latest = cron.latest_fire(schedule, now)
+        return [] if latest is None else [latest]
+    return [candidate, *cron.fire_times(schedule, candidate, now, min(room, CATCHUP_BATCH) - 1)[0]]
 
 
 def created_run(dag: DagEntry, run_id: str, logical: float, run_type: str, conf_json: str,

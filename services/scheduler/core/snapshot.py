@@ -53,6 +53,7 @@ from services.scheduler.core.model import (
     DagRun,
     FinishedRuns,
     PackedRun,
+    Quarantine,
     Rejection,
     SchedulerState,
     TaskInstance,
@@ -60,7 +61,8 @@ from services.scheduler.core.model import (
 )
 
 FORMAT = "tock-scheduler-state"
-STATE_VERSION = 1  # bump when the meaning of the encoding changes with the same fields
+STATE_VERSION = 2  # bump when the meaning of the encoding changes with the same fields
+# v2: quarantined DAGs and the quarantines announced in tock.events (two more lists after ``waiting``).
 MAGIC = b"TOCKSNAP\n"
 COMPRESSION_LEVEL = 1  # fast: the encoding runs on the decision thread
 
@@ -129,7 +131,9 @@ def _pack_state(state: SchedulerState) -> list[Json]:
             [_pack_dag(entry) for entry in state.removed_dags.values()],
             [_pack_event(request) for request in state.backfill_requests.values()],
             [_pack_backfill(key, backfill) for key, backfill in state.backfills.items()],
-            list(state.unlaunched), list(state.live), list(state.waiting)]
+            list(state.unlaunched), list(state.live), list(state.waiting),
+            [[dag_id, *dataclasses.astuple(held)] for dag_id, held in state.quarantined.items()],
+            [[dag_id, *dataclasses.astuple(said)] for dag_id, said in state.announced.items()]]
 
 
 def _pack_dag(entry: DagEntry) -> list[Json]:
@@ -227,7 +231,7 @@ def restored(state: SchedulerState) -> SchedulerState:
 
 def _unpack_state(body: list[Json]) -> SchedulerState:
     (dags, paused, latest, next_due, triggers, requests, rejections, removed,
-     backfill_requests, backfills, unlaunched, live, waiting) = body
+     backfill_requests, backfills, unlaunched, live, waiting, quarantined, announced) = body
     state = SchedulerState()
     state.dags = {entry.definition.dag_id: entry for entry in map(_unpack_dag, dags)}
     state.paused = set(paused)
@@ -243,6 +247,8 @@ def _unpack_state(body: list[Json]) -> SchedulerState:
     state.backfills = dict(map(_unpack_backfill, backfills))
     state.unlaunched, state.live, state.waiting = (dict.fromkeys(map(tuple, keys)) for keys in
                                                    (unlaunched, live, waiting))
+    state.quarantined = {dag_id: Quarantine(*fields) for dag_id, *fields in quarantined}
+    state.announced = {dag_id: Quarantine(*fields) for dag_id, *fields in announced}
     return state
 
 
