@@ -30,10 +30,6 @@ LATEST = datetime(9999, 12, 31, tzinfo=UTC).timestamp()
 _NO_ANSWER = (ValueError, OverflowError, OSError, KeyError, IndexError, TypeError)
 
 
-class NoFireTime(ValueError):
-    """Raised by ``next_fire_time`` / ``latest_fire_time`` where ``next_fire`` / ``latest_fire`` answer None."""
-
-
 def in_calendar(moment: float) -> bool:
     """Whether ``moment`` names a date: within [CALENDAR_START, CALENDAR_END) (never NaN)."""
     return CALENDAR_START <= moment < CALENDAR_END
@@ -84,23 +80,6 @@ def fire_times(schedule: str, after: float, until: float, most: int) -> tuple[li
     except _NO_ANSWER:
         return times, True
     return times, False
-
-
-def next_fire_time(schedule: str, after: float) -> float:
-    """``next_fire``, raising NoFireTime (a ValueError) instead of answering None: for callers
-    that catch ValueError (services/api/ui/dag_list.py); new code calls ``next_fire``."""
-    return _or_raise(next_fire(schedule, after), schedule, after)
-
-
-def latest_fire_time(schedule: str, until: float) -> float:
-    """``latest_fire``, raising NoFireTime (a ValueError) instead of answering None (see next_fire_time)."""
-    return _or_raise(latest_fire(schedule, until), schedule, until)
-
-
-def _or_raise(fire: float | None, schedule: str, moment: float) -> float:
-    if fire is None:
-        raise NoFireTime(f"schedule {schedule!r} has no fire time in the calendar near {moment!r}")
-    return fire
 
 
 def _cron(schedule: str, start: float) -> croniter:

@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from schemas import RequestBackfill, TriggerDagRun
+from schemas import schedule as cron
 from schemas.codec import decode, encode
 from services.api import models, targets
-from services.scheduler.core.backfill import fire_times
+from services.scheduler.core.backfill import MOST_RUNS
 from tests.command_bodies import SCHEDULES, backfill_bodies, trigger_bodies
 
 LIMIT = 4096
@@ -61,4 +62,8 @@ def test_a_backfill_body_is_taken_and_plannable_or_is_refused_with_a_reason(body
     event = RequestBackfill(dag_id="d", request_id="r1", start_date=start, end_date=end,
                             reprocess_failed=request.reprocess_failed, conf_json=conf_json, requested_by="p", at=1.0)
     assert decode(encode(event)) == event
-    fire_times(schedule, event.start_date, event.end_date)  # what the scheduler's decide() plans: must not raise
+    # What the scheduler's backfill planning computes (core/backfill.py _plan): an accepted range
+    # stays inside the calendar.
+    since = max(event.start_date - 1e-3, cron.CALENDAR_START)
+    _dates, past_calendar = cron.fire_times(schedule, since, event.end_date, MOST_RUNS + 1)
+    assert not past_calendar

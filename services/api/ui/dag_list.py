@@ -69,11 +69,10 @@ def next_run(dag: Row, latest_scheduled: float | None, now: float) -> float | No
         return None
     if schedule == cron.ONCE:
         return start if latest_scheduled is None else None
-    try:
-        due = max(start, cron.next_fire_time(schedule, latest_scheduled if latest_scheduled is not None
-                                             else start - 1e-3))
-        if due <= now and not dag.get("catchup"):
-            return cron.latest_fire_time(schedule, now)
-    except (ValueError, KeyError):  # a schedule croniter cannot read: the scheduler ignores it as well
+    fire = cron.next_fire(schedule, latest_scheduled if latest_scheduled is not None else start - 1e-3)
+    if fire is None:  # no fire time left in the calendar, or a schedule croniter cannot read: no run due
         return None
+    due = max(start, fire)
+    if due <= now and not dag.get("catchup"):
+        return cron.latest_fire(schedule, now)
     return due
