@@ -206,7 +206,7 @@ def scheduler_rss(settings, tmp: Path) -> float:
         while "assigned partitions" not in log_path.read_text() and time.monotonic() < deadline:
             time.sleep(0.2)
         time.sleep(1.0)
-        assert "(0 open runs)" in log_path.read_text(), log_path.read_text()
+        assert "0 open runs)" in log_path.read_text(), log_path.read_text()
         status = Path(f"/proc/{process.pid}/status").read_text()
         return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS"))) / 1024
     finally:
