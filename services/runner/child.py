@@ -3,7 +3,11 @@
 It leads its own process group, which the runner's group watcher kills should the runner
 die (infra/group_watcher.py). It reports an exception through a pipe as JSON and
 exits 1; any other way it ends (a segfault, os._exit, a signal) the supervisor reads from
-its exit status.
+its exit status. The report is bounded: the error (``Type: message``) to its first ERROR_LIMIT
+characters, and the traceback to TRACEBACK_LIMIT (each line to ERROR_LIMIT, then its middle cut
+out), each with a note saying so when cut; the try's log keeps both whole. The supervisor reads
+the pipe while the child runs (supervise.py), so a report larger than the pipe's buffer never
+blocks the child.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from typing import NoReturn
 
 from infra.executors.requests import TryRequest
 
-TRACEBACK_LIMIT = 32_000  # stays well under a pipe's buffer, so the child never blocks on it
+ERROR_LIMIT = 2_000       # characters of a failed try's error (TaskFailed.error), note included
+TRACEBACK_LIMIT = 32_000  # characters of its traceback (TaskFailed.traceback), note included
 
 
 def run_child(request: TryRequest, log_path: str, report_fd: int) -> NoReturn:
@@ -66,14 +71,45 @@ def _find_task(request: TryRequest):
 
 
 def _report(report_fd: int, error: BaseException) -> None:
-    text = "".join(traceback.format_exception(error))
+    text = _described(lambda: "".join(traceback.format_exception(error)), "(the traceback could not be formatted)")
     print(text, file=sys.stderr)
-    payload = json.dumps({"error": f"{type(error).__name__}: {error}"[:2000],
-                          "traceback": text[-TRACEBACK_LIMIT:]})
+    message = _described(lambda: f"{type(error).__name__}: {error}", f"{type(error).__name__}: (unprintable)")
+    payload = json.dumps({"error": cut_to_first(message, ERROR_LIMIT), "traceback": _bounded_traceback(text)})
+    data = memoryview(payload.encode())
     try:
-        os.write(report_fd, payload.encode())
-    except OSError:
+        while data:  # all of it, however long: the supervisor reads as we write
+            data = data[os.write(report_fd, data):]
+    except OSError:  # the runner is gone
         pass
+
+
+def _described(describe, fallback: str) -> str:
+    """``describe()``, as text that encodes (no lone surrogates), or ``fallback`` if user code's
+    ``__str__`` raises."""
+    try:
+        text = describe()
+    except Exception:  # noqa: BLE001 - a broken __str__ of user code still ends the try reported
+        text = fallback
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def cut_to_first(text: str, limit: int) -> str:
+    """``text`` if it has at most ``limit`` characters, else its start and a note, ``limit`` in all."""
+    if len(text) <= limit:
+        return text
+    note = f" [cut to {limit} characters of {len(text)}; the try's log has it whole]"
+    return text[:limit - len(note)] + note
+
+
+def _bounded_traceback(text: str) -> str:
+    """At most TRACEBACK_LIMIT characters: a huge message is cut on its line, so the frames above it
+    stay; past the limit still, the middle goes (the first and the most recent frames stay)."""
+    text = "".join(cut_to_first(line, ERROR_LIMIT) + "\n" for line in text.splitlines())
+    if len(text) <= TRACEBACK_LIMIT:
+        return text
+    note = f"\n[... cut to {TRACEBACK_LIMIT} characters of {len(text)}; the try's log has it whole ...]\n"
+    head = (TRACEBACK_LIMIT - len(note)) // 2
+    return text[:head] + note + text[len(text) - (TRACEBACK_LIMIT - len(note) - head):]
 
 
 def _flush() -> None:

@@ -28,7 +28,11 @@ with DAG("runner_cases") as dag:
     def crashes():
         os._exit(9)
 
-    slow_ok(); crashes()
+    @task
+    def rambles():
+        raise ValueError("é" * 20000)
+
+    slow_ok(); crashes(); rambles()
 '''
 
 
@@ -59,6 +63,20 @@ def test_run_task_reports_start_heartbeats_and_outcome_and_refuses_a_second_laun
     assert beats and all(isinstance(event, TaskHeartbeat) and event.task_id == "slow_ok" for event in beats)
     log = settings.home / "tries" / "runner_cases" / "r1" / "slow_ok" / "1.log"
     assert log.read_text() == "finished\n"
+
+
+def test_a_failure_reported_at_length_ends_the_try_with_its_reason_cut_in_task_failed(make_settings, tmp_path):
+    from services.runner.child import ERROR_LIMIT, TRACEBACK_LIMIT
+
+    settings = make_settings(task_heartbeat_seconds=0.1)
+    create_topics(settings)
+    dag_file = tmp_path / "cases.py"
+    dag_file.write_text(DAG_FILE)
+    assert run_task(settings, dag_file, "rambles").returncode == 1  # it ends (before the fix: a hang)
+    [failed] = [record.event for record in replay(settings, EVENTS) if isinstance(record.event, TaskFailed)]
+    assert failed.error.startswith("ValueError: " + "é" * 1000) and len(failed.error) <= ERROR_LIMIT
+    assert "the try's log has it whole" in failed.error
+    assert "in rambles" in failed.traceback and len(failed.traceback) <= TRACEBACK_LIMIT
 
 
 def test_a_batch_launched_together_shares_a_runner_and_each_try_reports_for_itself(make_settings, tmp_path):

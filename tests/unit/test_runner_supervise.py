@@ -15,10 +15,13 @@ import time
 
 import psutil
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from infra.executors.requests import TryRequest
 from infra.group_watcher import GroupWatcher, die_with_parent, enrolled_after
 from infra.try_paths import TryPaths
+from services.runner.child import ERROR_LIMIT, TRACEBACK_LIMIT, cut_to_first
 from services.runner.supervise import KILL_CHECK_SECONDS, STOPPED, supervise, supervise_all
 
 DAG_FILE = '''
@@ -66,8 +69,29 @@ with DAG("cases") as dag:
     def where():
         print(os.getpid(), os.getppid(), os.getpgid(0))
 
+    @task
+    def raises_accents():
+        raise ValueError("é" * 20000)
+
+    @task
+    def raises_emoji():
+        raise ValueError("\N{GRINNING FACE}" * 50000)
+
     ok(); raises(); exits(); segfaults(); sleeps(); beats(); naps(); terminates_itself(); hangs_up_on_itself()
     where()
+    class Unprintable(Exception):
+        def __str__(self):
+            raise RuntimeError("no")
+
+    @task
+    def raises_unprintable():
+        raise Unprintable()
+
+    @task
+    def raises_a_lone_surrogate():
+        raise ValueError("half \\ud800 a pair")
+
+    raises_accents(); raises_emoji(); raises_unprintable(); raises_a_lone_surrogate()
     BashTask("bash_fails", "echo to-stderr >&2; exit 3")
     BashTask("bash_sleeps", "sleep 300 & sleep 300; wait")
 '''
@@ -96,6 +120,8 @@ def run(tmp_path, dag_file, task_id, timeout=None, every=10.0):
     ("bash_fails", "user code exited with code 3"),
     ("terminates_itself", "user code killed by signal SIGTERM (15)"),
     ("hangs_up_on_itself", "user code killed by signal SIGHUP (1)"),
+    ("raises_unprintable", "Unprintable: (unprintable)"),
+    ("raises_a_lone_surrogate", "ValueError: half \\ud800 a pair"),  # text any codec takes
 ])
 def test_failures_are_reported_with_their_cause(tmp_path, dag_file, task_id, error):
     outcome, _log, _beats = run(tmp_path, dag_file, task_id)
@@ -105,6 +131,24 @@ def test_failures_are_reported_with_their_cause(tmp_path, dag_file, task_id, err
 def test_exception_comes_with_its_traceback_and_lands_in_the_log(tmp_path, dag_file):
     outcome, log, _beats = run(tmp_path, dag_file, "raises")
     assert "in raises" in outcome.traceback and "ValueError: bad input" in log
+
+
+@pytest.mark.parametrize(("task_id", "letter", "count"), [("raises_accents", "é", 20000),
+                                                         ("raises_emoji", "\N{GRINNING FACE}", 50000)])
+def test_a_report_larger_than_a_pipe_ends_the_try_with_its_reason_cut_to_the_bound(tmp_path, dag_file, task_id,
+                                                                                   letter, count):
+    # The timeout only keeps a regression from hanging the suite: the try must end by itself, at once.
+    outcome, log, _beats = run(tmp_path, dag_file, task_id, timeout=20)
+    assert not outcome.succeeded and outcome.error.startswith("ValueError: " + letter * 100)
+    assert len(outcome.error) <= ERROR_LIMIT and "cut" in outcome.error
+    assert len(outcome.traceback) <= TRACEBACK_LIMIT and "in " + task_id in outcome.traceback
+    assert log.count(letter) >= count  # the try's log keeps the whole message
+
+
+@given(st.text(), st.integers(min_value=100, max_value=5000))
+def test_a_cut_text_keeps_its_start_and_its_bound(text, limit):
+    cut = cut_to_first(text, limit)
+    assert cut == text if len(text) <= limit else (len(cut) == limit and cut.startswith(text[:limit // 2]))
 
 
 def test_success_and_output_in_the_try_log(tmp_path, dag_file):
@@ -235,6 +279,7 @@ def test_user_code_leads_a_process_group_of_its_own(tmp_path, dag_file):
 RUNNER_SCRIPT = """
 import sys
 from infra.executors.requests import TryRequest
+from services.runner.child import ERROR_LIMIT, TRACEBACK_LIMIT, cut_to_first
 from services.runner.supervise import supervise
 
 request = TryRequest("cases", "r1", sys.argv[2], 1, sys.argv[1])
