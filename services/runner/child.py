@@ -1,7 +1,8 @@
 """The supervised child: loads the DAG file and runs the task's user code, output to the try's log.
 
 It leads its own process group, which the runner's group watcher kills should the runner
-die (infra/group_watcher.py). It reports an exception through a pipe as JSON and
+die (infra/group_watcher.py), and starts user code with default signal dispositions and an
+empty signal mask, whoever started Tock. It reports an exception through a pipe as JSON and
 exits 1; any other way it ends (a segfault, os._exit, a signal) the supervisor reads from
 its exit status. The report is bounded: the error (``Type: message``) to its first ERROR_LIMIT
 characters, and the traceback to TRACEBACK_LIMIT (each line to ERROR_LIMIT, then its middle cut
@@ -24,6 +25,9 @@ from infra.executors.requests import TryRequest
 
 ERROR_LIMIT = 2_000       # characters of a failed try's error (TaskFailed.error), note included
 TRACEBACK_LIMIT = 32_000  # characters of its traceback (TaskFailed.traceback), note included
+# What CPython ignores at its own start (a write to a closed pipe raises BrokenPipeError): a Python
+# task starts as in a fresh interpreter, a bash task with every signal at its default.
+PYTHON_IGNORES = frozenset({signal.SIGPIPE, signal.SIGXFSZ})
 
 
 def run_child(request: TryRequest, log_path: str, report_fd: int) -> NoReturn:
@@ -33,6 +37,7 @@ def run_child(request: TryRequest, log_path: str, report_fd: int) -> NoReturn:
         _prepare(request, log_path)
         task = _find_task(request)
         if task.kind == "bash":
+            _default_signals()  # what exec keeps (ignored signals, the mask) is bash's to start from
             os.execv("/bin/bash", ["bash", "-c", task.command])
         task.python_callable(*task.args, **task.kwargs)
         code = 0
@@ -44,8 +49,7 @@ def run_child(request: TryRequest, log_path: str, report_fd: int) -> NoReturn:
 
 
 def _prepare(request: TryRequest, log_path: str) -> None:
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
-        signal.signal(signum, signal.SIG_DFL)
+    _default_signals(PYTHON_IGNORES)  # before the DAG file is imported: it is user code too
     output = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -57,6 +61,18 @@ def _prepare(request: TryRequest, log_path: str) -> None:
     # The task's context, for user code and bash commands (TOCKRUN_*: TOCK_* names are settings).
     os.environ.update({"TOCKRUN_DAG_ID": request.dag_id, "TOCKRUN_RUN_ID": request.run_id,
                        "TOCKRUN_TASK_ID": request.task_id, "TOCKRUN_TRY_NUMBER": str(request.try_number)})
+
+
+def _default_signals(ignored: frozenset[int] = frozenset()) -> None:
+    """Every signal to its default disposition (``ignored`` ignored) and an empty signal mask, as
+    subprocess's ``restore_signals`` does: user code inherits nothing of how whoever started Tock
+    treated signals (a ``nohup`` ignoring SIGHUP, a blocked signal), nor the runner's handlers."""
+    for signum in signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}:
+        try:
+            signal.signal(signum, signal.SIG_IGN if signum in ignored else signal.SIG_DFL)
+        except (OSError, ValueError):  # one the C library keeps for itself
+            pass
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
 
 
 def _find_task(request: TryRequest):

@@ -91,7 +91,17 @@ with DAG("cases") as dag:
     def raises_a_lone_surrogate():
         raise ValueError("half \\ud800 a pair")
 
-    raises_accents(); raises_emoji(); raises_unprintable(); raises_a_lone_surrogate()
+    @task
+    def tells_its_signals():
+        import signal
+        ignored = sorted(signal.Signals(number).name for number in signal.valid_signals()
+                         if signal.getsignal(number) == signal.SIG_IGN)
+        blocked = sorted(signal.Signals(number).name for number in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+        print("ignored", *ignored, "blocked", *blocked)
+
+    raises_accents(); raises_emoji(); raises_unprintable(); raises_a_lone_surrogate(); tells_its_signals()
+    BashTask("bash_hangs_up_on_itself", "kill -HUP $$")
+    BashTask("bash_tells_its_signals", "grep -E '^Sig(Ign|Blk)' /proc/self/status")
     BashTask("bash_fails", "echo to-stderr >&2; exit 3")
     BashTask("bash_sleeps", "sleep 300 & sleep 300; wait")
 '''
@@ -126,6 +136,40 @@ def run(tmp_path, dag_file, task_id, timeout=None, every=10.0):
 def test_failures_are_reported_with_their_cause(tmp_path, dag_file, task_id, error):
     outcome, _log, _beats = run(tmp_path, dag_file, task_id)
     assert (outcome.succeeded, outcome.error) == (False, error)
+
+
+@pytest.fixture
+def started_from_a_nohup_shell():
+    """The runner started as from ``nohup`` with a few signals blocked: its user code must not inherit it."""
+    ignored = {signum: signal.signal(signum, signal.SIG_IGN) for signum in (signal.SIGHUP, signal.SIGQUIT,
+                                                                            signal.SIGUSR1)}
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2, signal.SIGALRM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        for signum, previous in ignored.items():
+            signal.signal(signum, previous)
+
+
+@pytest.mark.parametrize("task_id", ["hangs_up_on_itself", "bash_hangs_up_on_itself"])
+def test_user_code_takes_its_own_hang_up_whoever_started_the_runner(tmp_path, dag_file, task_id,
+                                                                    started_from_a_nohup_shell):
+    outcome, _log, _beats = run(tmp_path, dag_file, task_id)
+    assert (outcome.succeeded, outcome.error) == (False, "user code killed by signal SIGHUP (1)")
+
+
+def test_python_user_code_starts_with_the_signals_of_a_fresh_interpreter(tmp_path, dag_file,
+                                                                         started_from_a_nohup_shell):
+    outcome, log, _beats = run(tmp_path, dag_file, "tells_its_signals")
+    # what CPython itself ignores at start-up (a write to a closed pipe raises BrokenPipeError), nothing else
+    assert outcome.succeeded and log == "ignored SIGPIPE SIGXFSZ blocked\n"
+
+
+def test_bash_user_code_starts_with_default_signals_and_an_empty_mask(tmp_path, dag_file,
+                                                                      started_from_a_nohup_shell):
+    outcome, log, _beats = run(tmp_path, dag_file, "bash_tells_its_signals")
+    assert outcome.succeeded and log.split() == ["SigBlk:", "0000000000000000", "SigIgn:", "0000000000000000"]
 
 
 def test_exception_comes_with_its_traceback_and_lands_in_the_log(tmp_path, dag_file):
