@@ -2,7 +2,9 @@
 
 It leads its own process group, which the runner's group watcher kills should the runner
 die (infra/group_watcher.py), and starts user code with default signal dispositions and an
-empty signal mask, whoever started Tock. It reports an exception through a pipe as JSON and
+empty signal mask, whoever started Tock, and with the environment the allow-list passes
+(infra/task_environment.py: ``TOCK_TASK_ENV_ALLOW``, never a TOCK_* setting) and its try's
+context (``TOCKRUN_*``). It reports an exception through a pipe as JSON and
 exits 1; any other way it ends (a segfault, os._exit, a signal) the supervisor reads from
 its exit status. The report is bounded: the error (``Type: message``) to its first ERROR_LIMIT
 characters, and the traceback to TRACEBACK_LIMIT (each line to ERROR_LIMIT, then its middle cut
@@ -22,6 +24,7 @@ import traceback
 from typing import NoReturn
 
 from infra.executors.requests import TryRequest
+from infra.task_environment import TaskEnvironment
 
 ERROR_LIMIT = 2_000       # characters of a failed try's error (TaskFailed.error), note included
 TRACEBACK_LIMIT = 32_000  # characters of its traceback (TaskFailed.traceback), note included
@@ -30,15 +33,15 @@ TRACEBACK_LIMIT = 32_000  # characters of its traceback (TaskFailed.traceback), 
 PYTHON_IGNORES = frozenset({signal.SIGPIPE, signal.SIGXFSZ})
 
 
-def run_child(request: TryRequest, log_path: str, report_fd: int) -> NoReturn:
-    """Runs in the forked child; never returns."""
+def run_child(request: TryRequest, log_path: str, report_fd: int, environment: TaskEnvironment) -> NoReturn:
+    """Runs in the forked child; never returns. ``environment``: what user code may inherit."""
     code = 1
     try:
-        _prepare(request, log_path)
+        _prepare(request, log_path, environment)
         task = _find_task(request)
         if task.kind == "bash":
             _default_signals()  # what exec keeps (ignored signals, the mask) is bash's to start from
-            os.execv("/bin/bash", ["bash", "-c", task.command])
+            os.execve("/bin/bash", ["bash", "-c", task.command], dict(os.environ))
         task.python_callable(*task.args, **task.kwargs)
         code = 0
     except BaseException as error:  # noqa: BLE001 - every failure of user code is reported
@@ -48,8 +51,12 @@ def run_child(request: TryRequest, log_path: str, report_fd: int) -> NoReturn:
         os._exit(code)
 
 
-def _prepare(request: TryRequest, log_path: str) -> None:
-    _default_signals(PYTHON_IGNORES)  # before the DAG file is imported: it is user code too
+def _prepare(request: TryRequest, log_path: str, environment: TaskEnvironment) -> None:
+    # Before the DAG file is imported: it is user code too.
+    _default_signals(PYTHON_IGNORES)
+    allowed = environment.for_try(os.environ, request)  # never Tock's settings (TOCK_*) or other secrets
+    os.environ.clear()
+    os.environ.update(allowed)
     output = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -58,9 +65,6 @@ def _prepare(request: TryRequest, log_path: str) -> None:
     sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
     sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
     faulthandler.enable(sys.stderr)  # a segfault's Python traceback goes to the try's log
-    # The task's context, for user code and bash commands (TOCKRUN_*: TOCK_* names are settings).
-    os.environ.update({"TOCKRUN_DAG_ID": request.dag_id, "TOCKRUN_RUN_ID": request.run_id,
-                       "TOCKRUN_TASK_ID": request.task_id, "TOCKRUN_TRY_NUMBER": str(request.try_number)})
 
 
 def _default_signals(ignored: frozenset[int] = frozenset()) -> None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from infra.executors.requests import TryRequest
 from infra.group_watcher import GroupWatcher
+from infra.task_environment import TaskEnvironment
 from services.runner.child import ERROR_LIMIT, cut_to_first, run_child
 from services.runner.core.claim import TryKey
 
@@ -69,15 +70,17 @@ class Child:
         return True
 
 
-def start_child(request: TryRequest, log_path: str, watcher: GroupWatcher) -> Child:
-    """Fork the child that runs the try's user code, in a process group the watcher kills if the runner dies."""
+def start_child(request: TryRequest, log_path: str, watcher: GroupWatcher,
+                environment: TaskEnvironment) -> Child:
+    """Fork the child that runs the try's user code, in a process group the watcher kills if the runner dies,
+    with the variables ``environment`` passes."""
     read_fd, write_fd = os.pipe()
     runner = os.getpid()
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
         _enter_group(watcher, runner)
-        run_child(request, log_path, write_fd)
+        run_child(request, log_path, write_fd, environment)
     os.close(write_fd)
     os.set_blocking(read_fd, False)
     try:
@@ -96,26 +99,29 @@ def _enter_group(watcher: GroupWatcher, runner: int) -> None:
         os._exit(1)
 
 
-def supervise(request: TryRequest, log_path: str, heartbeat_seconds: float,
-              heartbeat: Callable[[], None]) -> Outcome:
+def supervise(request: TryRequest, log_path: str, heartbeat_seconds: float, heartbeat: Callable[[], None],
+              environment: TaskEnvironment | None = None) -> Outcome:
     """Fork the child, heartbeat every ``heartbeat_seconds`` until it ends, and say how it ended."""
     outcomes: list[Outcome] = []
     supervise_all([(request, log_path)], heartbeat_seconds, lambda _running: heartbeat(),
-                  lambda _request, outcome: outcomes.append(outcome))
+                  lambda _request, outcome: outcomes.append(outcome), environment=environment)
     return outcomes[0]
 
 
 def supervise_all(tries: list[tuple[TryRequest, str]], heartbeat_seconds: float,
                   heartbeat: Callable[[list[TryRequest]], None],
                   ended: Callable[[TryRequest, Outcome], None], watcher: GroupWatcher | None = None,
-                  kill_requests: KillRequests = no_kill_requests) -> None:
+                  kill_requests: KillRequests = no_kill_requests, *,
+                  environment: TaskEnvironment | None = None) -> None:
     """Fork a child per try (request, log path); every ``heartbeat_seconds`` call ``heartbeat`` with
     the tries still running, and call ``ended(request, outcome)`` as each ends. ``watcher``: one
     started earlier (a warm runner's; it stays open), else one of its own for these tries.
     ``kill_requests()``: the tries the log asks to stop (try -> reason); a try named there is killed,
-    or not started, and ends killed."""
+    or not started, and ends killed. ``environment``: what the user code may inherit (default: the
+    default settings' allow-list)."""
     own_watcher = watcher is None
-    supervision = _Supervision(heartbeat_seconds, heartbeat, ended, watcher or GroupWatcher.start(), kill_requests)
+    supervision = _Supervision(heartbeat_seconds, heartbeat, ended, watcher or GroupWatcher.start(), kill_requests,
+                               environment or TaskEnvironment.default())
     # A runner told to stop takes its user code with it, then reports the tries failed.
     previous = signal.signal(signal.SIGTERM, supervision.stop)
     try:
@@ -133,9 +139,9 @@ class _Supervision:
 
     def __init__(self, heartbeat_seconds: float, heartbeat: Callable[[list[TryRequest]], None],
                  ended: Callable[[TryRequest, Outcome], None], watcher: GroupWatcher,
-                 kill_requests: KillRequests) -> None:
+                 kill_requests: KillRequests, environment: TaskEnvironment) -> None:
         self.every, self.heartbeat, self.ended, self.watcher = heartbeat_seconds, heartbeat, ended, watcher
-        self.kill_requests = kill_requests
+        self.kill_requests, self.environment = kill_requests, environment
         self.running: dict[int, Child] = {}  # by pidfd
         self.reporting: dict[int, Child] = {}  # by report_fd: children whose report pipe is still open
         self.stopping = False
@@ -148,7 +154,7 @@ class _Supervision:
         if reason is not None:  # asked to stop before its user code started: it never starts
             self.ended(request, Outcome(False, reason, killed=True))
             return
-        child = start_child(request, log_path, self.watcher)
+        child = start_child(request, log_path, self.watcher, self.environment)
         self.running[child.pidfd] = child
         self.reporting[child.report_fd] = child
 

@@ -11,6 +11,7 @@ import pytest
 from infra.log import replay
 from schemas import EVENTS, HEARTBEATS, TaskFailed, TaskHeartbeat, TaskStarted, TaskSucceeded
 from tests.scenarios.scheduler_support import create_topics, environment
+from tests.scenarios.snooping import Secrets, assert_nothing_found, snooping_dag
 
 pytestmark = pytest.mark.scenario
 
@@ -108,6 +109,32 @@ def test_a_batch_launched_together_shares_a_runner_and_each_try_reports_for_itse
     assert sorted((event.run_id, event.task_id) for event in ours) == [("r0", "slow_ok"), ("r1", "crashes"),
                                                                       ("r1", "slow_ok")]
     assert len({event.runner_id for event in ours}) == 3
+
+
+def test_local_tries_find_none_of_the_schedulers_secrets(make_settings, tmp_path, monkeypatch):
+    """The scheduler holds an admin token and a database URL in its settings and environment, and a
+    cloud key in its environment; its local tries see none of them, anywhere they could look."""
+    from infra.executors import LocalExecutor
+    from services.runner import TryRequest, local_launcher_command
+
+    secrets = Secrets()
+    settings = make_settings(task_heartbeat_seconds=0.1, warm_runners=1, **secrets.settings)
+    for name, value in {**environment(settings), **secrets.environment}.items():
+        monkeypatch.setenv(name, value)  # the scheduler's environment, which starts the launcher
+    create_topics(settings)
+    out = tmp_path / "out"
+    out.mkdir()
+    dag_file = snooping_dag(tmp_path, out, "local")
+    requests = [TryRequest("snoops", "r1", task_id, 1, str(dag_file)) for task_id in ("bash_snoops", "python_snoops")]
+    executor = LocalExecutor(settings, local_launcher_command())
+    try:
+        executor.launch_many([(request, "default") for request in requests])
+    finally:
+        executor.close()
+    events = wait_for_outcomes(settings, 2)
+    assert sorted(event.task_id for event in events if isinstance(event, TaskSucceeded)) == [
+        "bash_snoops", "python_snoops"], [event for event in events if isinstance(event, TaskFailed)]
+    assert_nothing_found(out, secrets)
 
 
 def wait_for_outcomes(settings, count: int, timeout: float = 30.0) -> list:

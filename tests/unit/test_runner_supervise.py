@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from infra.executors.requests import TryRequest
 from infra.group_watcher import GroupWatcher, die_with_parent, enrolled_after
+from infra.task_environment import TaskEnvironment
 from infra.try_paths import TryPaths
 from services.runner.child import ERROR_LIMIT, TRACEBACK_LIMIT, cut_to_first
 from services.runner.supervise import KILL_CHECK_SECONDS, STOPPED, supervise, supervise_all
@@ -101,6 +102,7 @@ with DAG("cases") as dag:
 
     raises_accents(); raises_emoji(); raises_unprintable(); raises_a_lone_surrogate(); tells_its_signals()
     BashTask("bash_hangs_up_on_itself", "kill -HUP $$")
+    BashTask("bash_env", "env")
     BashTask("bash_tells_its_signals", "grep -E '^Sig(Ign|Blk)' /proc/self/status")
     BashTask("bash_fails", "echo to-stderr >&2; exit 3")
     BashTask("bash_sleeps", "sleep 300 & sleep 300; wait")
@@ -170,6 +172,56 @@ def test_bash_user_code_starts_with_default_signals_and_an_empty_mask(tmp_path, 
                                                                       started_from_a_nohup_shell):
     outcome, log, _beats = run(tmp_path, dag_file, "bash_tells_its_signals")
     assert outcome.succeeded and log.split() == ["SigBlk:", "0000000000000000", "SigIgn:", "0000000000000000"]
+
+
+@pytest.fixture
+def runner_holding_secrets(monkeypatch):
+    for name, value in {"TOCK_API_TOKEN": "admin-secret", "TOCK_DB_URL": "postgresql://tock:pw@db/tock",
+                        "CLOUD_SECRET_ACCESS_KEY": "cloud-secret", "LC_ALL": "C.UTF-8", "MY_SETTING": "mine"}.items():
+        monkeypatch.setenv(name, value)
+
+
+def environment_of(log: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in log.splitlines() if "=" in line)
+
+
+def test_user_code_inherits_only_what_the_default_allow_list_passes(tmp_path, dag_file, runner_holding_secrets):
+    outcome, log, _beats = run(tmp_path, dag_file, "bash_env")
+    seen = environment_of(log)
+    assert outcome.succeeded
+    assert not {"TOCK_API_TOKEN", "TOCK_DB_URL", "CLOUD_SECRET_ACCESS_KEY", "MY_SETTING"} & set(seen)
+    assert "secret" not in log and "pw@" not in log
+    assert (seen["PATH"], seen["LC_ALL"]) == (os.environ["PATH"], "C.UTF-8")
+    assert {name: value for name, value in seen.items() if name.startswith("TOCKRUN_")} == {
+        "TOCKRUN_DAG_ID": "cases", "TOCKRUN_RUN_ID": "r1", "TOCKRUN_TASK_ID": "bash_env", "TOCKRUN_TRY_NUMBER": "1"}
+
+
+def test_the_allow_list_is_the_runners_to_set_and_never_passes_tock_settings(tmp_path, dag_file,
+                                                                             runner_holding_secrets):
+    request = TryRequest("cases", "r1", "bash_env", 1, str(dag_file))
+    paths = TryPaths(tmp_path / "home", request)
+    paths.folder.mkdir(parents=True)
+    outcome = supervise(request, str(paths.log), 10.0, lambda: None, TaskEnvironment.parse("MY_*, TOCK_*,*SECRET*"))
+    seen = environment_of(paths.log.read_text())
+    assert outcome.succeeded and set(seen) - {"PWD", "SHLVL", "_"} == {
+        "MY_SETTING", "CLOUD_SECRET_ACCESS_KEY", "TOCKRUN_DAG_ID", "TOCKRUN_RUN_ID", "TOCKRUN_TASK_ID",
+        "TOCKRUN_TRY_NUMBER"}  # bash sets PWD, SHLVL and _ itself
+
+
+@pytest.mark.parametrize(("allowed", "name", "passes"), [
+    ("PATH,LC_*", "PATH", True), ("PATH,LC_*", "LC_ALL", True), ("PATH,LC_*", "LANG", False),
+    ("PATH", "path", False), ("*", "TOCK_API_TOKEN", False), ("TOCK_API_TOKEN", "TOCK_API_TOKEN", False),
+    ("*", "TOCKRUN_TASK_ID", False),  # an inherited one is another try's: the runner sets this try's
+    ("", "PATH", False),
+])
+def test_what_the_allow_list_passes(allowed, name, passes):
+    assert TaskEnvironment.parse(allowed).passes(name) is passes
+
+
+def test_the_default_allow_list_passes_the_usual_variables_and_no_secret_of_tock():
+    default = TaskEnvironment.default()
+    assert all(map(default.passes, ["PATH", "HOME", "LANG", "LC_CTYPE", "TZ", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV"]))
+    assert not any(map(default.passes, ["TOCK_API_TOKEN", "TOCK_DB_URL", "AWS_SECRET_ACCESS_KEY", "PGPASSWORD"]))
 
 
 def test_exception_comes_with_its_traceback_and_lands_in_the_log(tmp_path, dag_file):
