@@ -61,7 +61,10 @@ def test_run_task_reports_start_heartbeats_and_outcome_and_refuses_a_second_laun
     [failed] = [event for event in events if isinstance(event, TaskFailed)]
     assert (succeeded.task_id, failed.task_id, failed.error) == ("slow_ok", "crashes", "user code exited with code 9")
     beats = [record.event for record in replay(settings, HEARTBEATS)]
-    assert beats and all(isinstance(event, TaskHeartbeat) and event.task_id == "slow_ok" for event in beats)
+    assert all(isinstance(event, TaskHeartbeat) for event in beats)
+    # slow_ok beat while it ran; crashes may too, while the broker had not acknowledged its outcome yet
+    assert [event for event in beats if event.task_id == "slow_ok"]
+    assert {event.task_id for event in beats} <= {"slow_ok", "crashes"}
     log = settings.home / "tries" / "runner_cases" / "r1" / "slow_ok" / "1.log"
     assert log.read_text() == "finished\n"
 
