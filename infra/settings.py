@@ -73,6 +73,11 @@ class Settings(BaseSettings):
     task_log_ship_limit_bytes: int = Field(default=10 * 1024 * 1024, ge=0,
                                            description="bytes of a try's output shipped to tock.logs at most; "
                                                        "past it a truncation marker (the local file keeps all)")
+    task_env_allow: str = Field(
+        default="PATH,HOME,USER,LOGNAME,SHELL,LANG,LANGUAGE,LC_*,TZ,TMPDIR,PYTHONPATH,VIRTUAL_ENV",
+        pattern=r"^[A-Za-z0-9_.*?,\s-]*$",
+        description="comma-separated names (fnmatch patterns) of the environment variables a try's user code "
+                    "inherits from its runner; never a TOCK_* setting, whatever this says (TOCKRUN_* name the try)")
     task_log_retention_hours: float = Field(default=7 * 24.0, gt=0,
                                             description="hours tock.logs keeps task log lines (topic creation)")
     api_host: str = Field(default="127.0.0.1", description="API bind address")

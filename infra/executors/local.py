@@ -3,7 +3,9 @@
 It implements the executor port (infra/executors/base.py): Executor only, neither Killing nor
 Watching. The warm launcher is started with the command the composition gives (tock_cli:
 ``services.runner.local_launcher_command()``) and is written one try message per try
-(infra/executors/messages.py); it answers each with the runner's pid and start time.
+(infra/executors/messages.py); it answers each with the runner's pid and start time. It is
+started with the variables the tasks' allow-list passes (TOCK_TASK_ENV_ALLOW) and given its
+settings without the credentials runners never use: user code runs in forks of it.
 
 A try's handle is ``pid@host:starttime``; it is alive when it is on this host, the pid
 exists, and /proc says the process with that pid started at that time (pids are reused;
@@ -22,6 +24,7 @@ The core rules it relies on, rather than enforcing them itself:
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import subprocess
 from collections.abc import Sequence
@@ -30,6 +33,7 @@ from infra.executors.messages import TryMessage
 from infra.executors.requests import TryRequest
 from infra.procfs import process_runs
 from infra.settings import Settings
+from infra.task_environment import TaskEnvironment, runner_settings_json
 
 log = logging.getLogger("tock.executor.local")
 
@@ -91,9 +95,12 @@ class LocalExecutor:
     def _running_launcher(self) -> subprocess.Popen:
         if self._launcher is not None and self._launcher.poll() is None:
             return self._launcher
+        # Its runners fork the tries' user code: it holds none of the scheduler's secrets, neither
+        # in its environment (readable in /proc) nor in its settings (infra/task_environment.py).
+        environment = TaskEnvironment.of(self._settings).for_runner(os.environ)
         launcher = subprocess.Popen(self._launcher_command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    text=True, bufsize=1, start_new_session=True)
-        launcher.stdin.write(self._settings.model_dump_json() + "\n")
+                                    text=True, bufsize=1, start_new_session=True, env=environment)
+        launcher.stdin.write(runner_settings_json(self._settings) + "\n")
         launcher.stdin.flush()
         self._launcher = launcher
         log.info("local launcher started (pid %d)", launcher.pid)

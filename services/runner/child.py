@@ -1,9 +1,16 @@
 """The supervised child: loads the DAG file and runs the task's user code, output to the try's log.
 
 It leads its own process group, which the runner's group watcher kills should the runner
-die (infra/group_watcher.py). It reports an exception through a pipe as JSON and
+die (infra/group_watcher.py), and starts user code with default signal dispositions and an
+empty signal mask, whoever started Tock, and with the environment the allow-list passes
+(infra/task_environment.py: ``TOCK_TASK_ENV_ALLOW``, never a TOCK_* setting) and its try's
+context (``TOCKRUN_*``). It reports an exception through a pipe as JSON and
 exits 1; any other way it ends (a segfault, os._exit, a signal) the supervisor reads from
-its exit status.
+its exit status. The report is bounded: the error (``Type: message``) to its first ERROR_LIMIT
+characters, and the traceback to TRACEBACK_LIMIT (each line to ERROR_LIMIT, then its middle cut
+out), each with a note saying so when cut; the try's log keeps both whole. The supervisor reads
+the pipe while the child runs (supervise.py), so a report larger than the pipe's buffer never
+blocks the child.
 """
 
 from __future__ import annotations
@@ -17,18 +24,24 @@ import traceback
 from typing import NoReturn
 
 from infra.executors.requests import TryRequest
+from infra.task_environment import TaskEnvironment
 
-TRACEBACK_LIMIT = 32_000  # stays well under a pipe's buffer, so the child never blocks on it
+ERROR_LIMIT = 2_000       # characters of a failed try's error (TaskFailed.error), note included
+TRACEBACK_LIMIT = 32_000  # characters of its traceback (TaskFailed.traceback), note included
+# What CPython ignores at its own start (a write to a closed pipe raises BrokenPipeError): a Python
+# task starts as in a fresh interpreter, a bash task with every signal at its default.
+PYTHON_IGNORES = frozenset({signal.SIGPIPE, signal.SIGXFSZ})
 
 
-def run_child(request: TryRequest, log_path: str, report_fd: int) -> NoReturn:
-    """Runs in the forked child; never returns."""
+def run_child(request: TryRequest, log_path: str, report_fd: int, environment: TaskEnvironment) -> NoReturn:
+    """Runs in the forked child; never returns. ``environment``: what user code may inherit."""
     code = 1
     try:
-        _prepare(request, log_path)
+        _prepare(request, log_path, environment)
         task = _find_task(request)
         if task.kind == "bash":
-            os.execv("/bin/bash", ["bash", "-c", task.command])
+            _default_signals()  # what exec keeps (ignored signals, the mask) is bash's to start from
+            os.execve("/bin/bash", ["bash", "-c", task.command], dict(os.environ))
         task.python_callable(*task.args, **task.kwargs)
         code = 0
     except BaseException as error:  # noqa: BLE001 - every failure of user code is reported
@@ -38,9 +51,12 @@ def run_child(request: TryRequest, log_path: str, report_fd: int) -> NoReturn:
         os._exit(code)
 
 
-def _prepare(request: TryRequest, log_path: str) -> None:
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
-        signal.signal(signum, signal.SIG_DFL)
+def _prepare(request: TryRequest, log_path: str, environment: TaskEnvironment) -> None:
+    # Before the DAG file is imported: it is user code too.
+    _default_signals(PYTHON_IGNORES)
+    allowed = environment.for_try(os.environ, request)  # never Tock's settings (TOCK_*) or other secrets
+    os.environ.clear()
+    os.environ.update(allowed)
     output = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -49,9 +65,18 @@ def _prepare(request: TryRequest, log_path: str) -> None:
     sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
     sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
     faulthandler.enable(sys.stderr)  # a segfault's Python traceback goes to the try's log
-    # The task's context, for user code and bash commands (TOCKRUN_*: TOCK_* names are settings).
-    os.environ.update({"TOCKRUN_DAG_ID": request.dag_id, "TOCKRUN_RUN_ID": request.run_id,
-                       "TOCKRUN_TASK_ID": request.task_id, "TOCKRUN_TRY_NUMBER": str(request.try_number)})
+
+
+def _default_signals(ignored: frozenset[int] = frozenset()) -> None:
+    """Every signal to its default disposition (``ignored`` ignored) and an empty signal mask, as
+    subprocess's ``restore_signals`` does: user code inherits nothing of how whoever started Tock
+    treated signals (a ``nohup`` ignoring SIGHUP, a blocked signal), nor the runner's handlers."""
+    for signum in signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}:
+        try:
+            signal.signal(signum, signal.SIG_IGN if signum in ignored else signal.SIG_DFL)
+        except (OSError, ValueError):  # one the C library keeps for itself
+            pass
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
 
 
 def _find_task(request: TryRequest):
@@ -66,14 +91,45 @@ def _find_task(request: TryRequest):
 
 
 def _report(report_fd: int, error: BaseException) -> None:
-    text = "".join(traceback.format_exception(error))
+    text = _described(lambda: "".join(traceback.format_exception(error)), "(the traceback could not be formatted)")
     print(text, file=sys.stderr)
-    payload = json.dumps({"error": f"{type(error).__name__}: {error}"[:2000],
-                          "traceback": text[-TRACEBACK_LIMIT:]})
+    message = _described(lambda: f"{type(error).__name__}: {error}", f"{type(error).__name__}: (unprintable)")
+    payload = json.dumps({"error": cut_to_first(message, ERROR_LIMIT), "traceback": _bounded_traceback(text)})
+    data = memoryview(payload.encode())
     try:
-        os.write(report_fd, payload.encode())
-    except OSError:
+        while data:  # all of it, however long: the supervisor reads as we write
+            data = data[os.write(report_fd, data):]
+    except OSError:  # the runner is gone
         pass
+
+
+def _described(describe, fallback: str) -> str:
+    """``describe()``, as text that encodes (no lone surrogates), or ``fallback`` if user code's
+    ``__str__`` raises."""
+    try:
+        text = describe()
+    except Exception:  # noqa: BLE001 - a broken __str__ of user code still ends the try reported
+        text = fallback
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def cut_to_first(text: str, limit: int) -> str:
+    """``text`` if it has at most ``limit`` characters, else its start and a note, ``limit`` in all."""
+    if len(text) <= limit:
+        return text
+    note = f" [cut to {limit} characters of {len(text)}; the try's log has it whole]"
+    return text[:limit - len(note)] + note
+
+
+def _bounded_traceback(text: str) -> str:
+    """At most TRACEBACK_LIMIT characters: a huge message is cut on its line, so the frames above it
+    stay; past the limit still, the middle goes (the first and the most recent frames stay)."""
+    text = "".join(cut_to_first(line, ERROR_LIMIT) + "\n" for line in text.splitlines())
+    if len(text) <= TRACEBACK_LIMIT:
+        return text
+    note = f"\n[... cut to {TRACEBACK_LIMIT} characters of {len(text)}; the try's log has it whole ...]\n"
+    head = (TRACEBACK_LIMIT - len(note)) // 2
+    return text[:head] + note + text[len(text) - (TRACEBACK_LIMIT - len(note) - head):]
 
 
 def _flush() -> None:

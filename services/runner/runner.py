@@ -24,6 +24,7 @@ from infra.executors.requests import TryRequest
 from infra.group_watcher import GroupWatcher
 from infra.log import KafkaEventLog
 from infra.settings import Settings
+from infra.task_environment import TaskEnvironment
 from infra.try_paths import TryPaths
 from schemas import TaskFailed, TaskHeartbeat, TaskKilled, TaskStarted, TaskSucceeded
 from services.runner.claim_reader import ClaimReader
@@ -178,7 +179,8 @@ class _Runner:
         try:
             supervise_all(running, self.settings.task_heartbeat_seconds,
                           lambda requests: self._heartbeat([request.key for request in requests]), ended,
-                          self.clients.watcher, self.clients.claims.kill_requests)
+                          self.clients.watcher, self.clients.claims.kill_requests,
+                          environment=TaskEnvironment.of(self.settings))
         finally:
             self.clients.claims.stop_watching()
             shipping.close()

@@ -5,6 +5,8 @@ A runner may supervise several tries at once (a batch launched together), each t
 code in its own child; one child's end (or kill) never disturbs the others. The supervision
 wakes up at least every KILL_CHECK_SECONDS to ask, without waiting, which of its tries the
 log asks it to stop; it kills such a try's process group and reports the try killed.
+It reads each child's report (child.py) as it comes, beside waiting for its end: a report larger
+than a pipe's buffer never leaves a child blocked in its write while the runner heartbeats.
 """
 
 from __future__ import annotations
@@ -15,14 +17,18 @@ import select
 import signal
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from infra.executors.requests import TryRequest
 from infra.group_watcher import GroupWatcher
-from services.runner.child import run_child
+from infra.task_environment import TaskEnvironment
+from services.runner.child import ERROR_LIMIT, cut_to_first, run_child
 from services.runner.core.claim import TryKey
 
 KILL_CHECK_SECONDS = 0.5  # how often, at least, the supervision looks for kill requests
+# Bytes of a child's report kept at most; the child bounds its own well below (child.py): past it
+# the rest is read and dropped, so the child never blocks.
+REPORT_LIMIT_BYTES = 1 << 20
 
 KillRequests = Callable[[], Mapping[TryKey, str]]  # the tries asked to stop so far -> why; never waits
 
@@ -46,20 +52,37 @@ class Child:
     request: TryRequest
     pid: int
     pidfd: int     # readable once the child has ended
-    report_fd: int  # where the child reports an exception
+    report_fd: int  # where the child reports an exception (non-blocking; read as it comes)
     deadline: float | None  # time.monotonic() past which it is killed
+    report: bytearray = field(default_factory=bytearray)  # what it reported so far
+
+    def read_report(self) -> bool:
+        """Read what the child has written of its report so far; False once it closed its end. A few
+        pipe buffers at most per call, so a writer that never stops cannot starve the heartbeats."""
+        for _chunk in range(16):
+            try:
+                data = os.read(self.report_fd, 1 << 16)
+            except BlockingIOError:
+                return True
+            if not data:
+                return False
+            self.report.extend(data[:max(0, REPORT_LIMIT_BYTES - len(self.report))])
+        return True
 
 
-def start_child(request: TryRequest, log_path: str, watcher: GroupWatcher) -> Child:
-    """Fork the child that runs the try's user code, in a process group the watcher kills if the runner dies."""
+def start_child(request: TryRequest, log_path: str, watcher: GroupWatcher,
+                environment: TaskEnvironment) -> Child:
+    """Fork the child that runs the try's user code, in a process group the watcher kills if the runner dies,
+    with the variables ``environment`` passes."""
     read_fd, write_fd = os.pipe()
     runner = os.getpid()
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
         _enter_group(watcher, runner)
-        run_child(request, log_path, write_fd)
+        run_child(request, log_path, write_fd, environment)
     os.close(write_fd)
+    os.set_blocking(read_fd, False)
     try:
         os.setpgid(pid, pid)  # here too, so a kill of the group right after the fork finds it
     except OSError:  # the child did it first, or has ended already
@@ -76,26 +99,29 @@ def _enter_group(watcher: GroupWatcher, runner: int) -> None:
         os._exit(1)
 
 
-def supervise(request: TryRequest, log_path: str, heartbeat_seconds: float,
-              heartbeat: Callable[[], None]) -> Outcome:
+def supervise(request: TryRequest, log_path: str, heartbeat_seconds: float, heartbeat: Callable[[], None],
+              environment: TaskEnvironment | None = None) -> Outcome:
     """Fork the child, heartbeat every ``heartbeat_seconds`` until it ends, and say how it ended."""
     outcomes: list[Outcome] = []
     supervise_all([(request, log_path)], heartbeat_seconds, lambda _running: heartbeat(),
-                  lambda _request, outcome: outcomes.append(outcome))
+                  lambda _request, outcome: outcomes.append(outcome), environment=environment)
     return outcomes[0]
 
 
 def supervise_all(tries: list[tuple[TryRequest, str]], heartbeat_seconds: float,
                   heartbeat: Callable[[list[TryRequest]], None],
                   ended: Callable[[TryRequest, Outcome], None], watcher: GroupWatcher | None = None,
-                  kill_requests: KillRequests = no_kill_requests) -> None:
+                  kill_requests: KillRequests = no_kill_requests, *,
+                  environment: TaskEnvironment | None = None) -> None:
     """Fork a child per try (request, log path); every ``heartbeat_seconds`` call ``heartbeat`` with
     the tries still running, and call ``ended(request, outcome)`` as each ends. ``watcher``: one
     started earlier (a warm runner's; it stays open), else one of its own for these tries.
     ``kill_requests()``: the tries the log asks to stop (try -> reason); a try named there is killed,
-    or not started, and ends killed."""
+    or not started, and ends killed. ``environment``: what the user code may inherit (default: the
+    default settings' allow-list)."""
     own_watcher = watcher is None
-    supervision = _Supervision(heartbeat_seconds, heartbeat, ended, watcher or GroupWatcher.start(), kill_requests)
+    supervision = _Supervision(heartbeat_seconds, heartbeat, ended, watcher or GroupWatcher.start(), kill_requests,
+                               environment or TaskEnvironment.default())
     # A runner told to stop takes its user code with it, then reports the tries failed.
     previous = signal.signal(signal.SIGTERM, supervision.stop)
     try:
@@ -113,10 +139,11 @@ class _Supervision:
 
     def __init__(self, heartbeat_seconds: float, heartbeat: Callable[[list[TryRequest]], None],
                  ended: Callable[[TryRequest, Outcome], None], watcher: GroupWatcher,
-                 kill_requests: KillRequests) -> None:
+                 kill_requests: KillRequests, environment: TaskEnvironment) -> None:
         self.every, self.heartbeat, self.ended, self.watcher = heartbeat_seconds, heartbeat, ended, watcher
-        self.kill_requests = kill_requests
-        self.running: dict[int, Child] = {}
+        self.kill_requests, self.environment = kill_requests, environment
+        self.running: dict[int, Child] = {}  # by pidfd
+        self.reporting: dict[int, Child] = {}  # by report_fd: children whose report pipe is still open
         self.stopping = False
 
     def start(self, request: TryRequest, log_path: str) -> None:
@@ -127,8 +154,9 @@ class _Supervision:
         if reason is not None:  # asked to stop before its user code started: it never starts
             self.ended(request, Outcome(False, reason, killed=True))
             return
-        child = start_child(request, log_path, self.watcher)
+        child = start_child(request, log_path, self.watcher, self.environment)
         self.running[child.pidfd] = child
+        self.reporting[child.report_fd] = child
 
     def stop(self, *_signal) -> None:
         self.stopping = True
@@ -142,8 +170,12 @@ class _Supervision:
         while self.running:
             deadlines = [child.deadline for child in self._timed()]
             until = min([next_beat, time.monotonic() + KILL_CHECK_SECONDS, *deadlines])
-            ready, _, _ = select.select(list(self.running), [], [], max(0.0, until - time.monotonic()))
-            for pidfd in ready:
+            ready, _, _ = select.select([*self.running, *self.reporting], [], [],
+                                        max(0.0, until - time.monotonic()))
+            for report_fd in [fd for fd in ready if fd in self.reporting]:
+                if not self.reporting[report_fd].read_report():
+                    del self.reporting[report_fd]
+            for pidfd in [fd for fd in ready if fd in self.running]:
                 self._end(self.running[pidfd])
             self._kill_overdue()
             self._obey_kill_requests()
@@ -168,6 +200,7 @@ class _Supervision:
 
     def _end(self, child: Child, timed_out: bool = False, kill_reason: str | None = None) -> None:
         del self.running[child.pidfd]
+        self.reporting.pop(child.report_fd, None)
         outcome = _finish(child, timed_out, kill_reason, self.stopping)
         self.watcher.ended(child.pid)
         self.ended(child.request, outcome)
@@ -185,7 +218,8 @@ def _finish(child: Child, timed_out: bool, kill_reason: str | None, stopping: bo
         if stopping and _killed(status):
             return Outcome(False, STOPPED)
         # else it had ended by itself before the kill: its own outcome stands
-        return _outcome(status, timed_out, child.request.execution_timeout, _read_report(child.report_fd))
+        child.read_report()  # the rest of it: the child has ended
+        return _outcome(status, timed_out, child.request.execution_timeout, _parsed_report(bytes(child.report)))
     finally:
         os.close(child.pidfd)
         os.close(child.report_fd)
@@ -216,13 +250,8 @@ def _outcome(status: int, timed_out: bool, timeout: float | None, report: dict) 
     return Outcome(False, f"user code exited with code {os.WEXITSTATUS(status)}")
 
 
-def _read_report(read_fd: int) -> dict:
-    os.set_blocking(read_fd, False)
-    try:
-        data = os.read(read_fd, 1 << 20)
-    except BlockingIOError:
-        return {}
+def _parsed_report(data: bytes) -> dict:
     try:
         return json.loads(data) if data else {}
-    except ValueError:
-        return {"error": data.decode(errors="replace")[:2000]}
+    except ValueError:  # cut at REPORT_LIMIT_BYTES, or not written by child.py
+        return {"error": cut_to_first(data.decode(errors="replace"), ERROR_LIMIT)}

@@ -9,18 +9,25 @@ process): a try it is running then ends reported failed, and it exits.
 
 One process per pool process, not per try: a try pays no process start, no Kafka connection and
 no close (each cost the worker ~12 ms of CPU and ~50 ms of wall time per try on two cores).
+It is a fresh interpreter (``python -m services.worker.resident``), not a fork of the pool
+process, started with only the variables the tasks' allow-list passes and given its settings
+without the credentials runners never use (infra/task_environment.py): the tries' user code runs
+in forks of it and could read its memory and its initial environment (/proc).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
+import sys
 
 from infra.executors.messages import TryMessage
 from infra.group_watcher import die_with_parent
 from infra.pipes import read_line
 from infra.settings import Settings
+from infra.task_environment import TaskEnvironment, runner_settings_json
 from services.runner import FAILED, RunnerClients, serve_tries
 
 log = logging.getLogger("tock.worker")
@@ -66,14 +73,15 @@ class ResidentRunner:
         request_read, request_write = os.pipe()
         answer_read, answer_write = os.pipe()
         parent = os.getpid()
+        command = [sys.executable, "-m", "services.worker.resident", str(request_read), str(answer_write), str(parent)]
+        environment = TaskEnvironment.of(self.settings).for_runner(os.environ)
         pid = os.fork()
         if pid == 0:
-            os.close(request_write)
-            os.close(answer_read)
-            _serve(self.settings, request_read, answer_write, parent)
+            _exec(command, environment, (request_read, answer_write), (request_write, answer_read))
         os.close(request_read)
         os.close(answer_write)
         self._pid, self._owner, self._requests, self._answers = pid, parent, request_write, answer_read
+        os.write(request_write, (runner_settings_json(self.settings) + "\n").encode())  # its first line
 
     def _forget(self) -> None:
         for descriptor in (self._requests, self._answers):
@@ -85,6 +93,30 @@ class ResidentRunner:
         except ChildProcessError:
             pass
         self._pid, self._requests, self._answers = 0, -1, -1
+
+
+def _exec(command: list[str], environment: dict[str, str], kept: tuple[int, ...], dropped: tuple[int, ...]) -> None:
+    """In the forked child: become the resident runner's fresh interpreter. Never returns."""
+    try:
+        for descriptor in dropped:
+            os.close(descriptor)
+        for descriptor in kept:
+            os.set_inheritable(descriptor, True)
+        os.execve(command[0], command, environment)
+    finally:
+        os._exit(1)
+
+
+def main() -> None:
+    """``python -m services.worker.resident REQUESTS ANSWERS PARENT``: the first request line is the settings."""
+    requests, answers, parent = map(int, sys.argv[1:4])
+    line = read_line(requests)
+    if not line:  # the pool process went away before it gave us our settings
+        return
+    settings = Settings(**json.loads(line))
+    logging.basicConfig(level=settings.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s")
+    _serve(settings, requests, answers, parent)
 
 
 def _serve(settings: Settings, requests: int, answers: int, parent: int) -> None:
@@ -112,3 +144,7 @@ def _serve(settings: Settings, requests: int, answers: int, parent: int) -> None
         log.exception("resident runner crashed")
     finally:
         os._exit(code)
+
+
+if __name__ == "__main__":
+    main()

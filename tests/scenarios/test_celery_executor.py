@@ -36,6 +36,7 @@ from tests.scenarios.scheduler_support import (
     trigger,
     wait_until,
 )
+from tests.scenarios.snooping import Secrets, assert_nothing_found, snooping_dag
 
 pytestmark = pytest.mark.scenario
 
@@ -150,6 +151,26 @@ def test_a_worker_with_another_default_queue_and_reports_changes_no_adoption(set
         ("sleep_0", 1), ("sleep_1", 1)]
     assert tail.of_type(TaskDeclaredDead, run_id=run_id) == []
     assert sorted(lines_of(ran)) == ["sleep_0 1", "sleep_1 1"]
+
+
+def test_celery_tries_find_none_of_the_workers_secrets(settings, system, tmp_path, monkeypatch):
+    """The worker holds an admin token and a database URL in its settings and a cloud key in its
+    environment (as under `tock standalone`); its tries see none of them, anywhere they could look."""
+    workers, processes, tail = system
+    secrets = Secrets()
+    for name, value in secrets.environment.items():
+        monkeypatch.setenv(name, value)  # the worker's environment (and the scheduler's)
+    out = tmp_path / "out"
+    out.mkdir()
+    (tmp_path / "dags").mkdir()
+    path = snooping_dag(tmp_path / "dags", out, "celery")
+    workers.start("host-a", concurrency=2, **secrets.settings)
+    publish_dags(settings, path)
+    processes.scheduler("s1")
+    run_id = trigger(settings, "snoops")
+    assert tail.run_finished(run_id, 90).state == "success", tail.of_type(TaskFailed, run_id=run_id)
+    assert {event.executor for event in tail.of_type(TaskStarted, run_id=run_id)} == {"celery"}
+    assert_nothing_found(out, secrets)
 
 
 def test_a_try_delivered_twice_by_celery_runs_its_user_code_once(settings, system, tmp_path):

@@ -11,6 +11,7 @@ import pytest
 from infra.log import replay
 from schemas import EVENTS, HEARTBEATS, TaskFailed, TaskHeartbeat, TaskStarted, TaskSucceeded
 from tests.scenarios.scheduler_support import create_topics, environment
+from tests.scenarios.snooping import Secrets, assert_nothing_found, snooping_dag
 
 pytestmark = pytest.mark.scenario
 
@@ -28,7 +29,11 @@ with DAG("runner_cases") as dag:
     def crashes():
         os._exit(9)
 
-    slow_ok(); crashes()
+    @task
+    def rambles():
+        raise ValueError("é" * 20000)
+
+    slow_ok(); crashes(); rambles()
 '''
 
 
@@ -56,9 +61,26 @@ def test_run_task_reports_start_heartbeats_and_outcome_and_refuses_a_second_laun
     [failed] = [event for event in events if isinstance(event, TaskFailed)]
     assert (succeeded.task_id, failed.task_id, failed.error) == ("slow_ok", "crashes", "user code exited with code 9")
     beats = [record.event for record in replay(settings, HEARTBEATS)]
-    assert beats and all(isinstance(event, TaskHeartbeat) and event.task_id == "slow_ok" for event in beats)
+    assert all(isinstance(event, TaskHeartbeat) for event in beats)
+    # slow_ok beat while it ran; crashes may too, while the broker had not acknowledged its outcome yet
+    assert [event for event in beats if event.task_id == "slow_ok"]
+    assert {event.task_id for event in beats} <= {"slow_ok", "crashes"}
     log = settings.home / "tries" / "runner_cases" / "r1" / "slow_ok" / "1.log"
     assert log.read_text() == "finished\n"
+
+
+def test_a_failure_reported_at_length_ends_the_try_with_its_reason_cut_in_task_failed(make_settings, tmp_path):
+    from services.runner.child import ERROR_LIMIT, TRACEBACK_LIMIT
+
+    settings = make_settings(task_heartbeat_seconds=0.1)
+    create_topics(settings)
+    dag_file = tmp_path / "cases.py"
+    dag_file.write_text(DAG_FILE)
+    assert run_task(settings, dag_file, "rambles").returncode == 1  # it ends (before the fix: a hang)
+    [failed] = [record.event for record in replay(settings, EVENTS) if isinstance(record.event, TaskFailed)]
+    assert failed.error.startswith("ValueError: " + "é" * 1000) and len(failed.error) <= ERROR_LIMIT
+    assert "the try's log has it whole" in failed.error
+    assert "in rambles" in failed.traceback and len(failed.traceback) <= TRACEBACK_LIMIT
 
 
 def test_a_batch_launched_together_shares_a_runner_and_each_try_reports_for_itself(make_settings, tmp_path):
@@ -90,6 +112,32 @@ def test_a_batch_launched_together_shares_a_runner_and_each_try_reports_for_itse
     assert sorted((event.run_id, event.task_id) for event in ours) == [("r0", "slow_ok"), ("r1", "crashes"),
                                                                       ("r1", "slow_ok")]
     assert len({event.runner_id for event in ours}) == 3
+
+
+def test_local_tries_find_none_of_the_schedulers_secrets(make_settings, tmp_path, monkeypatch):
+    """The scheduler holds an admin token and a database URL in its settings and environment, and a
+    cloud key in its environment; its local tries see none of them, anywhere they could look."""
+    from infra.executors import LocalExecutor
+    from services.runner import TryRequest, local_launcher_command
+
+    secrets = Secrets()
+    settings = make_settings(task_heartbeat_seconds=0.1, warm_runners=1, **secrets.settings)
+    for name, value in {**environment(settings), **secrets.environment}.items():
+        monkeypatch.setenv(name, value)  # the scheduler's environment, which starts the launcher
+    create_topics(settings)
+    out = tmp_path / "out"
+    out.mkdir()
+    dag_file = snooping_dag(tmp_path, out, "local")
+    requests = [TryRequest("snoops", "r1", task_id, 1, str(dag_file)) for task_id in ("bash_snoops", "python_snoops")]
+    executor = LocalExecutor(settings, local_launcher_command())
+    try:
+        executor.launch_many([(request, "default") for request in requests])
+    finally:
+        executor.close()
+    events = wait_for_outcomes(settings, 2)
+    assert sorted(event.task_id for event in events if isinstance(event, TaskSucceeded)) == [
+        "bash_snoops", "python_snoops"], [event for event in events if isinstance(event, TaskFailed)]
+    assert_nothing_found(out, secrets)
 
 
 def wait_for_outcomes(settings, count: int, timeout: float = 30.0) -> list:

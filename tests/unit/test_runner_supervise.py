@@ -15,10 +15,14 @@ import time
 
 import psutil
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from infra.executors.requests import TryRequest
 from infra.group_watcher import GroupWatcher, die_with_parent, enrolled_after
+from infra.task_environment import TaskEnvironment
 from infra.try_paths import TryPaths
+from services.runner.child import ERROR_LIMIT, TRACEBACK_LIMIT, cut_to_first
 from services.runner.supervise import KILL_CHECK_SECONDS, STOPPED, supervise, supervise_all
 
 DAG_FILE = '''
@@ -66,8 +70,40 @@ with DAG("cases") as dag:
     def where():
         print(os.getpid(), os.getppid(), os.getpgid(0))
 
+    @task
+    def raises_accents():
+        raise ValueError("é" * 20000)
+
+    @task
+    def raises_emoji():
+        raise ValueError("\N{GRINNING FACE}" * 50000)
+
     ok(); raises(); exits(); segfaults(); sleeps(); beats(); naps(); terminates_itself(); hangs_up_on_itself()
     where()
+    class Unprintable(Exception):
+        def __str__(self):
+            raise RuntimeError("no")
+
+    @task
+    def raises_unprintable():
+        raise Unprintable()
+
+    @task
+    def raises_a_lone_surrogate():
+        raise ValueError("half \\ud800 a pair")
+
+    @task
+    def tells_its_signals():
+        import signal
+        ignored = sorted(signal.Signals(number).name for number in signal.valid_signals()
+                         if signal.getsignal(number) == signal.SIG_IGN)
+        blocked = sorted(signal.Signals(number).name for number in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+        print("ignored", *ignored, "blocked", *blocked)
+
+    raises_accents(); raises_emoji(); raises_unprintable(); raises_a_lone_surrogate(); tells_its_signals()
+    BashTask("bash_hangs_up_on_itself", "kill -HUP $$")
+    BashTask("bash_env", "env")
+    BashTask("bash_tells_its_signals", "grep -E '^Sig(Ign|Blk)' /proc/self/status")
     BashTask("bash_fails", "echo to-stderr >&2; exit 3")
     BashTask("bash_sleeps", "sleep 300 & sleep 300; wait")
 '''
@@ -96,15 +132,119 @@ def run(tmp_path, dag_file, task_id, timeout=None, every=10.0):
     ("bash_fails", "user code exited with code 3"),
     ("terminates_itself", "user code killed by signal SIGTERM (15)"),
     ("hangs_up_on_itself", "user code killed by signal SIGHUP (1)"),
+    ("raises_unprintable", "Unprintable: (unprintable)"),
+    ("raises_a_lone_surrogate", "ValueError: half \\ud800 a pair"),  # text any codec takes
 ])
 def test_failures_are_reported_with_their_cause(tmp_path, dag_file, task_id, error):
     outcome, _log, _beats = run(tmp_path, dag_file, task_id)
     assert (outcome.succeeded, outcome.error) == (False, error)
 
 
+@pytest.fixture
+def started_from_a_nohup_shell():
+    """The runner started as from ``nohup`` with a few signals blocked: its user code must not inherit it."""
+    ignored = {signum: signal.signal(signum, signal.SIG_IGN) for signum in (signal.SIGHUP, signal.SIGQUIT,
+                                                                            signal.SIGUSR1)}
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2, signal.SIGALRM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        for signum, previous in ignored.items():
+            signal.signal(signum, previous)
+
+
+@pytest.mark.parametrize("task_id", ["hangs_up_on_itself", "bash_hangs_up_on_itself"])
+def test_user_code_takes_its_own_hang_up_whoever_started_the_runner(tmp_path, dag_file, task_id,
+                                                                    started_from_a_nohup_shell):
+    outcome, _log, _beats = run(tmp_path, dag_file, task_id)
+    assert (outcome.succeeded, outcome.error) == (False, "user code killed by signal SIGHUP (1)")
+
+
+def test_python_user_code_starts_with_the_signals_of_a_fresh_interpreter(tmp_path, dag_file,
+                                                                         started_from_a_nohup_shell):
+    outcome, log, _beats = run(tmp_path, dag_file, "tells_its_signals")
+    # what CPython itself ignores at start-up (a write to a closed pipe raises BrokenPipeError), nothing else
+    assert outcome.succeeded and log == "ignored SIGPIPE SIGXFSZ blocked\n"
+
+
+def test_bash_user_code_starts_with_default_signals_and_an_empty_mask(tmp_path, dag_file,
+                                                                      started_from_a_nohup_shell):
+    outcome, log, _beats = run(tmp_path, dag_file, "bash_tells_its_signals")
+    assert outcome.succeeded and log.split() == ["SigBlk:", "0000000000000000", "SigIgn:", "0000000000000000"]
+
+
+@pytest.fixture
+def runner_holding_secrets(monkeypatch):
+    for name, value in {"TOCK_API_TOKEN": "admin-secret", "TOCK_DB_URL": "postgresql://tock:pw@db/tock",
+                        "CLOUD_SECRET_ACCESS_KEY": "cloud-secret", "LC_ALL": "C.UTF-8", "MY_SETTING": "mine"}.items():
+        monkeypatch.setenv(name, value)
+
+
+def environment_of(log: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in log.splitlines() if "=" in line)
+
+
+def test_user_code_inherits_only_what_the_default_allow_list_passes(tmp_path, dag_file, runner_holding_secrets):
+    outcome, log, _beats = run(tmp_path, dag_file, "bash_env")
+    seen = environment_of(log)
+    assert outcome.succeeded
+    assert not {"TOCK_API_TOKEN", "TOCK_DB_URL", "CLOUD_SECRET_ACCESS_KEY", "MY_SETTING"} & set(seen)
+    assert "secret" not in log and "pw@" not in log
+    assert (seen["PATH"], seen["LC_ALL"]) == (os.environ["PATH"], "C.UTF-8")
+    assert {name: value for name, value in seen.items() if name.startswith("TOCKRUN_")} == {
+        "TOCKRUN_DAG_ID": "cases", "TOCKRUN_RUN_ID": "r1", "TOCKRUN_TASK_ID": "bash_env", "TOCKRUN_TRY_NUMBER": "1"}
+
+
+def test_the_allow_list_is_the_runners_to_set_and_never_passes_tock_settings(tmp_path, dag_file,
+                                                                             runner_holding_secrets):
+    request = TryRequest("cases", "r1", "bash_env", 1, str(dag_file))
+    paths = TryPaths(tmp_path / "home", request)
+    paths.folder.mkdir(parents=True)
+    outcome = supervise(request, str(paths.log), 10.0, lambda: None, TaskEnvironment.parse("MY_*, TOCK_*,*SECRET*"))
+    seen = environment_of(paths.log.read_text())
+    assert outcome.succeeded and set(seen) - {"PWD", "SHLVL", "_"} == {
+        "MY_SETTING", "CLOUD_SECRET_ACCESS_KEY", "TOCKRUN_DAG_ID", "TOCKRUN_RUN_ID", "TOCKRUN_TASK_ID",
+        "TOCKRUN_TRY_NUMBER"}  # bash sets PWD, SHLVL and _ itself
+
+
+@pytest.mark.parametrize(("allowed", "name", "passes"), [
+    ("PATH,LC_*", "PATH", True), ("PATH,LC_*", "LC_ALL", True), ("PATH,LC_*", "LANG", False),
+    ("PATH", "path", False), ("*", "TOCK_API_TOKEN", False), ("TOCK_API_TOKEN", "TOCK_API_TOKEN", False),
+    ("*", "TOCKRUN_TASK_ID", False),  # an inherited one is another try's: the runner sets this try's
+    ("", "PATH", False),
+])
+def test_what_the_allow_list_passes(allowed, name, passes):
+    assert TaskEnvironment.parse(allowed).passes(name) is passes
+
+
+def test_the_default_allow_list_passes_the_usual_variables_and_no_secret_of_tock():
+    default = TaskEnvironment.default()
+    assert all(map(default.passes, ["PATH", "HOME", "LANG", "LC_CTYPE", "TZ", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV"]))
+    assert not any(map(default.passes, ["TOCK_API_TOKEN", "TOCK_DB_URL", "AWS_SECRET_ACCESS_KEY", "PGPASSWORD"]))
+
+
 def test_exception_comes_with_its_traceback_and_lands_in_the_log(tmp_path, dag_file):
     outcome, log, _beats = run(tmp_path, dag_file, "raises")
     assert "in raises" in outcome.traceback and "ValueError: bad input" in log
+
+
+@pytest.mark.parametrize(("task_id", "letter", "count"), [("raises_accents", "é", 20000),
+                                                         ("raises_emoji", "\N{GRINNING FACE}", 50000)])
+def test_a_report_larger_than_a_pipe_ends_the_try_with_its_reason_cut_to_the_bound(tmp_path, dag_file, task_id,
+                                                                                   letter, count):
+    # The timeout only keeps a regression from hanging the suite: the try must end by itself, at once.
+    outcome, log, _beats = run(tmp_path, dag_file, task_id, timeout=20)
+    assert not outcome.succeeded and outcome.error.startswith("ValueError: " + letter * 100)
+    assert len(outcome.error) <= ERROR_LIMIT and "cut" in outcome.error
+    assert len(outcome.traceback) <= TRACEBACK_LIMIT and "in " + task_id in outcome.traceback
+    assert log.count(letter) >= count  # the try's log keeps the whole message
+
+
+@given(st.text(), st.integers(min_value=100, max_value=5000))
+def test_a_cut_text_keeps_its_start_and_its_bound(text, limit):
+    cut = cut_to_first(text, limit)
+    assert cut == text if len(text) <= limit else (len(cut) == limit and cut.startswith(text[:limit // 2]))
 
 
 def test_success_and_output_in_the_try_log(tmp_path, dag_file):
@@ -235,6 +375,7 @@ def test_user_code_leads_a_process_group_of_its_own(tmp_path, dag_file):
 RUNNER_SCRIPT = """
 import sys
 from infra.executors.requests import TryRequest
+from services.runner.child import ERROR_LIMIT, TRACEBACK_LIMIT, cut_to_first
 from services.runner.supervise import supervise
 
 request = TryRequest("cases", "r1", sys.argv[2], 1, sys.argv[1])
