@@ -59,11 +59,16 @@ class Killing(Protocol):
     """An executor that can stop a try itself (Celery's revoke, a pod's delete).
 
     The kill is confirmed through the log, never by the return value: the runner obeys the
-    TaskKillRequested it reads and reports the try's end; ``kill`` only makes that faster, and a
-    kill that fails is logged, not raised."""
+    TaskKillRequested (or TaskDeclaredDead) it reads and reports the try's end; ``kill`` makes that
+    happen where the runner cannot read the log (a partitioned host, a frozen runner). It may wait
+    on the network, so the scheduler calls it off its main thread (services/scheduler/launching.py);
+    a kill that fails answers False (it is asked again later), it never raises."""
 
-    def kill(self, handle: str) -> None:
-        """Ask for the try this handle names to be stopped (after its TaskKillRequested committed)."""
+    def kill(self, handle: str, at_once: bool = False) -> bool:
+        """Ask for the try this handle names to be stopped (after its TaskKillRequested or
+        TaskDeclaredDead committed). ``at_once``: the try was declared dead, so no grace for its
+        runner to report (nothing it says counts any more). True: stopped, going, or gone already;
+        False: ask again later."""
         ...
 
 

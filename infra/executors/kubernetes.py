@@ -145,9 +145,10 @@ class KubernetesExecutor:
         pod = self.watcher.pod(handle)
         return True if pod is not None and pod.phase in ("Pending", "Running") else None
 
-    def kill(self, handle: str) -> None:
-        """Delete the pod: its node stops it (SIGTERM to the runner, which reports the try's end)."""
-        self._delete(handle, grace=None)
+    def kill(self, handle: str, at_once: bool = False) -> bool:
+        """Delete the pod: its node stops it (SIGTERM to the runner, which reports the try's end; at
+        once, no grace, for a try declared dead: its runner is not heard and its report no longer counts)."""
+        return self._delete(handle, grace=0 if at_once else None)
 
     def close(self) -> None:
         self.watcher.stop()

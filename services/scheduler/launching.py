@@ -1,5 +1,5 @@
 """Side effects after a commit: launching queued tries on their executors, bounded by each
-executor's parallelism, and revoking killed tries on executors that can.
+executor's parallelism, and stopping killed or dead tries on executors that can.
 
 The executors are seen through their port (infra/executors/base.py); the optional abilities
 (Killing, Watching) are found once, when the Launcher is built: ``killers`` and ``watchers``.
@@ -11,23 +11,37 @@ The launch-after-commit rule: a try is launched once its TaskQueued is committed
 TaskLaunched (with the handle) is committed afterwards. Launching twice is harmless (the
 runner refuses a try it already started, services/runner/core/claim.py), but this keeps it
 from happening in the normal course.
+
+Dead means stopped: once a TaskKillRequested or a TaskDeclaredDead of a try is committed, the
+try's executor is asked to stop its handle (Celery's revoke, a pod's delete), if it can
+(:func:`handle_to_stop`, a rule over the fold). The runner obeys both through the log too; the
+executor's stop reaches a runner that cannot read the log. Stops wait on the network, so they
+run on a thread of their own (:class:`Stopping`): the main loop never waits on one.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
+import queue
+import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from infra.executors.base import Executor, Killing, Watching
 from infra.executors.requests import TryRequest
-from schemas import TaskKillRequested, TaskLaunched
-from services.scheduler.core import TryKey
+from schemas import TaskDeclaredDead, TaskKillRequested, TaskLaunched
+from services.scheduler.core import SchedulerState, TryKey
 from services.scheduler.memory import PartitionMemory
 
 log = logging.getLogger("tock.scheduler")
+
+STOP_QUEUE = 10_000  # stops waiting for the stopping thread at most; more are dropped (and logged)
+STOP_ATTEMPTS = 5    # a stop that fails is asked again, after 1, 2, 4, 8 s
+STOP_RETRY_FIRST = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +51,85 @@ class Launch:
     try_number: int
     request: TryRequest
     queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """A try's handle to stop on its executor."""
+
+    executor: str
+    handle: str
+    at_once: bool  # the try was declared dead: no grace for its runner
+
+
+def handle_to_stop(state: SchedulerState, event: TaskKillRequested | TaskDeclaredDead,
+                   killers: Collection[str]) -> Stop | None:
+    """After ``event`` committed (and was folded): the handle to stop, if the try it names is still
+    the current try of its instance, has a handle, and runs on an executor that can stop it."""
+    instance = state.instance((event.dag_id, event.run_id, event.task_id))
+    if instance is None or instance.try_number != event.try_number or not instance.handle \
+            or instance.executor not in killers:
+        return None
+    return Stop(instance.executor, instance.handle, at_once=isinstance(event, TaskDeclaredDead))
+
+
+class Stopping:
+    """Stops (Celery revokes, pod deletes) on a thread of their own, so the main loop never waits on
+    Redis or an API server. The queue is bounded: a stop that finds it full is dropped and logged (the
+    runner still obeys the log). A stop that fails is logged and asked again after a backoff, up to
+    STOP_ATTEMPTS times."""
+
+    def __init__(self, killers: Mapping[str, Killing], capacity: int = STOP_QUEUE) -> None:
+        self._killers, self._capacity = killers, capacity
+        self._asked: queue.Queue[Stop] = queue.Queue(capacity)
+        self._again: list[tuple[float, int, int, Stop]] = []  # (due, order, attempt, stop): a heap
+        self._order = itertools.count()
+        self._closed = threading.Event()
+        self._thread: threading.Thread | None = None  # started by the first stop asked for
+
+    def ask(self, stop: Stop) -> None:
+        """Stop this handle soon; never waits."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="tock-stops", daemon=True)
+            self._thread.start()
+        try:
+            self._asked.put_nowait(stop)
+        except queue.Full:
+            log.error("%d stops wait already: not stopping %s on %s (its runner still obeys the log)",
+                      self._capacity, stop.handle, stop.executor)
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Stop asking (stops not made yet are dropped: the runners obey the log)."""
+        self._closed.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._closed.is_set():
+            while self._again and self._again[0][0] <= time.monotonic():
+                _due, _order, attempt, stop = heapq.heappop(self._again)
+                self._stop(stop, attempt)
+            wait = min(0.5, max(0.0, self._again[0][0] - time.monotonic())) if self._again else 0.5
+            try:
+                stop = self._asked.get(timeout=wait)
+            except queue.Empty:
+                continue
+            self._stop(stop, 1)
+
+    def _stop(self, stop: Stop, attempt: int) -> None:
+        try:
+            stopped = self._killers[stop.executor].kill(stop.handle, at_once=stop.at_once)
+        except Exception as error:  # noqa: BLE001 - an adapter that raised: logged, asked again like a failure
+            log.warning("stopping %s on %s raised %r", stop.handle, stop.executor, error)
+            stopped = False
+        if stopped:
+            return
+        if attempt >= STOP_ATTEMPTS or len(self._again) >= self._capacity:
+            log.error("could not stop %s on %s (%d attempts); its runner still obeys the log",
+                      stop.handle, stop.executor, attempt)
+            return
+        due = time.monotonic() + STOP_RETRY_FIRST * 2 ** (attempt - 1)
+        heapq.heappush(self._again, (due, next(self._order), attempt + 1, stop))
 
 
 class Launcher:
@@ -52,6 +145,7 @@ class Launcher:
         self.scheduler_id = scheduler_id
         self.in_flight: dict[TryKey, tuple[int, str]] = {}  # launched, TaskLaunched not yet committed
         self._unknown: set[str] = set()
+        self.stopping = Stopping(self.killers) if self.killers else None
 
     def launch_ready(self, memories: Iterable[PartitionMemory]) -> list[tuple[int, TaskLaunched]]:
         """Launch queued tries while their executor has slots; returns (partition, TaskLaunched) to commit."""
@@ -81,12 +175,17 @@ class Launcher:
                     running[instance.executor] += 1
         return running
 
-    def kill_committed(self, memory: PartitionMemory, event: TaskKillRequested) -> None:
-        """After a committed kill request: an executor that can stop the try itself is asked to."""
-        instance = memory.state.instance((event.dag_id, event.run_id, event.task_id))
-        killer = self.killers.get(instance.executor) if instance is not None else None
-        if killer is not None and instance.handle and instance.try_number == event.try_number:
-            killer.kill(instance.handle)
+    def kill_committed(self, memory: PartitionMemory, event: TaskKillRequested | TaskDeclaredDead) -> None:
+        """After a committed kill request or death: an executor that can stop the try itself is asked
+        to, on the stopping thread (the main loop does not wait)."""
+        stop = handle_to_stop(memory.state, event, self.killers)
+        if stop is not None and self.stopping is not None:
+            self.stopping.ask(stop)
+
+    def close(self) -> None:
+        """Let the stopping thread go (the executors are closed by their owner)."""
+        if self.stopping is not None:
+            self.stopping.close()
 
     def _free_slots(self, memories: list[PartitionMemory]) -> Counter[str]:
         running = self.running(memories)
