@@ -16,6 +16,9 @@ The core rules it relies on, rather than enforcing them itself:
   name is committed in TaskLaunched afterwards (services/scheduler/launching.py);
 - the claim: a pod created twice is refused by the API server, and two runners of one try run
   it once (services/runner/core/claim.py);
+- a pod the API server refuses for good (422 invalid, 403 a quota) is a refusal of its try alone
+  (``LaunchRefused`` with the server's message): the scheduler fails that try, and the rest of the
+  batch is launched and recorded as usual;
 - liveness: heartbeats decide a try's death (services/scheduler/core/liveness.py); a pod seen
   Pending or Running makes ``is_alive`` True, otherwise it cannot tell (None). What the watch
   sees is written once per pod and folded by services/scheduler/core/pods.py.
@@ -34,6 +37,7 @@ from kubernetes import client as kube
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
+from infra.executors.base import LaunchRefused, LaunchResult
 from infra.executors.kube_watch import PodView, PodWatcher
 from infra.executors.requests import TryRequest
 from infra.kube_client import kube_api
@@ -125,20 +129,19 @@ class KubernetesExecutor:
         self.requests_made = 0  # API requests: creates and deletes (the watcher counts its own)
 
     # -- the executor port -------------------------------------------------------------------
-    def launch_many(self, requests: list[tuple[TryRequest, str]]) -> list[str]:
-        """Create the tries' pods (several at once); the handles (pod names) of a prefix of them."""
+    def launch_many(self, requests: list[tuple[TryRequest, str]]) -> list[LaunchResult]:
+        """Create the tries' pods (several at once): per try its handle (the pod name), a refusal (the
+        API server refused the pod for good: 422 invalid, 403 a quota...), or None (not created now:
+        the API server away; created again later, a 409 then counting as the launch)."""
         if time.monotonic() < self._retry_at:
             return []
         results = list(self._creates.map(lambda pair: self._create(*pair), requests))
-        handles = []
-        for result in results:
-            if isinstance(result, Exception):
-                self._failed(len(requests) - len(handles), result)
-                break
-            handles.append(result)
+        transient = [result for result in results if isinstance(result, Exception)]
+        if transient:
+            self._failed(len(transient), transient[0])
         else:
             self._backoff = SEND_BACKOFF_FIRST
-        return handles
+        return [None if isinstance(result, Exception) else result for result in results]
 
     def is_alive(self, handle: str) -> bool | None:
         """True for a pod the watcher's list shows Pending or Running; else None (heartbeats decide)."""
@@ -173,18 +176,25 @@ class KubernetesExecutor:
                 self.watcher.forget(name)
 
     # -- internals --------------------------------------------------------------------------
-    def _create(self, request: TryRequest, queue: str) -> str | Exception:
+    def _create(self, request: TryRequest, queue: str) -> str | LaunchRefused | Exception:
+        """The pod's name; a refusal for good; or the error of a create to try again later."""
         override = json.loads(request.pod_override) if request.pod_override else {}
         body = pod_manifest(self._settings, request, queue, override)
+        name = body["metadata"]["name"]
         self.requests_made += 1
         try:
             self._core.create_namespaced_pod(self._settings.kube_namespace, body)
         except ApiException as error:
-            if error.status != 409:  # 409: this try's pod exists already: the launch it repeats
-                return error
+            if error.status == 409:  # this try's pod exists already: the launch it repeats
+                return name
+            if refused_for_good(error.status):
+                reason = refusal_reason(name, error)
+                log.error("%s", reason)
+                return LaunchRefused(reason)
+            return error
         except (HTTPError, OSError) as error:
             return error
-        return body["metadata"]["name"]
+        return name
 
     def _delete(self, name: str, grace: int | None) -> bool:
         """Delete a pod; whether it is gone or going (a pod already gone counts)."""
@@ -203,6 +213,22 @@ class KubernetesExecutor:
 
     def _failed(self, unsent: int, error: Exception) -> None:
         self._retry_at = time.monotonic() + self._backoff
-        log.error("Kubernetes API refused a pod (%s): %d tries stay queued; trying again in %.1f s",
+        log.error("Kubernetes API did not create a pod (%s): %d tries stay queued; trying again in %.1f s",
                   getattr(error, "reason", error), unsent, self._backoff)
         self._backoff = min(self._backoff * 2, SEND_BACKOFF_MOST)
+
+
+def refused_for_good(status: int | None) -> bool:
+    """A client error the same pod would meet again (invalid, forbidden, over a quota...); not a
+    timeout (408), a name taken (409: the launch repeated) or a throttle (429)."""
+    return status is not None and 400 <= status < 500 and status not in (408, 409, 429)
+
+
+def refusal_reason(name: str, error: ApiException) -> str:
+    """The API server's own words: its status and the message of its Status object."""
+    try:
+        message = json.loads(error.body or "{}").get("message") or ""
+    except (ValueError, AttributeError):
+        message = ""
+    return (f"the Kubernetes API server refused pod {name}: {error.status} {error.reason or ''}".rstrip()
+            + (f": {message}" if message else ""))

@@ -8,7 +8,9 @@ The running tries of an executor are counted from the fold (the tries with a han
 started, and the executor their TaskQueued names), never by a counter the adapter keeps.
 
 The launch-after-commit rule: a try is launched once its TaskQueued is committed; its
-TaskLaunched (with the handle) is committed afterwards. Launching twice is harmless (the
+TaskLaunched (with the handle) is committed afterwards; a try its executor refused for good (a
+pod the API server refuses) gets a TaskFailed with the refusal's reason instead, and its
+retries apply: one refused try never holds up the others. Launching twice is harmless (the
 runner refuses a try it already started, services/runner/core/claim.py), but this keeps it
 from happening in the normal course.
 
@@ -31,9 +33,9 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from infra.executors.base import Executor, Killing, Watching
+from infra.executors.base import Executor, Killing, LaunchRefused, Watching
 from infra.executors.requests import TryRequest
-from schemas import TaskDeclaredDead, TaskKillRequested, TaskLaunched
+from schemas import TaskDeclaredDead, TaskFailed, TaskKillRequested, TaskLaunched
 from services.scheduler.core import SchedulerState, TryKey
 from services.scheduler.memory import PartitionMemory
 
@@ -144,12 +146,15 @@ class Launcher:
         self.parallelism = parallelism  # executor -> tries it runs at once
         self.scheduler_id = scheduler_id
         self.in_flight: dict[TryKey, tuple[int, str]] = {}  # launched, TaskLaunched not yet committed
+        self.refused: dict[TryKey, int] = {}  # try refused by its executor, its TaskFailed not yet folded
         self._unknown: set[str] = set()
         self.stopping = Stopping(self.killers) if self.killers else None
 
-    def launch_ready(self, memories: Iterable[PartitionMemory]) -> list[tuple[int, TaskLaunched]]:
-        """Launch queued tries while their executor has slots; returns (partition, TaskLaunched) to commit."""
+    def launch_ready(self, memories: Iterable[PartitionMemory]) -> list[tuple[int, TaskLaunched | TaskFailed]]:
+        """Launch queued tries while their executor has slots; returns (partition, TaskLaunched) to commit,
+        and (partition, TaskFailed) for the tries their executor refused."""
         memories = list(memories)
+        self._forget_refusals_folded(memories)
         slots = self._free_slots(memories)
         launches = []
         for memory in memories:
@@ -209,8 +214,8 @@ class Launcher:
         state = memory.state
         instance, dag = state.instance(key), state.dags.get(key[0])
         if instance is None or dag is None or self.in_flight.get(key, (0,))[0] == instance.try_number \
-                or instance.pending:
-            return None  # unknown, launched already, or about to be stopped by a command
+                or self.refused.get(key) == instance.try_number or instance.pending:
+            return None  # unknown, launched or refused already, or about to be stopped by a command
         if instance.executor not in self.executors:
             if instance.executor not in self._unknown:
                 log.error("no %r executor in this scheduler: tries queued on it wait", instance.executor)
@@ -222,18 +227,33 @@ class Launcher:
                              task.pod_override_json if task else None)
         return Launch(memory.partition, instance.executor, instance.try_number, request, instance.queue)
 
-    def _launch_on(self, name: str, launches: list[Launch]) -> list[tuple[int, TaskLaunched]]:
+    def _launch_on(self, name: str, launches: list[Launch]) -> list[tuple[int, TaskLaunched | TaskFailed]]:
         try:
-            handles = self.executors[name].launch_many([(launch.request, launch.queue) for launch in launches])
+            results = self.executors[name].launch_many([(launch.request, launch.queue) for launch in launches])
         except RuntimeError as error:  # e.g. the launcher died: the tries stay queued, tried again next turn
             log.error("could not launch %d tries on %s: %s", len(launches), name, error)
             return []
         now = time.time()
-        launched = []
-        for launch, handle in zip(launches, handles, strict=False):  # an executor may take only the first few
+        decided: list[tuple[int, TaskLaunched | TaskFailed]] = []
+        for launch, result in zip(launches, results, strict=False):  # past the answer's end: not launched yet
             request = launch.request
-            self.in_flight[request.key[:3]] = (launch.try_number, name)
-            launched.append((launch.partition, TaskLaunched(
-                dag_id=request.dag_id, run_id=request.run_id, task_id=request.task_id, try_number=launch.try_number,
-                executor=name, handle=handle, scheduler_id=self.scheduler_id, queue=launch.queue, at=now)))
-        return launched
+            if isinstance(result, LaunchRefused):
+                self.refused[request.key[:3]] = launch.try_number
+                decided.append((launch.partition, TaskFailed(
+                    dag_id=request.dag_id, run_id=request.run_id, task_id=request.task_id,
+                    try_number=launch.try_number, runner_id="", error=result.reason, at=now)))
+            elif result is not None:
+                self.in_flight[request.key[:3]] = (launch.try_number, name)
+                decided.append((launch.partition, TaskLaunched(
+                    dag_id=request.dag_id, run_id=request.run_id, task_id=request.task_id,
+                    try_number=launch.try_number, executor=name, handle=result, scheduler_id=self.scheduler_id,
+                    queue=launch.queue, at=now)))
+        return decided
+
+    def _forget_refusals_folded(self, memories: list[PartitionMemory]) -> None:
+        """A refused try is not launched again until its TaskFailed is folded (it then leaves the
+        unlaunched tries); a refusal of a partition lost goes with it."""
+        waiting = {key: number for memory in memories for key in memory.state.unlaunched
+                   if (instance := memory.state.instance(key)) is not None
+                   and self.refused.get(key) == (number := instance.try_number)} if self.refused else {}
+        self.refused = waiting
