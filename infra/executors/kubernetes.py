@@ -20,7 +20,11 @@ The core rules it relies on, rather than enforcing them itself:
   (``LaunchRefused`` with the server's message): the scheduler fails that try, and the rest of the
   batch is launched and recorded as usual;
 - liveness: heartbeats decide a try's death (services/scheduler/core/liveness.py); a pod seen
-  Pending or Running makes ``is_alive`` True, otherwise it cannot tell (None). What the watch
+  Pending or Running makes ``is_alive`` True, otherwise it cannot tell (None).
+- bounded calls: every API request has a timeout (TOCK_KUBE_REQUEST_TIMEOUT); a launch waits for
+  its creates at most LAUNCH_WAIT (the tries not answered stay queued: created again later, the
+  409 counting as the launch), deletes of finished pods run on threads of their own, and a kill
+  is called off the scheduler's main loop (services/scheduler/launching.py). What the watch
   sees is written once per pod and folded by services/scheduler/core/pods.py.
 """
 
@@ -30,8 +34,9 @@ import hashlib
 import json
 import logging
 import re
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from kubernetes import client as kube
 from kubernetes.client.rest import ApiException
@@ -53,6 +58,8 @@ INSTALLATION, PARTITION = "tock.dev/installation", "tock.dev/partition"
 DAG, TASK, TRY = "tock.dev/dag", "tock.dev/task", "tock.dev/try"
 IDS = ("tock.dev/dag-id", "tock.dev/run-id", "tock.dev/task-id", "tock.dev/try-number")  # annotations
 CREATE_THREADS = 8
+DELETE_THREADS = 2
+LAUNCH_WAIT = 2.0  # seconds launch_many waits for its creates at most (also bounded by the request timeout)
 SEND_BACKOFF_FIRST, SEND_BACKOFF_MOST = 0.5, 5.0
 # What a try's runner needs of the scheduler's settings, passed to its pod's environment.
 RUNNER_SETTINGS = ("topic_prefix", "partitions", "task_heartbeat_seconds", "task_log_ship_limit_bytes", "log_level")
@@ -123,9 +130,14 @@ class KubernetesExecutor:
         self._api = kube_api(settings)
         self._core = kube.CoreV1Api(self._api)
         self._creates = ThreadPoolExecutor(CREATE_THREADS, thread_name_prefix="tock-pod-create")
+        self._deletes = ThreadPoolExecutor(DELETE_THREADS, thread_name_prefix="tock-pod-delete")
         self.watcher = PodWatcher(self._core, settings.kube_namespace,
-                                  f"{INSTALLATION}={installation_label(settings.topic_prefix)}", PARTITION)
+                                  f"{INSTALLATION}={installation_label(settings.topic_prefix)}", PARTITION,
+                                  settings.kube_request_timeout)
         self._retry_at, self._backoff = 0.0, SEND_BACKOFF_FIRST
+        self._creating: list[Future] = []  # creates a launch stopped waiting for: no new batch before they end
+        self._deleting: set[str] = set()  # finished pods whose delete is under way
+        self._lock = threading.Lock()
         self.requests_made = 0  # API requests: creates and deletes (the watcher counts its own)
 
     # -- the executor port -------------------------------------------------------------------
@@ -133,9 +145,13 @@ class KubernetesExecutor:
         """Create the tries' pods (several at once): per try its handle (the pod name), a refusal (the
         API server refused the pod for good: 422 invalid, 403 a quota...), or None (not created now:
         the API server away; created again later, a 409 then counting as the launch)."""
-        if time.monotonic() < self._retry_at:
+        self._creating = [future for future in self._creating if not future.done()]
+        if time.monotonic() < self._retry_at or self._creating:
             return []
-        results = list(self._creates.map(lambda pair: self._create(*pair), requests))
+        futures = [self._creates.submit(self._create, request, queue) for request, queue in requests]
+        done, late = wait(futures, timeout=min(LAUNCH_WAIT, self._settings.kube_request_timeout))
+        self._creating = [future for future in late if not future.cancel()]  # those under way end by their timeout
+        results = [future.result() if future in done else TimeoutError("no answer in time") for future in futures]
         transient = [result for result in results if isinstance(result, Exception)]
         if transient:
             self._failed(len(transient), transient[0])
@@ -155,13 +171,15 @@ class KubernetesExecutor:
 
     def close(self) -> None:
         self.watcher.stop()
-        self._creates.shutdown(wait=True)
+        for pool in (self._creates, self._deletes):
+            pool.shutdown(wait=True, cancel_futures=True)
         self._api.close()
 
     # -- watching (the scheduler's partitions) ------------------------------------------------
-    def watch(self, partitions: list[int]) -> None:
-        """Follow the pods of these partitions only: one list now (adoption reads it), then a watch."""
-        self.watcher.follow(frozenset(partitions))
+    def watch(self, partitions: list[int], wait: float = 0.0) -> None:
+        """Follow the pods of these partitions only: one list now (adoption reads it; waited for at most
+        ``wait`` seconds), then a watch, both on the watcher's thread."""
+        self.watcher.follow(frozenset(partitions), wait)
 
     def observations(self) -> list[PodStarted | PodFinished]:
         return self.watcher.drain()
@@ -170,10 +188,21 @@ class KubernetesExecutor:
         return self.watcher.finished()
 
     def delete_finished(self, names: list[str]) -> None:
-        """Delete finished pods whose try's outcome is in the log (a failed delete is tried again later)."""
-        for name in names:
+        """Delete finished pods whose try's outcome is in the log, on the delete threads (never waits; a
+        failed delete is tried again on a later call)."""
+        with self._lock:
+            fresh = [name for name in names if name not in self._deleting]
+            self._deleting.update(fresh)
+        for name in fresh:
+            self._deletes.submit(self._delete_finished, name)
+
+    def _delete_finished(self, name: str) -> None:
+        try:
             if self._delete(name, grace=0):
                 self.watcher.forget(name)
+        finally:
+            with self._lock:
+                self._deleting.discard(name)
 
     # -- internals --------------------------------------------------------------------------
     def _create(self, request: TryRequest, queue: str) -> str | LaunchRefused | Exception:
