@@ -134,6 +134,10 @@ class Settings(BaseSettings):
                              description="where infra/scripts/build-kube.sh keeps kube-apiserver and etcd")
     kube_parallelism: int = Field(default=64, ge=1, description="tries the Kubernetes executor runs at once, "
                                                                 "counted from the log")
+    kube_request_timeout: float = Field(default=10.0, gt=0, le=300,
+                                        description="seconds any Kubernetes API request may take (connect, then "
+                                                    "read) before it counts as failed and is tried again later; a "
+                                                    "watch waits this much longer than its server-side timeout")
     metrics_host: str = Field(default="127.0.0.1", description="address the services' metrics endpoints bind "
                               "(0.0.0.0 to be scraped from other hosts, e.g. in Kubernetes)")
     scheduler_metrics_port: int = Field(default=0, ge=0, le=65535, description="port of the scheduler's "

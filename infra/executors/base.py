@@ -15,12 +15,27 @@ its handle what its TaskLaunched says: nothing an executor reports later changes
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Protocol, TypeAlias, runtime_checkable
 
 from infra.executors.requests import TryRequest
 from schemas import PodFinished, PodStarted
 
 TryKey = tuple[str, str, str, int]  # (dag_id, run_id, task_id, try_number)
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchRefused:
+    """The executor's technology refused this try for good (the API server answered 422 for an invalid
+    pod, 403 for a quota): launched again, it would be refused again. The scheduler fails the try with
+    ``reason`` (the technology's own words) and its retries apply (services/scheduler/launching.py)."""
+
+    reason: str
+
+
+LaunchResult: TypeAlias = str | LaunchRefused | None
+"""What ``launch_many`` says of one try: its handle, a refusal, or None (not launched this turn: it
+stays queued and is launched again later under the same handle, so a launch that did happen counts)."""
 
 
 @runtime_checkable
@@ -40,9 +55,11 @@ class Executor(Protocol):
 
     name: str
 
-    def launch_many(self, requests: list[tuple[TryRequest, str]]) -> list[str]:
-        """Launch the tries ``(request, queue)`` in order; the handles of those launched, which are a
-        prefix of them (the rest stay queued for a later turn). A RuntimeError: none was launched."""
+    def launch_many(self, requests: list[tuple[TryRequest, str]]) -> Sequence[LaunchResult]:
+        """Launch the tries ``(request, queue)``; one result per try, in order: its handle, a refusal,
+        or None (not launched now). A shorter answer: the tries past its end stay queued for a later
+        turn. One try refused never keeps the others from being launched and recorded. A
+        RuntimeError: none was launched."""
         ...
 
     def is_alive(self, handle: str) -> bool | None:
@@ -59,11 +76,16 @@ class Killing(Protocol):
     """An executor that can stop a try itself (Celery's revoke, a pod's delete).
 
     The kill is confirmed through the log, never by the return value: the runner obeys the
-    TaskKillRequested it reads and reports the try's end; ``kill`` only makes that faster, and a
-    kill that fails is logged, not raised."""
+    TaskKillRequested (or TaskDeclaredDead) it reads and reports the try's end; ``kill`` makes that
+    happen where the runner cannot read the log (a partitioned host, a frozen runner). It may wait
+    on the network, so the scheduler calls it off its main thread (services/scheduler/launching.py);
+    a kill that fails answers False (it is asked again later), it never raises."""
 
-    def kill(self, handle: str) -> None:
-        """Ask for the try this handle names to be stopped (after its TaskKillRequested committed)."""
+    def kill(self, handle: str, at_once: bool = False) -> bool:
+        """Ask for the try this handle names to be stopped (after its TaskKillRequested or
+        TaskDeclaredDead committed). ``at_once``: the try was declared dead, so no grace for its
+        runner to report (nothing it says counts any more). True: stopped, going, or gone already;
+        False: ask again later."""
         ...
 
 

@@ -14,8 +14,9 @@ The core rules it relies on, rather than enforcing them itself:
 - the claim: a redelivered or duplicate message runs the try at most once, and never a try
   already given up (services/runner/core/claim.py);
 - liveness: heartbeats decide a try's death (services/scheduler/core/liveness.py); the workers'
-  answer to ``is_alive`` is True or None, never False; a revoke only speeds the runner's obeying
-  a TaskKillRequested, and the kill is confirmed in the log.
+  answer to ``is_alive`` is True or None, never False; a revoke (after a TaskKillRequested or a
+  TaskDeclaredDead) stops a try whose runner cannot read the log, and the kill is confirmed in
+  the log.
 
 The Celery side is configured with intent (see the README's "Celery executor"):
 - acks late and prefetch 1: a message is acknowledged after its try ended, and a worker
@@ -126,13 +127,17 @@ class CeleryExecutor:
         False: Celery's view is a second opinion, and only the heartbeat deadline kills a try."""
         return True if handle in self._running_tasks() else None
 
-    def kill(self, handle: str) -> None:
-        """Revoke the task, terminating the process that runs it; the runner reports the end."""
+    def kill(self, handle: str, at_once: bool = False) -> bool:
+        """Revoke the task, terminating the process that runs it (SIGTERM: its runner stops the user
+        code and reports, even for a try declared dead); whether Redis took the revoke. It waits on
+        Redis (bounded by the connection timeouts), so the scheduler calls it off its main thread."""
         try:
             self._app.control.revoke(handle, terminate=True, signal="SIGTERM")
         except (OperationalError, KombuError, OSError) as error:
-            log.warning("revoking Celery task %s failed (%s); the runner still obeys the kill request in the log",
+            log.warning("revoking Celery task %s failed (%s); asked again later, and the runner obeys the log",
                         handle, error)
+            return False
+        return True
 
     def close(self) -> None:
         self._app.close()

@@ -2,7 +2,10 @@
 
 List (one request, by the installation's and the owned partitions' labels), then watch from
 the list's resourceVersion; a watch that ends is resumed from the last resourceVersion seen,
-and ``410 Gone`` or any error (the API server restarting) means a new list. What it sees
+and ``410 Gone`` or any error (the API server restarting) means a new list. Both run on the
+watcher's thread, never the caller's: ``follow`` waits for the first list only as long as it is
+told to (an adoption reads that list), so a stalled API server never holds the scheduler's loop
+or its rebalance callbacks; every request has a timeout. What it sees
 becomes observations for the scheduler to write (PodStarted, PodFinished), repeated freely on
 a relist: the scheduler writes each once (services/scheduler/core/pods.py).
 
@@ -86,8 +89,9 @@ def observation(pod: PodView, deleted: bool = False) -> PodStarted | PodFinished
 class PodWatcher:
     """A thread that keeps the owned partitions' pods and queues what they say."""
 
-    def __init__(self, core, namespace: str, installation_selector: str, partition_label: str) -> None:
-        self._core, self._namespace = core, namespace
+    def __init__(self, core, namespace: str, installation_selector: str, partition_label: str,
+                 request_timeout: float) -> None:
+        self._core, self._namespace, self._request_timeout = core, namespace, request_timeout
         self._installation, self._partition_label = installation_selector, partition_label
         self._lock = threading.Lock()
         self._pods: dict[str, PodView] = {}
@@ -98,17 +102,21 @@ class PodWatcher:
         self.requests_made = 0  # lists and watches started
 
     # -- the scheduler's side ------------------------------------------------------------------
-    def follow(self, partitions: frozenset[int]) -> None:
-        """Watch these partitions from now on: list them at once (the caller reads the list)."""
+    def follow(self, partitions: frozenset[int], wait: float = 0.0) -> None:
+        """Watch these partitions from now on: list them at once, on the watcher's thread; wait at most
+        ``wait`` seconds for that list (the caller reads it)."""
         with self._lock:
             if partitions == self._partitions and self._thread is not None:
                 return
             self._partitions, self._generation = partitions, self._generation + 1
             generation = self._generation
-        version = self._relist(generation)
-        self._thread = threading.Thread(target=self._watch_loop, args=(generation, version), daemon=True,
+        listed = threading.Event()
+        self._thread = threading.Thread(target=self._watch_loop, args=(generation, listed), daemon=True,
                                         name="tock-pod-watch")
         self._thread.start()
+        if wait > 0 and not listed.wait(wait):
+            log.warning("listing the pods of partitions %s took over %.1f s; adoption probes cannot tell yet "
+                        "(heartbeats decide)", sorted(partitions), wait)
 
     def pod(self, name: str) -> PodView | None:
         with self._lock:
@@ -146,8 +154,8 @@ class PodWatcher:
             return None
         try:
             self.requests_made += 1
-            listed = self._core.list_namespaced_pod(self._namespace,
-                                                    label_selector=self._selector(self._partitions))
+            listed = self._core.list_namespaced_pod(self._namespace, label_selector=self._selector(self._partitions),
+                                                    _request_timeout=self._request_timeout)
         except Exception as error:  # noqa: BLE001 - the API server away: the watch loop lists again
             log.warning("listing pods failed (%s); listing again shortly", error)
             return None
@@ -158,7 +166,9 @@ class PodWatcher:
                 self._observed += [seen for view in views.values() if (seen := observation(view)) is not None]
         return listed.metadata.resource_version
 
-    def _watch_loop(self, generation: int, version: str | None) -> None:
+    def _watch_loop(self, generation: int, listed: threading.Event) -> None:
+        version = self._relist(generation)
+        listed.set()
         backoff = RETRY_FIRST
         while self._current(generation):
             if version is None or not self._partitions:
@@ -182,7 +192,9 @@ class PodWatcher:
         self.requests_made += 1
         for event in stream.stream(self._core.list_namespaced_pod, self._namespace,
                                    label_selector=self._selector(self._partitions), resource_version=version,
-                                   timeout_seconds=WATCH_SECONDS, allow_watch_bookmarks=True):
+                                   timeout_seconds=WATCH_SECONDS, allow_watch_bookmarks=True,
+                                   # read: the server ends the watch after WATCH_SECONDS; past that it hangs
+                                   _request_timeout=(self._request_timeout, WATCH_SECONDS + self._request_timeout)):
             if not self._current(generation):
                 stream.stop()
                 break

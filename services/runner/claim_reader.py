@@ -1,5 +1,6 @@
 """ClaimReader: reads a runner's tries from tock.events until each claim is decided, then watches
-the tries it won for kill requests.
+the tries it won for kill requests and deaths (a TaskDeclaredDead of a won try is obeyed as a kill
+request: dead means stopped, services/runner/core/claim.py).
 
 It starts where the tries were queued: ``offsets_for_times(queued_at - 1 s)``. The
 TaskQueued record's own timestamp is at or after ``queued_at`` (both from the scheduler's
@@ -9,7 +10,7 @@ consumer per runner, opened while the runner waits for its tries; one read per b
 which starts while the runner's TaskStarted are still on their way (reading them back is
 their acknowledgement). After the claim the consumer stays on the won tries' partitions,
 from where the claim ended, and the supervision asks it, without waiting, for the kill
-requests read so far (:meth:`ClaimReader.kill_requests`).
+requests (and deaths) read so far (:meth:`ClaimReader.kill_requests`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ log = logging.getLogger("tock.runner")
 _FETCH = {"fetch.wait.max.ms": 500, "fetch.error.backoff.ms": 50, "enable.partition.eof": False}
 _MARGIN = 1.0  # seconds before queued_at to look from: the TaskQueued record is after that
 _CLAIM_TYPES = frozenset({TaskStarted.__name__, TaskKillRequested.__name__, TaskDeclaredDead.__name__})
-_KILL_TYPES = frozenset({TaskKillRequested.__name__})
+_KILL_TYPES = frozenset({TaskKillRequested.__name__, TaskDeclaredDead.__name__})  # dead means stopped
 _BATCH = 1000  # records taken from the consumer's queue at once
 
 
@@ -84,7 +85,8 @@ class ClaimReader(Closing):
         return claims
 
     def kill_requests(self) -> Mapping[TryKey, str]:
-        """The kill requests of the tries won by the last claim, read so far (try -> reason); never waits."""
+        """The kill requests and deaths of the tries won by the last claim, read so far (try -> reason);
+        never waits."""
         if self._watched:
             for key, reason in kill_requests(_records(self._queued(), _KILL_TYPES, self._watched),
                                              self._watched).items():

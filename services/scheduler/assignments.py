@@ -20,6 +20,11 @@ from services.scheduler.takeover import BackgroundTakeovers, Takeover
 
 log = logging.getLogger("tock.scheduler")
 
+# How long a takeover waits for the watching executors' first list of its partitions (the adoption
+# probes read it). A list that takes longer (a stalled API server) leaves the probes unable to tell:
+# the tries are then left to their heartbeats, and the loop goes on.
+ADOPTION_LIST_WAIT = 2.0
+
 
 class Assignments:
     """Takeovers of the partitions assigned, and forgetting those revoked."""
@@ -61,7 +66,7 @@ class Assignments:
         self._ownership.revoked(partitions)
         self._evidence.revoked(sorted(partitions))
         self._ownership.reassign_side(self._holdings.positions())
-        self._pods.watch_owned()
+        self._pods.watch_owned()  # inside the rebalance callback: waits for no list
         log.info("revoked partitions %s", sorted(partitions))
 
     def _take_over(self, takeover: Takeover) -> None:
@@ -71,7 +76,7 @@ class Assignments:
             memories[partition].snapshot_at = time.time()
         self._holdings.taken_over(memories, takeover.started)  # due adoption, every run walked
         self._ownership.taken_over(partitions, self._holdings.positions())
-        self._pods.watch_owned()  # lists the new partitions' pods now: the adoption probes read that list
+        self._pods.watch_owned(ADOPTION_LIST_WAIT)  # lists the new partitions' pods: the adoption probes read it
         self._evidence.assigned(partitions, time.time())
         self._observe(takeover)
 

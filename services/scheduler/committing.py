@@ -7,7 +7,7 @@ import logging
 import time
 
 from infra.log import PartitionsLost, RawRecord, TransactionAborted
-from schemas import TaskKillRequested, TaskLaunched
+from schemas import TaskDeclaredDead, TaskKillRequested, TaskLaunched
 from services.scheduler.clients import SchedulerClients
 from services.scheduler.deciding import Decision
 from services.scheduler.evidence import SLOW_CALL, HeartbeatEvidence
@@ -103,7 +103,7 @@ class Committing:
                 continue
             memory.apply_decisions([event])
             self._holdings.committed(partition, event)  # walk its run again
-            if isinstance(event, TaskKillRequested):
+            if isinstance(event, TaskKillRequested | TaskDeclaredDead):  # dead means stopped
                 self._launcher.kill_committed(memory, event)
         self._launcher.committed(event for _partition, event in batch if isinstance(event, TaskLaunched))
 

@@ -1,5 +1,5 @@
 """Side effects after a commit: launching queued tries on their executors, bounded by each
-executor's parallelism, and revoking killed tries on executors that can.
+executor's parallelism, and stopping killed or dead tries on executors that can.
 
 The executors are seen through their port (infra/executors/base.py); the optional abilities
 (Killing, Watching) are found once, when the Launcher is built: ``killers`` and ``watchers``.
@@ -8,26 +8,42 @@ The running tries of an executor are counted from the fold (the tries with a han
 started, and the executor their TaskQueued names), never by a counter the adapter keeps.
 
 The launch-after-commit rule: a try is launched once its TaskQueued is committed; its
-TaskLaunched (with the handle) is committed afterwards. Launching twice is harmless (the
+TaskLaunched (with the handle) is committed afterwards; a try its executor refused for good (a
+pod the API server refuses) gets a TaskFailed with the refusal's reason instead, and its
+retries apply: one refused try never holds up the others. Launching twice is harmless (the
 runner refuses a try it already started, services/runner/core/claim.py), but this keeps it
 from happening in the normal course.
+
+Dead means stopped: once a TaskKillRequested or a TaskDeclaredDead of a try is committed, the
+try's executor is asked to stop its handle (Celery's revoke, a pod's delete), if it can
+(:func:`handle_to_stop`, a rule over the fold). The runner obeys both through the log too; the
+executor's stop reaches a runner that cannot read the log. Stops wait on the network, so they
+run on a thread of their own (:class:`Stopping`): the main loop never waits on one.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
+import queue
+import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from infra.executors.base import Executor, Killing, Watching
+from infra.executors.base import Executor, Killing, LaunchRefused, Watching
 from infra.executors.requests import TryRequest
-from schemas import TaskKillRequested, TaskLaunched
-from services.scheduler.core import TryKey
+from schemas import TaskDeclaredDead, TaskFailed, TaskKillRequested, TaskLaunched
+from services.scheduler.core import SchedulerState, TryKey
 from services.scheduler.memory import PartitionMemory
 
 log = logging.getLogger("tock.scheduler")
+
+STOP_QUEUE = 10_000  # stops waiting for the stopping thread at most; more are dropped (and logged)
+STOP_ATTEMPTS = 5    # a stop that fails is asked again, after 1, 2, 4, 8 s
+STOP_RETRY_FIRST = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +53,85 @@ class Launch:
     try_number: int
     request: TryRequest
     queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """A try's handle to stop on its executor."""
+
+    executor: str
+    handle: str
+    at_once: bool  # the try was declared dead: no grace for its runner
+
+
+def handle_to_stop(state: SchedulerState, event: TaskKillRequested | TaskDeclaredDead,
+                   killers: Collection[str]) -> Stop | None:
+    """After ``event`` committed (and was folded): the handle to stop, if the try it names is still
+    the current try of its instance, has a handle, and runs on an executor that can stop it."""
+    instance = state.instance((event.dag_id, event.run_id, event.task_id))
+    if instance is None or instance.try_number != event.try_number or not instance.handle \
+            or instance.executor not in killers:
+        return None
+    return Stop(instance.executor, instance.handle, at_once=isinstance(event, TaskDeclaredDead))
+
+
+class Stopping:
+    """Stops (Celery revokes, pod deletes) on a thread of their own, so the main loop never waits on
+    Redis or an API server. The queue is bounded: a stop that finds it full is dropped and logged (the
+    runner still obeys the log). A stop that fails is logged and asked again after a backoff, up to
+    STOP_ATTEMPTS times."""
+
+    def __init__(self, killers: Mapping[str, Killing], capacity: int = STOP_QUEUE) -> None:
+        self._killers, self._capacity = killers, capacity
+        self._asked: queue.Queue[Stop] = queue.Queue(capacity)
+        self._again: list[tuple[float, int, int, Stop]] = []  # (due, order, attempt, stop): a heap
+        self._order = itertools.count()
+        self._closed = threading.Event()
+        self._thread: threading.Thread | None = None  # started by the first stop asked for
+
+    def ask(self, stop: Stop) -> None:
+        """Stop this handle soon; never waits."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="tock-stops", daemon=True)
+            self._thread.start()
+        try:
+            self._asked.put_nowait(stop)
+        except queue.Full:
+            log.error("%d stops wait already: not stopping %s on %s (its runner still obeys the log)",
+                      self._capacity, stop.handle, stop.executor)
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Stop asking (stops not made yet are dropped: the runners obey the log)."""
+        self._closed.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._closed.is_set():
+            while self._again and self._again[0][0] <= time.monotonic():
+                _due, _order, attempt, stop = heapq.heappop(self._again)
+                self._stop(stop, attempt)
+            wait = min(0.5, max(0.0, self._again[0][0] - time.monotonic())) if self._again else 0.5
+            try:
+                stop = self._asked.get(timeout=wait)
+            except queue.Empty:
+                continue
+            self._stop(stop, 1)
+
+    def _stop(self, stop: Stop, attempt: int) -> None:
+        try:
+            stopped = self._killers[stop.executor].kill(stop.handle, at_once=stop.at_once)
+        except Exception as error:  # noqa: BLE001 - an adapter that raised: logged, asked again like a failure
+            log.warning("stopping %s on %s raised %r", stop.handle, stop.executor, error)
+            stopped = False
+        if stopped:
+            return
+        if attempt >= STOP_ATTEMPTS or len(self._again) >= self._capacity:
+            log.error("could not stop %s on %s (%d attempts); its runner still obeys the log",
+                      stop.handle, stop.executor, attempt)
+            return
+        due = time.monotonic() + STOP_RETRY_FIRST * 2 ** (attempt - 1)
+        heapq.heappush(self._again, (due, next(self._order), attempt + 1, stop))
 
 
 class Launcher:
@@ -51,11 +146,15 @@ class Launcher:
         self.parallelism = parallelism  # executor -> tries it runs at once
         self.scheduler_id = scheduler_id
         self.in_flight: dict[TryKey, tuple[int, str]] = {}  # launched, TaskLaunched not yet committed
+        self.refused: dict[TryKey, int] = {}  # try refused by its executor, its TaskFailed not yet folded
         self._unknown: set[str] = set()
+        self.stopping = Stopping(self.killers) if self.killers else None
 
-    def launch_ready(self, memories: Iterable[PartitionMemory]) -> list[tuple[int, TaskLaunched]]:
-        """Launch queued tries while their executor has slots; returns (partition, TaskLaunched) to commit."""
+    def launch_ready(self, memories: Iterable[PartitionMemory]) -> list[tuple[int, TaskLaunched | TaskFailed]]:
+        """Launch queued tries while their executor has slots; returns (partition, TaskLaunched) to commit,
+        and (partition, TaskFailed) for the tries their executor refused."""
         memories = list(memories)
+        self._forget_refusals_folded(memories)
         slots = self._free_slots(memories)
         launches = []
         for memory in memories:
@@ -81,12 +180,17 @@ class Launcher:
                     running[instance.executor] += 1
         return running
 
-    def kill_committed(self, memory: PartitionMemory, event: TaskKillRequested) -> None:
-        """After a committed kill request: an executor that can stop the try itself is asked to."""
-        instance = memory.state.instance((event.dag_id, event.run_id, event.task_id))
-        killer = self.killers.get(instance.executor) if instance is not None else None
-        if killer is not None and instance.handle and instance.try_number == event.try_number:
-            killer.kill(instance.handle)
+    def kill_committed(self, memory: PartitionMemory, event: TaskKillRequested | TaskDeclaredDead) -> None:
+        """After a committed kill request or death: an executor that can stop the try itself is asked
+        to, on the stopping thread (the main loop does not wait)."""
+        stop = handle_to_stop(memory.state, event, self.killers)
+        if stop is not None and self.stopping is not None:
+            self.stopping.ask(stop)
+
+    def close(self) -> None:
+        """Let the stopping thread go (the executors are closed by their owner)."""
+        if self.stopping is not None:
+            self.stopping.close()
 
     def _free_slots(self, memories: list[PartitionMemory]) -> Counter[str]:
         running = self.running(memories)
@@ -110,8 +214,8 @@ class Launcher:
         state = memory.state
         instance, dag = state.instance(key), state.dags.get(key[0])
         if instance is None or dag is None or self.in_flight.get(key, (0,))[0] == instance.try_number \
-                or instance.pending:
-            return None  # unknown, launched already, or about to be stopped by a command
+                or self.refused.get(key) == instance.try_number or instance.pending:
+            return None  # unknown, launched or refused already, or about to be stopped by a command
         if instance.executor not in self.executors:
             if instance.executor not in self._unknown:
                 log.error("no %r executor in this scheduler: tries queued on it wait", instance.executor)
@@ -123,18 +227,33 @@ class Launcher:
                              task.pod_override_json if task else None)
         return Launch(memory.partition, instance.executor, instance.try_number, request, instance.queue)
 
-    def _launch_on(self, name: str, launches: list[Launch]) -> list[tuple[int, TaskLaunched]]:
+    def _launch_on(self, name: str, launches: list[Launch]) -> list[tuple[int, TaskLaunched | TaskFailed]]:
         try:
-            handles = self.executors[name].launch_many([(launch.request, launch.queue) for launch in launches])
+            results = self.executors[name].launch_many([(launch.request, launch.queue) for launch in launches])
         except RuntimeError as error:  # e.g. the launcher died: the tries stay queued, tried again next turn
             log.error("could not launch %d tries on %s: %s", len(launches), name, error)
             return []
         now = time.time()
-        launched = []
-        for launch, handle in zip(launches, handles, strict=False):  # an executor may take only the first few
+        decided: list[tuple[int, TaskLaunched | TaskFailed]] = []
+        for launch, result in zip(launches, results, strict=False):  # past the answer's end: not launched yet
             request = launch.request
-            self.in_flight[request.key[:3]] = (launch.try_number, name)
-            launched.append((launch.partition, TaskLaunched(
-                dag_id=request.dag_id, run_id=request.run_id, task_id=request.task_id, try_number=launch.try_number,
-                executor=name, handle=handle, scheduler_id=self.scheduler_id, queue=launch.queue, at=now)))
-        return launched
+            if isinstance(result, LaunchRefused):
+                self.refused[request.key[:3]] = launch.try_number
+                decided.append((launch.partition, TaskFailed(
+                    dag_id=request.dag_id, run_id=request.run_id, task_id=request.task_id,
+                    try_number=launch.try_number, runner_id="", error=result.reason, at=now)))
+            elif result is not None:
+                self.in_flight[request.key[:3]] = (launch.try_number, name)
+                decided.append((launch.partition, TaskLaunched(
+                    dag_id=request.dag_id, run_id=request.run_id, task_id=request.task_id,
+                    try_number=launch.try_number, executor=name, handle=result, scheduler_id=self.scheduler_id,
+                    queue=launch.queue, at=now)))
+        return decided
+
+    def _forget_refusals_folded(self, memories: list[PartitionMemory]) -> None:
+        """A refused try is not launched again until its TaskFailed is folded (it then leaves the
+        unlaunched tries); a refusal of a partition lost goes with it."""
+        waiting = {key: number for memory in memories for key in memory.state.unlaunched
+                   if (instance := memory.state.instance(key)) is not None
+                   and self.refused.get(key) == (number := instance.try_number)} if self.refused else {}
+        self.refused = waiting

@@ -26,10 +26,12 @@ class PodTending:
         self._watchers, self._holdings, self._partitions = watchers, holdings, partitions
         self._pods_written: set[tuple[str, str]] = set()  # (observation, pod uid) written already
 
-    def watch_owned(self) -> None:
-        """Executors that watch their tries (Kubernetes) follow the partitions owned now, and only them."""
+    def watch_owned(self, wait: float = 0.0) -> None:
+        """Executors that watch their tries (Kubernetes) follow the partitions owned now, and only them;
+        each waits at most ``wait`` seconds for what they hold now (after a takeover the adoption
+        probes read it; inside a rebalance callback nothing waits)."""
         for executor in self._watchers:
-            executor.watch(sorted(self._holdings.memories))
+            executor.watch(sorted(self._holdings.memories), wait)
 
     def tend(self) -> list[tuple[int, PodEvent]]:
         """What the watchers saw of the owned partitions' pods (once per pod), to be written; and

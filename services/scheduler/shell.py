@@ -124,6 +124,7 @@ class Scheduler:
 
     def _close(self) -> None:
         self._clients.close()
+        self.launcher.close()  # its stopping thread, before the executors it calls
         for executor in self.executors.values():
             executor.close()
         log.info("scheduler %s stopped", self.scheduler_id)

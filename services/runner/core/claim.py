@@ -8,7 +8,9 @@ claimed yet) means no runner runs it: the scheduler folds the same rule and hold
 over already. A TaskDeclaredDead before any TaskStarted (a launch that never started, e.g. a
 Celery message redelivered long after the try was given up and retried) means the same: the
 try is over and its retry is the one that runs. A TaskKillRequested after a TaskStarted is
-for the winner to obey.
+for the winner to obey, and so is a TaskDeclaredDead after it: dead means stopped (the owner gave
+the try up and retries it, so a runner that was only cut off, frozen or slow must not run it on
+beside its retry).
 Pure: the reading is the shell's (services/runner/claim_reader.py).
 """
 
@@ -75,9 +77,16 @@ def _why_over(record: TaskKillRequested | TaskDeclaredDead) -> str:
 
 
 def kill_requests(records_in_log_order: Iterable[TryRecord], tries: Collection[TryKey]) -> dict[TryKey, str]:
-    """The reason of the first TaskKillRequested of each of these tries among the records."""
+    """Why each of these tries must stop: the first of its TaskKillRequested and TaskDeclaredDead
+    among the records (read after the claim: the winner obeys both alike)."""
     found: dict[TryKey, str] = {}
     for record in records_in_log_order:
-        if isinstance(record, TaskKillRequested) and (key := try_key(record)) in tries:
-            found.setdefault(key, record.reason)
+        if isinstance(record, TaskKillRequested | TaskDeclaredDead) and (key := try_key(record)) in tries:
+            found.setdefault(key, _why_stop(record))
     return found
+
+
+def _why_stop(record: TaskKillRequested | TaskDeclaredDead) -> str:
+    if isinstance(record, TaskDeclaredDead):
+        return f"declared dead by the scheduler ({record.reason})"
+    return record.reason
