@@ -116,7 +116,11 @@ def _environment(settings: Settings, override: dict) -> list[dict]:
     values = {"TOCK_KAFKA_BOOTSTRAP": settings.bootstrap}
     values.update({f"TOCK_{name.upper()}": str(getattr(settings, name)) for name in RUNNER_SETTINGS
                    if hasattr(settings, name)})
-    values.update({str(name): str(value) for name, value in (override.get("env") or {}).items()})
+    task_env = {str(name): str(value) for name, value in (override.get("env") or {}).items()}
+    values.update(task_env)
+    # The pod's runner passes its user code what the installation allows and what pod_override sets
+    # for the task (never a TOCK_* name: infra/task_environment.py).
+    values["TOCK_TASK_ENV_ALLOW"] = ",".join([settings.task_env_allow, *sorted(task_env)])
     return [{"name": name, "value": value} for name, value in values.items()]
 
 
