@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.api.ui import dag_list, graph, grid_html, login_limits, sessions, views
+from services.api.core import dag_list, graph, login_limits, views
+from services.api.ui import grid_html, sessions
 
 LIMITS = login_limits.LoginLimits(attempts=3, window=60.0)
 KEY = b"k" * 32

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.api.ui import graph
+from services.api.core import graph
 
 
 def _tasks(edges: dict[str, list[str]]) -> list[dict]:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from services.api.ui.login_limits import client_address
+from services.api.core.login_limits import client_address
 
 
 @dataclass

@@ -11,7 +11,7 @@ from sqlalchemy import Engine
 from projections import queries
 from services.api.auth import Principal
 from services.api.commands import engine_of
-from services.api.ui import graph, views
+from services.api.core import graph, views
 from services.api.ui.web import known_dag, live, page_user, render
 
 dag_pages = APIRouter(include_in_schema=False)

@@ -12,7 +12,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from services.api.ui.views import quote
+from services.api.core.views import quote
 
 
 def row_cells(row: dict[str, Any], columns: list[dict[str, Any]]) -> Markup:

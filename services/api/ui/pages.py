@@ -17,9 +17,9 @@ from sqlalchemy import Engine
 from projections import queries
 from services.api.auth import Principal
 from services.api.commands import engine_of
+from services.api.core import dag_list, views
 from services.api.logs import log_response
 from services.api.task_logs import TryRef, shipped_texts, try_start
-from services.api.ui import dag_list, views
 from services.api.ui.dag_pages import dag_pages
 from services.api.ui.system_pages import system_pages
 from services.api.ui.web import known_dag, live, page_user, render

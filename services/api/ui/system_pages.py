@@ -12,7 +12,7 @@ from projections import queries
 from projections.executor_status import read_executor_status, silence_limit
 from services.api.auth import Principal
 from services.api.commands import engine_of
-from services.api.ui import views
+from services.api.core import views
 from services.api.ui.web import live, page_user, render
 
 system_pages = APIRouter(include_in_schema=False)

@@ -22,7 +22,8 @@ from sqlalchemy import Engine
 from projections import queries
 from services.api import accounts
 from services.api.auth import Principal
-from services.api.ui import grid_html, login_limits, logouts, sessions, views
+from services.api.core import login_limits, views
+from services.api.ui import grid_html, logouts, sessions
 
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
 STATIC = Path(__file__).parent / "static"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class CyclicGraph(ValueError):
     """The tasks' upstream lists form a cycle (a DAG file should never get that far)."""
 
 
-def upstream_of(tasks: Iterable[Mapping]) -> dict[str, list[str]]:
+def upstream_of(tasks: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
     """Task id -> its upstream task ids, keeping only ids the DAG defines, in definition order."""
     listed = [task["task_id"] for task in tasks]
     known = set(listed)
@@ -99,7 +100,7 @@ def _mean(values: Iterable[float]) -> float:
     return sum(listed) / len(listed) if listed else 0.0
 
 
-def layout(tasks: list[Mapping], geometry: Geometry = Geometry()) -> Layout:
+def layout(tasks: list[Mapping[str, Any]], geometry: Geometry = Geometry()) -> Layout:
     """Boxes and edges of the DAG's tasks (``task_id``, ``upstream``), laid out left to right."""
     upstream = upstream_of(tasks)
     columns = ordered_layers(upstream, layers(upstream))

@@ -6,7 +6,7 @@ import json
 from typing import Any
 from urllib.parse import quote as url_quote
 
-from services.api.ui.graph import Layout, label
+from services.api.core.graph import Layout, label
 
 # state -> (symbol, css class). Colour is never the only cue: each state has its symbol.
 STATES = {
@@ -39,7 +39,7 @@ def parse_look(state: str | None) -> dict[str, str]:
 
 
 def grid(tasks: list[dict[str, Any]], runs: list[dict[str, Any]], instances: list[dict[str, Any]],
-         dag_id: str = "") -> dict:
+         dag_id: str = "") -> dict[str, Any]:
     """Runs as columns (oldest first), tasks as rows, each cell the instance's state look and try.
 
     Each column carries the start of its cells' links (the DAG's and run's ids quoted once, not per cell).
@@ -109,7 +109,8 @@ def _elapsed(run: dict[str, Any], now: float) -> float | None:
     started = run.get("reopened_at") or run.get("created_at")
     if started is None:
         return None
-    return max((run["end_date"] if run["end_date"] is not None else now) - started, 0.0)
+    ended = float(run["end_date"]) if run["end_date"] is not None else now
+    return max(ended - float(started), 0.0)
 
 
 def dag_files(statuses: list[dict[str, Any]], errors: list[dict[str, Any]]) -> list[dict[str, Any]]:

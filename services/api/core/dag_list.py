@@ -64,7 +64,8 @@ def next_run(dag: Row, latest_scheduled: float | None, now: float) -> float | No
     the fire time after its latest scheduled run, not before its start date. Without catch-up an
     overdue DAG gets the latest fire time now. None without a schedule, or once ``@once`` has run."""
     schedule = dag.get("schedule")
-    start = dag.get("start_date") if dag.get("start_date") is not None else dag.get("parsed_at")
+    start_value = dag.get("start_date") if dag.get("start_date") is not None else dag.get("parsed_at")
+    start = float(start_value) if start_value is not None else None
     if not schedule or start is None or not dag.get("is_active"):
         return None
     if schedule == cron.ONCE:
