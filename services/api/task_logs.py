@@ -8,7 +8,7 @@ stops at the try's final record or truncation marker. Following also ends once t
 
 A try with no record in the topic (it ran before logs were shipped, or its lines are past
 the topic's retention) falls back to the file the runner wrote under ``<TOCK_HOME>/tries``
-(:class:`services.runner.paths.TryPaths`) when this host has it: the file keeps every line
+(:class:`infra.try_paths.TryPaths`) when this host has it: the file keeps every line
 for as long as the host keeps it, so it is better than nothing and never contradicts the topic.
 """
 
