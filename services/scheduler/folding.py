@@ -1,11 +1,12 @@
-"""Folding what the loop read into the owned partitions' memories, noting the runs it touched."""
+"""Folding what the loop read into the owned partitions' memories, noting the runs it touched and
+which of our own decisions came back (their side effects wait for that: launching.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from infra.log import LogRecord
-from schemas import TaskHeartbeat
+from schemas import Event, TaskHeartbeat
 from services.scheduler.holdings import Holdings, Touched
 from services.scheduler.memory import PartitionMemory
 from services.scheduler.metrics import SchedulerMetrics, heartbeat_delay
@@ -19,10 +20,12 @@ class RecordFolding:
                  heartbeat_seconds: float) -> None:
         self._holdings, self._topics = holdings, topics  # topics: real name -> logical name
         self._metrics, self._heartbeat_seconds = metrics, heartbeat_seconds
+        self.read_back: list[tuple[PartitionMemory, Event]] = []  # our decisions folded by the last fold
 
     def fold(self, records: Iterable[LogRecord]) -> Touched:
         """Fold the records; returns the runs touched per partition (None: walk all)."""
         touched: Touched = {}
+        self.read_back = []
         for record in records:
             memory = self._holdings.memories.get(record.partition)
             if memory is None:
@@ -30,7 +33,10 @@ class RecordFolding:
             if isinstance(record.event, TaskHeartbeat):
                 self._fold_heartbeat(memory, record, record.event)
                 continue
+            awaited = len(memory.awaiting)
             event = memory.fold_record(self._topics[record.topic], record)
+            if len(memory.awaiting) < awaited:
+                self.read_back.append((memory, record.event))
             if event is not None:
                 _note(touched, record.partition, event)
         return touched

@@ -30,14 +30,26 @@ REPLAYED_TOPICS = (DAGS, EVENTS, HEARTBEATS)
 SNAPSHOT_READ_TIMEOUT = 10.0  # past it, a takeover replays the full history
 
 
+SETTLE_LIMIT = 60.0  # our decisions not read back after this long: decide again (and say so)
+
+
 @dataclass
 class PartitionMemory:
-    """One owned partition: its folded state, next offsets, and our own decisions not yet read back."""
+    """One owned partition: its state, folded in log order, the next offsets, and our own committed
+    decisions not read back yet.
+
+    Our decisions are folded when they are read back, like anyone's records, never when they are
+    committed: records of others may precede them in the log (a runner's TaskStarted written while
+    we decided), and the state must be what a replay folds, in the log's order. Until its own
+    decisions are read back a partition is *unsettled*: nothing more is decided or launched for
+    it, or the same decision would be made twice.
+    """
 
     partition: int
     state: SchedulerState = field(default_factory=SchedulerState)
     positions: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REPLAYED_TOPICS, 0))
-    echoes: deque = field(default_factory=deque)
+    awaiting: deque = field(default_factory=deque)  # our committed decisions on tock.events, in order
+    awaiting_since: float = 0.0     # when the oldest of them was committed
     folded_since_snapshot: int = 0  # records read since the last snapshot (or the takeover)
     snapshot_at: float = 0.0        # when the last snapshot was committed (or the takeover done)
 
@@ -50,9 +62,8 @@ class PartitionMemory:
             if logical != DAGS or record.key is None:
                 return None
             event = DagTombstone(record.key)
-        elif logical == EVENTS and self.echoes and self.echoes[0] == event:
-            self.echoes.popleft()  # our own decision, folded when it was committed
-            return None
+        elif logical == EVENTS and self.awaiting and self.awaiting[0] == event:
+            self.awaiting.popleft()  # our own decision, read back: folded now, in its place in the log
         return self.fold(event)
 
     def fold(self, event: Any) -> Any | None:
@@ -63,17 +74,25 @@ class PartitionMemory:
             return None
         return event
 
-    def apply_decisions(self, events: list) -> None:
-        """Fold our committed decisions now; their copies read back from tock.events are skipped."""
-        for event in events:
-            self.fold(event)
-            if event.TOPIC == EVENTS:
-                self.echoes.append(event)
+    def committed(self, events: list, now: float) -> None:
+        """Our decisions were committed: the partition is unsettled until they are read back."""
+        ours = [event for event in events if event.TOPIC == EVENTS]
+        if ours and not self.awaiting:
+            self.awaiting_since = now
+        self.awaiting.extend(ours)
+
+    def settled(self, now: float) -> bool:
+        """Whether every decision of ours is folded (so deciding again sees them)."""
+        if self.awaiting and now - self.awaiting_since > SETTLE_LIMIT:
+            log.error("partition %d: %d decision(s) of ours not read back after %.0f s (first: %s); deciding "
+                      "again", self.partition, len(self.awaiting), SETTLE_LIMIT, type(self.awaiting[0]).__name__)
+            self.awaiting.clear()
+        return not self.awaiting
 
 
 def snapshot_of(memory: PartitionMemory) -> bytes:
-    """The memory as a snapshot record value: the state before any decision not committed yet."""
-    return encode_snapshot(Snapshot(memory.partition, memory.state, dict(memory.positions), memory.echoes))
+    """The memory as a snapshot record value: the fold of the log up to its positions."""
+    return encode_snapshot(Snapshot(memory.partition, memory.state, dict(memory.positions)))
 
 
 def restore(settings: Settings, partitions: list[int], client_id: str = "tock-scheduler-snapshots"
@@ -99,7 +118,7 @@ def restore(settings: Settings, partitions: list[int], client_id: str = "tock-sc
             log.warning("the snapshot at offset %d of partition %d is of partition %d: replaying the full history",
                         found[0], partition, snapshot.partition)
             continue
-        memories[partition] = PartitionMemory(partition, snapshot.state, snapshot.positions, snapshot.echoes)
+        memories[partition] = PartitionMemory(partition, snapshot.state, snapshot.positions)
     return memories
 
 

@@ -9,8 +9,8 @@ explicit, positional and versioned::
 
 The header names the format, ``STATE_VERSION`` and a fingerprint of the model's fields
 (``model_fingerprint``): a snapshot written by other code is refused (``SnapshotRefused``)
-before its body is read, and the caller replays the full history instead. Events (echoes,
-pending triggers and backfill requests) are Avro records (schemas.codec), so they keep
+before its body is read, and the caller replays the full history instead. Events (pending
+triggers and backfill requests) are Avro records (schemas.codec), so they keep
 decoding across schema versions; runs and task instances (most of a long history: the finished
 runs) are columns (core/columns.py), fast to write and read; the rest is positional JSON lists.
 Everything keeps dict order (deciding walks ``runs``, ``live``, ``unlaunched``, ``waiting`` in order).
@@ -27,7 +27,6 @@ import hashlib
 import json
 import zlib
 from array import array
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
@@ -35,7 +34,6 @@ from typing import Any, TypeAlias, TypeVar
 from schemas import (
     DagDefinition,
     Event,
-    EventsTopicEvent,
     RequestBackfill,
     TaskDefinition,
     TriggerDagRun,
@@ -61,7 +59,7 @@ from services.scheduler.core.model import (
 )
 
 FORMAT = "tock-scheduler-state"
-STATE_VERSION = 2  # bump when the meaning of the encoding changes with the same fields
+STATE_VERSION = 3  # bump when the meaning of the encoding changes with the same fields
 # v2: quarantined DAGs and the quarantines announced in tock.events (two more lists after ``waiting``).
 MAGIC = b"TOCKSNAP\n"
 COMPRESSION_LEVEL = 1  # fast: the encoding runs on the decision thread
@@ -76,12 +74,11 @@ class SnapshotRefused(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """What a snapshot restores: the state, the next offsets it covers, and our unread decisions."""
+    """What a snapshot restores: the state folded from the log up to the next offsets it covers."""
 
     partition: int
     state: SchedulerState
     positions: dict[str, int]
-    echoes: deque[EventsTopicEvent]
 
 
 def model_classes() -> tuple[type, ...]:
@@ -110,8 +107,7 @@ def encode_snapshot(snapshot: Snapshot) -> bytes:
     state = snapshot.state
     runs = [*map(PackedRun.of, state.runs.values()), *state.finished.packed()]
     instances = [row for run in runs for row in run.instances]
-    rest = [_pack_state(state), [_pack_event(event) for event in snapshot.echoes],
-            [len(state.runs), len(state.finished), len(instances)]]
+    rest = [_pack_state(state), [len(state.runs), len(state.finished), len(instances)]]
     body = columns.frame([json.dumps(rest, separators=(",", ":")).encode(),
                           *columns.pack_tuples([run.run for run in runs], _RUN_KINDS),
                           array("q", [len(run.instances) for run in runs]).tobytes(),
@@ -197,7 +193,7 @@ def decode_snapshot(value: bytes) -> Snapshot:
 
 def _decode_body(body: bytes, header: dict[str, Json]) -> Snapshot:
     blobs = columns.unframe(body)
-    rest, echoes, (live_runs, finished_runs, instance_count) = json.loads(blobs[0])
+    rest, (live_runs, finished_runs, instance_count) = json.loads(blobs[0])
     run_blobs = blobs[1:1 + len(_RUN_KINDS)]
     task_counts = array("q", blobs[1 + len(_RUN_KINDS)]).tolist()
     instance_blobs = blobs[2 + len(_RUN_KINDS):]
@@ -208,8 +204,7 @@ def _decode_body(body: bytes, header: dict[str, Json]) -> Snapshot:
     state.runs = {packed.key: packed.build() for packed in runs[:live_runs]}
     state.finished = FinishedRuns(runs[live_runs:])
     positions = {str(topic): int(offset) for topic, offset in header["positions"].items()}
-    return Snapshot(int(header["partition"]), restored(state), positions,
-                    deque(_unpack_echo(text) for text in echoes))
+    return Snapshot(int(header["partition"]), restored(state), positions)
 
 
 def _unpack_runs(run_columns: list[Sequence[columns.Value]], task_counts: list[int],
@@ -276,14 +271,6 @@ def _unpack_as(kind: type[E], text: str) -> E:
     event = _unpack_event(text)
     if not isinstance(event, kind):
         raise ValueError(f"expected a {kind.__name__}, found a {type(event).__name__}")
-    return event
-
-
-def _unpack_echo(text: str) -> EventsTopicEvent:
-    """One of our decisions not read back yet: an event of tock.events (anything else: corrupt)."""
-    event = _unpack_event(text)
-    if not isinstance(event, EventsTopicEvent):
-        raise ValueError(f"an echo of tock.events is a {type(event).__name__}")
     return event
 
 
