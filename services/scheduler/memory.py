@@ -22,6 +22,7 @@ from infra.settings import Settings
 from infra.topics import topic_name
 from schemas import DAGS, EVENTS, HEARTBEATS, SNAPSHOTS
 from services.scheduler.core import DagTombstone, SchedulerState, UnknownEvent, evolve
+from services.scheduler.core.heard import as_heard
 from services.scheduler.core.snapshot import Snapshot, SnapshotRefused, decode_snapshot, encode_snapshot
 
 log = logging.getLogger("tock.scheduler")
@@ -53,7 +54,7 @@ class PartitionMemory:
         elif logical == EVENTS and self.echoes and self.echoes[0] == event:
             self.echoes.popleft()  # our own decision, folded when it was committed
             return None
-        return self.fold(event)
+        return self.fold(as_heard(event, record.appended_at))  # a runner's report on the broker's clock
 
     def fold(self, event: Any) -> Any | None:
         try:
