@@ -109,11 +109,13 @@ class ClaimReader(Closing):
         read: list[ClaimRead] = []
         claims, waiting = Claims(pending=frozenset(own)), Every(10.0)
         while not claims.decided:
-            unsure = {key[0].encode() for key in own if key not in anchored}
-            read += _records(self._available(), _CLAIM_TYPES, own, unsure)
-            if unanchored(read, own.keys() - anchored):
+            batch = _records(self._available(), _CLAIM_TYPES, own, {key[0].encode() for key in own.keys() - anchored})
+            # Earlier batches held nothing of a try not anchored yet (its TaskQueued anchors it, and a claim
+            # record before that ended this read), so the new batch alone says whether it is read too late.
+            if unanchored(batch, own.keys() - anchored):
                 return None
-            anchored |= {try_key(record) for record in read if isinstance(record, TaskQueued)}
+            anchored |= {try_key(record) for record in batch if isinstance(record, TaskQueued)}
+            read += batch
             gone = refused()
             claims = winners(read, {key: runner_id for key, runner_id in own.items() if key not in gone})
             if not claims.decided and waiting.due():
