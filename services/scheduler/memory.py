@@ -22,6 +22,7 @@ from infra.settings import Settings
 from infra.topics import topic_name
 from schemas import DAGS, EVENTS, HEARTBEATS, SNAPSHOTS
 from services.scheduler.core import DagTombstone, SchedulerState, UnknownEvent, evolve
+from services.scheduler.core.heard import as_heard
 from services.scheduler.core.snapshot import Snapshot, SnapshotRefused, decode_snapshot, encode_snapshot
 
 log = logging.getLogger("tock.scheduler")
@@ -64,7 +65,7 @@ class PartitionMemory:
             event = DagTombstone(record.key)
         elif logical == EVENTS and self.awaiting and self.awaiting[0] == event:
             self.awaiting.popleft()  # our own decision, read back: folded now, in its place in the log
-        return self.fold(event)
+        return self.fold(as_heard(event, record.appended_at))  # a runner's report on the broker's clock
 
     def fold(self, event: Any) -> Any | None:
         try:
