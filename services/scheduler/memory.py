@@ -22,6 +22,7 @@ from infra.settings import Settings
 from infra.topics import topic_name
 from schemas import DAGS, EVENTS, HEARTBEATS, SNAPSHOTS
 from services.scheduler.core import DagTombstone, SchedulerState, UnknownEvent, evolve
+from services.scheduler.core.forgotten import Retention
 from services.scheduler.core.heard import as_heard
 from services.scheduler.core.snapshot import Snapshot, SnapshotRefused, decode_snapshot, encode_snapshot
 
@@ -119,8 +120,15 @@ def restore(settings: Settings, partitions: list[int], client_id: str = "tock-sc
             log.warning("the snapshot at offset %d of partition %d is of partition %d: replaying the full history",
                         found[0], partition, snapshot.partition)
             continue
+        snapshot.state.retention = retention_of(settings)  # settings, not in the snapshot
         memories[partition] = PartitionMemory(partition, snapshot.state, snapshot.positions)
     return memories
+
+
+def retention_of(settings: Settings) -> Retention:
+    """What a partition's fold keeps of finished history (core/retention.py)."""
+    return Retention(finished_runs_kept=settings.scheduler_finished_runs_kept,
+                     request_ids_kept=settings.scheduler_request_ids_kept)
 
 
 def rebuild(settings: Settings, partitions: list[int], restored: dict[int, PartitionMemory] | None = None
@@ -133,7 +141,9 @@ def rebuild(settings: Settings, partitions: list[int], restored: dict[int, Parti
     folded as it streams in, through a bounded queue, so a long history never sits in memory.
     """
     restored = restored or {}
-    memories = {partition: restored.get(partition) or PartitionMemory(partition) for partition in partitions}
+    memories = {partition: restored.get(partition)
+                or PartitionMemory(partition, state=SchedulerState(retention=retention_of(settings)))
+                for partition in partitions}
     if not partitions:
         return memories
     starts = {logical: {partition: memory.positions[logical] for partition, memory in restored.items()}

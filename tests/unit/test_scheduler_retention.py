@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from infra.settings import load_settings
 from schemas import (
     ClearTask,
     DagRunCreated,
@@ -34,6 +35,7 @@ from services.scheduler.core.forgotten import (
 )
 from services.scheduler.core.model import logical_date_iso, scheduled_run_id
 from services.scheduler.core.snapshot import Snapshot, decode_snapshot, encode_snapshot
+from services.scheduler.memory import retention_of
 from tests.unit.scheduler_fixtures import POLICY, parsed
 from tock import DAG, DagDefinitionError
 
@@ -330,3 +332,9 @@ def test_a_dag_file_sets_its_finished_runs_kept_and_a_bad_value_is_its_parse_err
     for bad in (-1, 2.5, True, "10", 10**7):
         with pytest.raises(DagDefinitionError, match="finished_runs_kept must be None or an integer from 0"):
             DAG(f"bad{abs(hash(bad))}", finished_runs_kept=bad)
+
+
+def test_the_settings_defaults_are_the_cores_and_reach_every_partitions_fold():
+    assert retention_of(load_settings({})) == Retention()
+    assert retention_of(load_settings({"TOCK_SCHEDULER_FINISHED_RUNS_KEPT": "5",
+                                       "TOCK_SCHEDULER_REQUEST_IDS_KEPT": "7"})) == Retention(5, 7)
