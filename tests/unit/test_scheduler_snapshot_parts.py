@@ -8,10 +8,15 @@ import os
 import pytest
 
 from infra.log import RawRecord
+from infra.settings import load_settings
 from schemas import SNAPSHOTS
 from services.scheduler.core.snapshot import MAGIC, SnapshotRefused
 from services.scheduler.core.snapshot_parts import HEAD_MAGIC, is_part_key, join, read_head, split
+from services.scheduler.holdings import Holdings
+from services.scheduler.memory import PartitionMemory
+from services.scheduler.metrics import SchedulerMetrics
 from services.scheduler.snapshot_store import parts_written, snapshot_records
+from services.scheduler.snapshots import Snapshots
 
 VALUE = MAGIC + os.urandom(10_000 - len(MAGIC))  # 10,000 bytes
 
@@ -59,3 +64,15 @@ def test_records_delete_parts_an_earlier_bigger_snapshot_left_and_end_with_the_h
     assert [record.key for record in whole[:-1]] == [f"5/{index}" for index in range(10)]
     assert all(record.value is None for record in whole[:-1])
     assert snapshot_records(5, VALUE, 0) == [RawRecord(SNAPSHOTS, 5, "5", VALUE)]
+
+
+def test_the_writer_deletes_unknown_parts_once_per_takeover_then_only_those_it_wrote():
+    memory = PartitionMemory(2)
+    holdings = Holdings(memories={2: memory})
+    snapshots = Snapshots(load_settings({}), holdings, SchedulerMetrics(), on=True)
+    first = snapshots.records([2])
+    assert [record.key for record in first] == [f"2/{index}" for index in range(16)] + ["2"]
+    snapshots.written(first)
+    assert [record.key for record in snapshots.records([2])] == ["2"]  # it knows: no parts were written
+    holdings.memories[2] = PartitionMemory(2)  # taken over again: what was written since is not known
+    assert len(snapshots.records([2])) == 17
