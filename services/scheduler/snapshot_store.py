@@ -17,14 +17,15 @@ STALE_PARTS_UNKNOWN = 16  # parts deleted past the new snapshot's when the earli
 
 def snapshot_records(partition: int, value: bytes, earlier_parts: int | None,
                      record_bytes: int = RECORD_BYTES) -> list[RawRecord]:
-    """The records of one snapshot of ``partition``: its parts (if it needs any), tombstones for the
-    parts of an earlier snapshot beyond them (``earlier_parts`` of them; None: not known, a few
-    are deleted in case), then the snapshot or its head, last."""
+    """The records of one snapshot of ``partition``: tombstones for the parts of an earlier snapshot
+    beyond its own (``earlier_parts`` of them; None: not known, a few are deleted in case), then
+    its parts if it needs any, then the snapshot or its head: the parts lie right before the head,
+    where a reader looks for them first."""
     records = [RawRecord(SNAPSHOTS, partition, key, piece) for key, piece in split(value, partition, record_bytes)]
     parts = len(records) - 1 if len(records) > 1 else 0
     earlier = parts + STALE_PARTS_UNKNOWN if earlier_parts is None else earlier_parts
     stale = [RawRecord(SNAPSHOTS, partition, part_key(partition, index), None) for index in range(parts, earlier)]
-    return [*records[:-1], *stale, records[-1]]
+    return [*stale, *records]
 
 
 def parts_written(records: list[RawRecord]) -> dict[int, int]:

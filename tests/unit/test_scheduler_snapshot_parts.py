@@ -57,7 +57,9 @@ def test_part_keys_are_the_partitions_own():
 def test_records_delete_parts_an_earlier_bigger_snapshot_left_and_end_with_the_head():
     big = snapshot_records(5, VALUE, None, record_bytes=1_256)
     assert parts_written(big) == {5: 10}
-    assert [record.key for record in big][-1] == "5" and big[-1].value.startswith(HEAD_MAGIC)
+    assert big[-1].key == "5" and big[-1].value.startswith(HEAD_MAGIC)
+    # Deletions first, then the parts right before their head (where a reader looks first).
+    assert [record.key for record in big] == [f"5/{index}" for index in [*range(10, 26), *range(10)]] + ["5"]
     assert [record.key for record in big if record.value is None] == [f"5/{index}" for index in range(10, 26)]
     whole = snapshot_records(5, VALUE, 10)
     assert whole[-1] == RawRecord(SNAPSHOTS, 5, "5", VALUE) and parts_written(whole) == {5: 0}
