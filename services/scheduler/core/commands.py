@@ -110,10 +110,10 @@ def kill(state: SchedulerState, event: KillTask) -> None:
     run = state.runs.get((event.dag_id, event.run_id))
     instance = run.tasks.get(event.task_id) if run else None
     if instance is None or instance.state not in ACTIVE:
-        gone = forgotten_reason(state, event.dag_id, event.run_id) + ": " if run is None and was_forgotten(
-            state, event.dag_id, event.run_id) else ""
-        return _reject(state, event.dag_id, event.request_id, "KillTask",
-                       f"{gone}task {event.task_id} of run {event.run_id} has no running or queued try")
+        problem = f"task {event.task_id} of run {event.run_id} has no running or queued try"
+        if run is None and was_forgotten(state, event.dag_id, event.run_id):
+            problem = f"{forgotten_reason(state, event.dag_id, event.run_id)}: {problem}"
+        return _reject(state, event.dag_id, event.request_id, "KillTask", problem)
     instance.pending, instance.pending_request = KILL, event.request_id
 
 

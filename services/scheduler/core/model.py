@@ -226,10 +226,6 @@ class FinishedRuns(MutableMapping[RunKey, DagRun]):
         found = self._runs[key]
         return found if isinstance(found, PackedRun) else PackedRun.of(found)
 
-    def of_dag(self, dag_id: str) -> list[RunKey]:
-        """The DAG's finished runs, first stored first."""
-        return list(self._by_dag.get(dag_id, ()))
-
     def count_of(self, dag_id: str) -> int:
         return len(self._by_dag.get(dag_id, ()))
 
