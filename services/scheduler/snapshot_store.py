@@ -12,6 +12,9 @@ from services.scheduler.core.snapshot_parts import is_part_key, join, part_key, 
 
 SNAPSHOT_RECORD_OVERHEAD = 64 * 1024  # key and batch framing around a snapshot's value, kept under the limits
 RECORD_BYTES = SNAPSHOT_MAX_BYTES - SNAPSHOT_RECORD_OVERHEAD  # a snapshot value (or part) at most
+# A part is smaller than a record may be: a reader looking for the head from the end of the
+# partition reads the last few records whole, parts among them (no more than one whole snapshot).
+PART_BYTES = 8 * 1024 * 1024
 STALE_PARTS_UNKNOWN = 16  # parts deleted past the new snapshot's when the earlier ones' count is unknown
 
 
@@ -21,7 +24,8 @@ def snapshot_records(partition: int, value: bytes, earlier_parts: int | None,
     beyond its own (``earlier_parts`` of them; None: not known, a few are deleted in case), then
     its parts if it needs any, then the snapshot or its head: the parts lie right before the head,
     where a reader looks for them first."""
-    records = [RawRecord(SNAPSHOTS, partition, key, piece) for key, piece in split(value, partition, record_bytes)]
+    records = [RawRecord(SNAPSHOTS, partition, key, piece)
+               for key, piece in split(value, partition, record_bytes, min(record_bytes, PART_BYTES))]
     parts = len(records) - 1 if len(records) > 1 else 0
     earlier = parts + STALE_PARTS_UNKNOWN if earlier_parts is None else earlier_parts
     stale = [RawRecord(SNAPSHOTS, partition, part_key(partition, index), None) for index in range(parts, earlier)]
@@ -50,5 +54,5 @@ def latest_snapshot(settings: Settings, partition: int, *, client_id: str, timeo
     if head is None:
         return found
     parts = newest_values(settings, SNAPSHOTS, partition, set(head.keys(partition)), before=offset,
-                          client_id=client_id, timeout=timeout)
+                          client_id=client_id, timeout=timeout * head.parts)  # each part up to a record's size
     return offset, join(head, partition, {key: part for key, (_offset, part) in parts.items()})

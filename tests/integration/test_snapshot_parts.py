@@ -15,7 +15,7 @@ from schemas import SNAPSHOTS
 from services.scheduler.core import SchedulerState, fold
 from services.scheduler.core.snapshot import MAGIC
 from services.scheduler.memory import PartitionMemory, restore, snapshot_of
-from services.scheduler.snapshot_store import latest_snapshot, parts_written, snapshot_records
+from services.scheduler.snapshot_store import PART_BYTES, latest_snapshot, parts_written, snapshot_records
 from tests import synthetic_history as synthetic
 
 pytestmark = pytest.mark.integration
@@ -38,14 +38,14 @@ def busy_snapshot() -> tuple[SchedulerState, bytes]:
 def test_a_snapshot_larger_than_a_record_of_the_topic_is_written_and_read_back_whole(kafka_settings):
     value = MAGIC + os.urandom(SNAPSHOT_MAX_BYTES + 1024 * 1024)  # random: nothing compresses it under the limit
     records = snapshot_records(PARTITION, value, 0)
-    assert len(records) == 3 and all(len(record.value) < SNAPSHOT_MAX_BYTES for record in records)
+    assert len(records) == 10 and all(len(record.value) <= PART_BYTES for record in records)  # 9 parts, a head
     session = session_of(kafka_settings)
     try:
         session.commit([], None, raw=records)
     finally:
         session.close()
     offset, found = latest_snapshot(kafka_settings, PARTITION, client_id="test-parts", timeout=60)
-    assert found == value and offset == 2  # the head, after its two parts
+    assert found == value and offset == 9  # the head, after its parts
 
 
 def test_a_partition_restores_from_a_snapshot_in_parts_and_then_from_a_later_whole_one(kafka_settings):

@@ -47,12 +47,13 @@ def is_part_key(partition: int, key: str) -> bool:
     return key.startswith(prefix) and key[len(prefix):].isdigit()
 
 
-def split(value: bytes, partition: int, record_bytes: int) -> list[tuple[str, bytes]]:
+def split(value: bytes, partition: int, record_bytes: int, part_bytes: int | None = None) -> list[tuple[str, bytes]]:
     """The (key, value) records of a snapshot, in writing order: the value itself under the
-    partition's key if it is at most ``record_bytes``, else its parts, then their head."""
+    partition's key if it is at most ``record_bytes``, else its parts (records of at most
+    ``part_bytes``, default ``record_bytes``), then their head."""
     if len(value) <= record_bytes:
         return [(str(partition), value)]
-    step = record_bytes - PART_HEADER_BYTES
+    step = min(record_bytes, part_bytes or record_bytes) - PART_HEADER_BYTES
     if step <= 0:
         raise ValueError(f"records of {record_bytes} bytes leave no room for a snapshot part")
     digest = hashlib.sha256(value).hexdigest()
