@@ -60,9 +60,10 @@ from services.scheduler.core.model import (
 )
 
 FORMAT = "tock-scheduler-state"
-STATE_VERSION = 3  # bump when the meaning of the encoding changes with the same fields
+STATE_VERSION = 4  # bump when the meaning of the encoding changes with the same fields
 # v2: quarantined DAGs and the quarantines announced in tock.events (two more lists after ``waiting``).
-# v3: retention: request ids oldest first (not sorted), forgotten runs per DAG, a backfill's forgotten_failed.
+# v3: no echoes (our decisions are folded when read back, in log order).
+# v4: retention: request ids oldest first (not sorted), forgotten runs per DAG, a backfill's forgotten_failed.
 MAGIC = b"TOCKSNAP\n"
 COMPRESSION_LEVEL = 1  # fast: the encoding runs on the decision thread
 
