@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from infra.settings import load_settings
@@ -34,8 +34,10 @@ from services.scheduler.core.forgotten import (
 )
 from services.scheduler.core.model import logical_date_iso, scheduled_run_id
 from services.scheduler.core.snapshot import Snapshot, decode_snapshot, encode_snapshot
-from services.scheduler.memory import retention_of
+from services.scheduler.memory import PartitionMemory, retention_of
 from tests.unit.scheduler_fixtures import POLICY, parsed
+from tests.unit.test_scheduler_live_equals_replay import DAG as LIVE_DAG
+from tests.unit.test_scheduler_live_equals_replay import World
 from tock import DAG, DagDefinitionError
 
 START = 1_700_006_400.0  # a whole minute (2023-11-15 00:00 UTC)
@@ -336,3 +338,41 @@ def test_the_settings_defaults_are_the_cores_and_reach_every_partitions_fold():
     assert retention_of(load_settings({})) == Retention()
     assert retention_of(load_settings({"TOCK_SCHEDULER_FINISHED_RUNS_KEPT": "5",
                                        "TOCK_SCHEDULER_REQUEST_IDS_KEPT": "7"})) == Retention(5, 7)
+
+
+# -- with the live scheduler's read-back (test_scheduler_live_equals_replay.py), forgetting as it goes --
+
+@dataclasses.dataclass
+class ForgetfulWorld(World):
+    """That test's world, keeping one finished run and two request ids, with commands naming any run
+    ever created (finished, forgotten or open)."""
+
+    memory: PartitionMemory = dataclasses.field(
+        default_factory=lambda: PartitionMemory(0, state=kept(runs=1, requests=2)))
+
+    def replayed(self, upto: int | None = None) -> SchedulerState:
+        return fold(fold(kept(runs=1, requests=2), [LIVE_DAG]), self.log[:upto])
+
+    def _instance_keys(self) -> list[tuple[str, str]]:
+        created = sorted({event.run_id for event in self.log if isinstance(event, DagRunCreated)})
+        return [(run_id, task_id) for run_id in created for task_id in ("a", "b")]
+
+
+# Walks long and busy enough that runs finish and are forgotten (about half the examples), and
+# commands name forgotten runs (about a third).
+BUSY = ("poll",) * 4 + ("decide",) * 4 + ("start",) * 3 + ("end",) * 4 + ("trigger", "clear", "kill", "mark")
+busy_steps = st.lists(st.tuples(st.sampled_from(BUSY), st.integers(0, 50)), min_size=150, max_size=300)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(busy_steps, st.integers(0, 1000))
+def test_the_live_memory_forgets_what_a_replay_and_a_snapshot_plus_tail_forget(actions, cut):
+    world = ForgetfulWorld()
+    for action, pick in actions:
+        world.act(action, pick)
+        assert world.memory.state == world.replayed(world.memory.positions["events"]), f"after {action}"
+    world.read(len(world.log))
+    full = world.replayed()
+    assert world.memory.state == full and len(full.finished) <= 1
+    cut %= len(world.log) + 1
+    assert fold(restored(world.replayed(cut)), world.log[cut:]) == full
