@@ -17,13 +17,14 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from infra.log import LogRecord, replay
-from infra.log.latest import latest_value
 from infra.settings import Settings
 from infra.topics import topic_name
-from schemas import DAGS, EVENTS, HEARTBEATS, SNAPSHOTS
+from schemas import DAGS, EVENTS, HEARTBEATS
 from services.scheduler.core import DagTombstone, SchedulerState, UnknownEvent, evolve
+from services.scheduler.core.forgotten import Retention
 from services.scheduler.core.heard import as_heard
 from services.scheduler.core.snapshot import Snapshot, SnapshotRefused, decode_snapshot, encode_snapshot
+from services.scheduler.snapshot_store import latest_snapshot
 
 log = logging.getLogger("tock.scheduler")
 
@@ -101,26 +102,43 @@ def restore(settings: Settings, partitions: list[int], client_id: str = "tock-sc
     """The memories of ``partitions`` whose latest snapshot this code can read (the others: none)."""
     memories = {}
     for partition in partitions:
-        try:
-            found = latest_value(settings, SNAPSHOTS, partition, str(partition), client_id=client_id,
-                                 timeout=SNAPSHOT_READ_TIMEOUT)
-        except (KafkaException, TimeoutError) as error:
-            log.warning("the snapshot of partition %d could not be read (%s): replaying the full history",
-                        partition, error)
-            continue
-        if found is None:
-            continue
-        try:
-            snapshot = decode_snapshot(found[1])
-        except SnapshotRefused as refused:
-            log.warning("%s (offset %d of the snapshots): replaying the full history", refused, found[0])
-            continue
-        if snapshot.partition != partition:
-            log.warning("the snapshot at offset %d of partition %d is of partition %d: replaying the full history",
-                        found[0], partition, snapshot.partition)
-            continue
-        memories[partition] = PartitionMemory(partition, snapshot.state, snapshot.positions)
+        snapshot = _latest_snapshot(settings, partition, client_id)
+        if snapshot is not None:
+            snapshot.state.retention = retention_of(settings)  # settings, not in the snapshot
+            memories[partition] = PartitionMemory(partition, snapshot.state, snapshot.positions)
     return memories
+
+
+def _latest_snapshot(settings: Settings, partition: int, client_id: str) -> Snapshot | None:
+    """The latest snapshot of ``partition`` (whole, or reassembled from its parts) if this code can read
+    it; else None, saying why."""
+    try:
+        found = latest_snapshot(settings, partition, client_id=client_id, timeout=SNAPSHOT_READ_TIMEOUT)
+    except (KafkaException, TimeoutError) as error:
+        log.warning("the snapshot of partition %d could not be read (%s): replaying the full history",
+                    partition, error)
+        return None
+    except SnapshotRefused as refused:  # a snapshot in parts, incomplete or mixed
+        log.warning("%s: replaying the full history", refused)
+        return None
+    if found is None:
+        return None
+    try:
+        snapshot = decode_snapshot(found[1])
+    except SnapshotRefused as refused:
+        log.warning("%s (offset %d of the snapshots): replaying the full history", refused, found[0])
+        return None
+    if snapshot.partition != partition:
+        log.warning("the snapshot at offset %d of partition %d is of partition %d: replaying the full history",
+                    found[0], partition, snapshot.partition)
+        return None
+    return snapshot
+
+
+def retention_of(settings: Settings) -> Retention:
+    """What a partition's fold keeps of finished history (core/retention.py)."""
+    return Retention(finished_runs_kept=settings.scheduler_finished_runs_kept,
+                     request_ids_kept=settings.scheduler_request_ids_kept)
 
 
 def rebuild(settings: Settings, partitions: list[int], restored: dict[int, PartitionMemory] | None = None
@@ -133,7 +151,9 @@ def rebuild(settings: Settings, partitions: list[int], restored: dict[int, Parti
     folded as it streams in, through a bounded queue, so a long history never sits in memory.
     """
     restored = restored or {}
-    memories = {partition: restored.get(partition) or PartitionMemory(partition) for partition in partitions}
+    memories = {partition: restored.get(partition)
+                or PartitionMemory(partition, state=SchedulerState(retention=retention_of(settings)))
+                for partition in partitions}
     if not partitions:
         return memories
     starts = {logical: {partition: memory.positions[logical] for partition, memory in restored.items()}

@@ -42,6 +42,7 @@ from schemas import (
 )
 from schemas.runs import manual_run_id
 from services.scheduler.core import columns, model
+from services.scheduler.core.forgotten import DateSet, ForgottenRuns, RequestIds
 from services.scheduler.core.liveness import reindex_timers
 from services.scheduler.core.model import (
     INSTANCE_FIELDS,
@@ -59,8 +60,10 @@ from services.scheduler.core.model import (
 )
 
 FORMAT = "tock-scheduler-state"
-STATE_VERSION = 3  # bump when the meaning of the encoding changes with the same fields
+STATE_VERSION = 4  # bump when the meaning of the encoding changes with the same fields
 # v2: quarantined DAGs and the quarantines announced in tock.events (two more lists after ``waiting``).
+# v3: no echoes (our decisions are folded when read back, in log order).
+# v4: retention: request ids oldest first (not sorted), forgotten runs per DAG, a backfill's forgotten_failed.
 MAGIC = b"TOCKSNAP\n"
 COMPRESSION_LEVEL = 1  # fast: the encoding runs on the decision thread
 
@@ -122,14 +125,15 @@ def _pack_state(state: SchedulerState) -> list[Json]:
             list(state.latest_scheduled.items()),
             list(state.next_due.items()),
             [_pack_event(trigger) for trigger in state.triggers.values()],
-            sorted(state.requests),
+            list(state.requests),
             [[request, *dataclasses.astuple(rejection)] for request, rejection in state.rejections.items()],
             [_pack_dag(entry) for entry in state.removed_dags.values()],
             [_pack_event(request) for request in state.backfill_requests.values()],
             [_pack_backfill(key, backfill) for key, backfill in state.backfills.items()],
             list(state.unlaunched), list(state.live), list(state.waiting),
             [[dag_id, *dataclasses.astuple(held)] for dag_id, held in state.quarantined.items()],
-            [[dag_id, *dataclasses.astuple(said)] for dag_id, said in state.announced.items()]]
+            [[dag_id, *dataclasses.astuple(said)] for dag_id, said in state.announced.items()],
+            [_pack_forgotten(dag_id, forgotten) for dag_id, forgotten in state.forgotten.items()]]
 
 
 def _pack_dag(entry: DagEntry) -> list[Json]:
@@ -141,7 +145,12 @@ def _pack_dag(entry: DagEntry) -> list[Json]:
 
 def _pack_backfill(key: str, backfill: Backfill) -> list[Json]:
     return [key, backfill.dag_id, backfill.dates, backfill.reprocess_failed, backfill.conf_json,
-            sorted(backfill.runs), backfill.cancelled]
+            sorted(backfill.runs), backfill.cancelled, backfill.forgotten_failed]
+
+
+def _pack_forgotten(dag_id: str, forgotten: ForgottenRuns) -> list[Json]:
+    return [dag_id, forgotten.scheduled.packed(), forgotten.backfill.packed(),
+            base64.b64encode(forgotten.others.tobytes()).decode("ascii"), forgotten.count]
 
 
 def _pack_event(event: Event) -> str:
@@ -226,7 +235,7 @@ def restored(state: SchedulerState) -> SchedulerState:
 
 def _unpack_state(body: list[Json]) -> SchedulerState:
     (dags, paused, latest, next_due, triggers, requests, rejections, removed,
-     backfill_requests, backfills, unlaunched, live, waiting, quarantined, announced) = body
+     backfill_requests, backfills, unlaunched, live, waiting, quarantined, announced, forgotten) = body
     state = SchedulerState()
     state.dags = {entry.definition.dag_id: entry for entry in map(_unpack_dag, dags)}
     state.paused = set(paused)
@@ -234,7 +243,7 @@ def _unpack_state(body: list[Json]) -> SchedulerState:
     state.next_due = dict(next_due)
     state.triggers = {(trigger.dag_id, manual_run_id(trigger.request_id)): trigger
                       for trigger in (_unpack_as(TriggerDagRun, text) for text in triggers)}
-    state.requests = set(requests)
+    state.requests = RequestIds(requests)
     state.rejections = {request: Rejection(*fields) for request, *fields in rejections}
     state.removed_dags = {entry.definition.dag_id: entry for entry in map(_unpack_dag, removed)}
     state.backfill_requests = {request.request_id: request
@@ -244,6 +253,7 @@ def _unpack_state(body: list[Json]) -> SchedulerState:
                                                    (unlaunched, live, waiting))
     state.quarantined = {dag_id: Quarantine(*fields) for dag_id, *fields in quarantined}
     state.announced = {dag_id: Quarantine(*fields) for dag_id, *fields in announced}
+    state.forgotten = dict(map(_unpack_forgotten, forgotten))
     return state
 
 
@@ -257,8 +267,16 @@ def _unpack_dag(packed: list[Json]) -> DagEntry:
 
 
 def _unpack_backfill(packed: list[Json]) -> tuple[str, Backfill]:
-    key, dag_id, dates, reprocess_failed, conf_json, runs, cancelled = packed
-    return key, Backfill(dag_id, dates, reprocess_failed, conf_json, set(map(tuple, runs)), cancelled)
+    key, dag_id, dates, reprocess_failed, conf_json, runs, cancelled, forgotten_failed = packed
+    return key, Backfill(dag_id, dates, reprocess_failed, conf_json, set(map(tuple, runs)), cancelled,
+                         forgotten_failed)
+
+
+def _unpack_forgotten(packed: list[Json]) -> tuple[str, ForgottenRuns]:
+    dag_id, scheduled, backfill, others, count = packed
+    digests = array("Q")
+    digests.frombytes(base64.b64decode(others))
+    return dag_id, ForgottenRuns(DateSet(*scheduled), DateSet(*backfill), digests, count)
 
 
 def _unpack_event(text: str) -> Event:
