@@ -82,5 +82,16 @@ def fire_times(schedule: str, after: float, until: float, most: int) -> tuple[li
     return times, False
 
 
+def plannable(schedule: str, start: float, end: float) -> bool:
+    """Whether every fire time of a range from ``start`` to ``end`` can be computed, so a backfill of it
+    can be planned: the rule the API refuses a backfill by (422) and the scheduler plans by. Walking
+    the fire times, the first and the one after the last are the steps that can leave the calendar."""
+    first = next_fire(schedule, max(start - 1e-3, CALENDAR_START))
+    if first is None or first > end:
+        return first is not None
+    last = latest_fire(schedule, end)
+    return last is not None and next_fire(schedule, last) is not None
+
+
 def _cron(schedule: str, start: float) -> croniter:
     return croniter(schedule, datetime.fromtimestamp(start, tz=UTC))

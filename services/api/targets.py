@@ -105,19 +105,11 @@ def backfill_range(dag: Row, start: float, end: float) -> None:
 def _plannable(schedule: str, start: float, end: float) -> None:
     """Refuse (422) a range whose fire times the scheduler could not compute. Planning walks the fire
     times from ``start`` (core/backfill.py ``fire_times``), so its first and its last step are the ones
-    that can leave the calendar: the first fire time, and the one after the last fire time in the range."""
-    if not _fire_times_computable(schedule, start, end):
+    that can leave the calendar (schemas/schedule.py ``plannable``, the scheduler's rule too)."""
+    if not cron.plannable(schedule, start, end):
         raise Refused(INVALID, f"the schedule {schedule!r} cannot be planned from {iso(start)} to {iso(end)}: "
                                "its next fire time is past the year 9999 or cannot be computed; "
                                "end the backfill earlier")
-
-
-def _fire_times_computable(schedule: str, start: float, end: float) -> bool:
-    first = cron.next_fire(schedule, start - 1e-3)
-    if first is None or first > end:
-        return first is not None
-    last = cron.latest_fire(schedule, end)
-    return last is not None and cron.next_fire(schedule, last) is not None
 
 
 def conf_text(conf: dict[str, Any], limit: int) -> str:

@@ -208,3 +208,20 @@ def test_every_command_the_api_accepts_is_folded_and_decided_without_raising(dat
     once = parsed("once", schedule="@once", start_date=1_700_000_000.0)
     state = fold(SchedulerState(), [HEALTHY, yearly, once, parsed("manual")])
     run_partition(state, data, ["healthy", "yearly", "once", "manual", "unknown"], span=20 * 86_400.0, turns=5)
+
+
+# -- one plannability rule for the API and the scheduler ----------------------------------------------
+
+MOMENTS = st.floats(min_value=cron.CALENDAR_START, max_value=253402300799.0)
+
+
+@FAST
+@given(st.one_of(st.sampled_from([p for p in SCHEDULE_PRESETS if p != "@once"]), CRON), MOMENTS, MOMENTS)
+def test_a_range_the_api_lets_through_is_one_the_scheduler_can_walk(schedule, start, end):
+    """``plannable`` (what the API refuses a backfill by) says the same as walking the fire times
+    (what the scheduler plans by) whenever the walk gets to the end of the range."""
+    hypothesis.assume(cron.valid(schedule) and start <= end)
+    since = max(start - 1e-3, cron.CALENDAR_START)
+    dates, past_calendar = cron.fire_times(schedule, since, end, 500)
+    hypothesis.assume(len(dates) < 500)
+    assert cron.plannable(schedule, start, end) == (not past_calendar)

@@ -69,9 +69,10 @@ def _plan(state: SchedulerState, request: RequestBackfill, now: float,
     problem = _problem(dag, request)
     if problem or dag is None or not dag.definition.schedule:  # (no DAG or no schedule: a problem)
         return _refused(request, problem, now, scheduler_id)
+    schedule = dag.definition.schedule
     since = max(request.start_date - 1e-3, cron.CALENDAR_START)  # (the calendar's first moment has no before)
-    dates, past_calendar = cron.fire_times(dag.definition.schedule, since, request.end_date, MOST_RUNS + 1)
-    if past_calendar:
+    dates, _past_calendar = cron.fire_times(schedule, since, request.end_date, MOST_RUNS + 1)
+    if not cron.plannable(schedule, request.start_date, request.end_date):  # the API's rule too
         last = logical_date_iso(dates[-1] if dates else request.start_date)
         problem = (f"the range runs past the calendar: the schedule has no fire time after {last} in years "
                    f"1-9999, yet the end date is {logical_date_iso(request.end_date)}; end the backfill earlier")
