@@ -1,7 +1,8 @@
 """The soak's checks: small pure functions over plain values (decoded events in log order, the
-heartbeats a recorder read, the marker files user code left), each returning the violations
-it found, named. Nothing here reads the log, the disk or the clock; tests/unit/test_soak_checks.py
-feeds each a good and a bad history.
+heartbeats a recorder read, the marker files user code left, the DAGs' task dependencies, the
+services that ended on their own), each returning the violations it found, named; and a few
+counts for the report. Nothing here reads the log, the disk or the clock;
+tests/unit/test_soak_checks.py feeds each a good and a bad history.
 
 The events are the schema objects the codec decodes (``schemas.decode``), in log order within a
 partition (a run's events all live in its DAG's partition, so per run that order is total).
@@ -10,8 +11,8 @@ partition (a run's events all live in its DAG's partition, so per run that order
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from schemas import (
     CommandRejected,
@@ -19,15 +20,29 @@ from schemas import (
     DagRunFinished,
     DagRunReopened,
     DeadlineMissed,
+    MarkTask,
+    TaskCleared,
     TaskDeclaredDead,
+    TaskFailed,
     TaskHeartbeat,
+    TaskKilled,
     TaskQueued,
+    TaskRemoved,
+    TaskSkipped,
     TaskStarted,
+    TaskSucceeded,
     TriggerDagRun,
 )
 from schemas.runs import manual_run_id
 
 TryKey = tuple[str, str, str, int]  # dag_id, run_id, task_id, try_number
+Upstream = Mapping[str, Mapping[str, Sequence[str]]]  # dag_id -> task_id -> the tasks it waits for
+Outcome = TaskSucceeded | TaskFailed | TaskDeclaredDead | TaskKilled
+OUTCOMES = (TaskSucceeded, TaskFailed, TaskDeclaredDead, TaskKilled)
+# Slack for the declaration time check: the heartbeat a runner built just before it was frozen
+# reaches the log only after the thaw, so the last heartbeat the scheduler could see may be up to a
+# couple of heartbeat periods (1 s) older than the last one written.
+DECLARATION_GRACE = 3.0
 
 
 @dataclass(frozen=True)
@@ -57,7 +72,18 @@ class Marker:
         return (self.dag_id, self.run_id, self.task_id, self.try_number)
 
 
-def try_key(event: TaskQueued | TaskStarted | TaskHeartbeat | TaskDeclaredDead) -> TryKey:
+@dataclass(frozen=True)
+class Exit:
+    """A service that ended without the soak killing it: found gone at ``at`` (time.time())."""
+
+    name: str
+    kind: str
+    code: int | None
+    at: float
+    log_tail: str = ""
+
+
+def try_key(event: TaskQueued | TaskStarted | TaskHeartbeat | Outcome) -> TryKey:
     return (event.dag_id, event.run_id, event.task_id, event.try_number)
 
 
@@ -113,44 +139,208 @@ def tries_run_twice(markers: Iterable[Marker]) -> list[Violation]:
 
 
 def deaths_while_heartbeating(events: Iterable[object], heartbeats: Iterable[TaskHeartbeat],
-                              timeout: float) -> list[Violation]:
+                              timeout: float, grace: float = DECLARATION_GRACE) -> list[Violation]:
     """No try was declared dead while its runner was heartbeating.
 
-    A try's signs of life are the ``at`` of its TaskStarted and of each of its TaskHeartbeats (the
-    runner's clock when it wrote them, whenever the broker got them: a heartbeat held back by an
-    outage still proves the runner was alive then). A TaskDeclaredDead at time T (its ``at``, the
-    scheduler's clock; one machine, one clock) is wrongful when the try showed life at or before T
-    and again after T, and those two signs (the last before, the first after) are less than
-    ``timeout`` (TOCK_TASK_HEARTBEAT_TIMEOUT) apart: its runner never fell silent for a whole
-    timeout around the declaration, so neither the deadline nor an executor's verdict (which may
-    only hasten the end of a runner that is really gone) had a reason to end it.
+    A try's signs of life are what its claimant (the runner of its first TaskStarted in log order;
+    any runner while none is known) put in the log: the ``at`` of its TaskStarted and of each of its
+    TaskHeartbeats (the runner's clock when it wrote them, whenever the broker got them: a
+    heartbeat held back by an outage still proves the runner was alive then). A TaskDeclaredDead
+    at time T (its ``at``, the scheduler's clock; one machine, one clock) of a try whose runner
+    showed life at or before T and again after T (so it was not gone) is wrongful when
 
-    A runner frozen or cut off for longer than the timeout, declared dead and heard from again
-    afterwards, is rightly declared (the gap is at least the timeout); so is one that is never
-    heard from again (killed, its pod or worker lost), however soon.
+    - the last sign before T and the first after are less than ``timeout`` apart: the runner never
+      fell silent for a whole timeout around the declaration; or
+    - the last sign before T is less than ``timeout - grace`` before T: the runner was silent (frozen,
+      cut off) but had not been silent for a timeout yet, so the deadline had not passed, and an
+      executor's verdict may only hasten the end of a runner that is really gone.
+
+    A runner frozen or cut off for longer than the timeout, declared dead once the timeout ran out
+    and heard from again afterwards, is rightly declared; so is one never heard from again (killed,
+    its pod or worker lost), however soon.
     """
-    lives: dict[TryKey, list[float]] = defaultdict(list)
+    lives: dict[TryKey, list[tuple[str, float]]] = defaultdict(list)  # (runner id, at) of each sign
+    claimants: dict[TryKey, str] = {}
     deaths: list[TaskDeclaredDead] = []
     for event in events:
         match event:
             case TaskStarted():
-                lives[try_key(event)].append(event.at)
+                claimants.setdefault(try_key(event), event.runner_id)
+                lives[try_key(event)].append((event.runner_id, event.at))
             case TaskDeclaredDead():
                 deaths.append(event)
     for beat in heartbeats:
-        lives[try_key(beat)].append(beat.at)
+        lives[try_key(beat)].append((beat.runner_id, beat.at))
     found = []
     for death in deaths:
-        signs = lives.get(try_key(death), [])
+        key, claimant = try_key(death), claimants.get(try_key(death))
+        signs = [at for runner_id, at in lives.get(key, []) if claimant is None or runner_id == claimant]
         before = max((at for at in signs if at <= death.at), default=None)
         after = min((at for at in signs if at > death.at), default=None)
-        if before is not None and after is not None and after - before < timeout:
-            found.append(Violation("dead-while-heartbeating", (
-                f"{_name(try_key(death))} declared dead at {death.at:.3f} by {death.scheduler_id} "
-                f"({death.reason}; last heartbeat it saw {death.last_heartbeat_at}) while its runner "
-                f"showed life {death.at - before:.1f} s before and {after - death.at:.1f} s after "
-                f"(gap {after - before:.1f} s < timeout {timeout:g} s)")))
+        if before is None or after is None:
+            continue
+        said = (f"{_name(key)} declared dead at {death.at:.3f} by {death.scheduler_id} ({death.reason}; last "
+                f"heartbeat it saw {death.last_heartbeat_at}) while its runner showed life {death.at - before:.1f} s "
+                f"before and {after - death.at:.1f} s after")
+        if after - before < timeout:
+            found.append(Violation("dead-while-heartbeating",
+                                   f"{said} (gap {after - before:.1f} s < timeout {timeout:g} s)"))
+        elif death.at - before < timeout - grace:
+            found.append(Violation("dead-while-heartbeating",
+                                   f"{said}: declared {death.at - before:.1f} s into a silence of "
+                                   f"{after - before:.1f} s, before the timeout of {timeout:g} s had run out"))
     return found
+
+
+# -- an outcome that does not count changes nothing ------------------------------------------
+
+
+@dataclass
+class _Instance:
+    """One task instance of a run as the log stands at some point: its current try and, per try,
+    its claimant and the first outcome in log order (the one that counts)."""
+
+    current: int | None = None
+    cleared: bool = False
+    judged: bool = True  # False once marked, skipped or removed: its state is not its tries' to say
+    claimants: dict[int, str] = field(default_factory=dict)  # try number -> runner id
+    outcomes: dict[int, Outcome] = field(default_factory=dict)  # try number -> the outcome that counts
+
+    def outcome_of(self, try_number: int) -> Outcome | None:
+        return self.outcomes.get(try_number)
+
+    def succeeded(self) -> bool:
+        """Whether the current try's outcome that counts is a success."""
+        return not self.cleared and self.current is not None \
+            and isinstance(self.outcome_of(self.current), TaskSucceeded)
+
+    def how(self) -> str:
+        if self.current is None:
+            return "was never queued"
+        if self.cleared:
+            return f"try {self.current} was cleared"
+        outcome = self.outcome_of(self.current)
+        return f"try {self.current} " + ("had not ended" if outcome is None else f"ended {type(outcome).__name__}")
+
+
+def _outcome(instance: _Instance, event: Outcome) -> None:
+    """The first outcome of a try from its claimant (or the owner's verdict) is the one that counts."""
+    claimant = instance.claimants.get(event.try_number)
+    from_runner = not isinstance(event, TaskDeclaredDead)
+    if event.try_number in instance.outcomes or (from_runner and claimant not in (None, event.runner_id)):
+        return
+    instance.outcomes[event.try_number] = event
+
+
+def _fold_instance(instance: _Instance, event: object) -> None:
+    match event:
+        case TaskQueued():
+            if instance.current is None or event.try_number > instance.current:
+                instance.current, instance.cleared = event.try_number, False
+        case TaskStarted():
+            instance.claimants.setdefault(event.try_number, event.runner_id)
+        case TaskSucceeded() | TaskFailed() | TaskDeclaredDead() | TaskKilled():
+            _outcome(instance, event)
+        case TaskCleared():
+            instance.cleared = True
+        case MarkTask() | TaskSkipped() | TaskRemoved():
+            instance.judged = False
+
+
+_INSTANCE_EVENTS = (TaskQueued, TaskStarted, *OUTCOMES, TaskCleared, MarkTask, TaskSkipped, TaskRemoved)
+
+
+def successes_that_did_not_count(events: Iterable[object], upstream: Upstream) -> list[Violation]:
+    """Only an outcome that counts moves a run on: the first outcome of a try in log order, from the
+    runner whose TaskStarted came first (a TaskDeclaredDead, the owner's verdict, counts as the
+    try's end). A late success (of a try declared dead and thawed, or of a runner that lost the
+    claim) must change nothing, so:
+
+    - a task is queued only once every task it waits for has a current try whose outcome that
+      counts is a success ("queued-before-upstream-succeeded");
+    - a run ends "success" only when every task of its DAG has one ("run-succeeded-without-success").
+
+    ``upstream``: each DAG's tasks and what they wait for (from its DagParsed); DAGs not in it, and
+    task instances marked, skipped or removed, are not judged."""
+    runs: dict[tuple[str, str], dict[str, _Instance]] = defaultdict(lambda: defaultdict(_Instance))
+    found: list[Violation] = []
+    for event in events:
+        if isinstance(event, TaskQueued | DagRunFinished) and event.dag_id in upstream:
+            tasks = runs[(event.dag_id, event.run_id)]
+            if isinstance(event, TaskQueued):
+                found += [Violation("queued-before-upstream-succeeded", f"{_name(try_key(event))} queued at "
+                                    f"{event.at:.3f} while its upstream {why}")
+                          for why in _unsuccessful(tasks, upstream[event.dag_id].get(event.task_id, ()))]
+            elif event.state == "success":
+                found += [Violation("run-succeeded-without-success", f"{event.dag_id} / {event.run_id} finished "
+                                    f"success at {event.at:.3f} while its task {why}")
+                          for why in _unsuccessful(tasks, upstream[event.dag_id])]
+        if isinstance(event, _INSTANCE_EVENTS):
+            _fold_instance(runs[(event.dag_id, event.run_id)][event.task_id], event)
+    return found
+
+
+def _unsuccessful(tasks: Mapping[str, _Instance], task_ids: Iterable[str]) -> list[str]:
+    """For each judged task of ``task_ids`` whose current try has no success that counts: why not."""
+    return [f"{task_id} {tasks[task_id].how()}{_late(tasks[task_id])}" for task_id in task_ids
+            if tasks[task_id].judged and not tasks[task_id].succeeded()]
+
+
+def _late(instance: _Instance) -> str:
+    outcome = instance.outcome_of(instance.current) if instance.current is not None else None
+    return " (a later success of that try does not count)" if isinstance(outcome, TaskDeclaredDead | TaskFailed) else ""
+
+
+def late_outcomes(events: Iterable[object]) -> list[Outcome]:
+    """Outcomes of a try read after the one that counts (a thawed runner reporting after it was
+    declared dead, a second report): recorded, and meant to change nothing."""
+    first: set[TryKey] = set()
+    late = []
+    for event in events:
+        if isinstance(event, OUTCOMES):
+            if try_key(event) in first:
+                late.append(event)
+            first.add(try_key(event))
+    return late
+
+
+def late_successes_in_tables(events: Iterable[object], rows: Iterable[dict]) -> list[Violation]:
+    """The task instance tables (rows of `tock tasks list --json`) show "success" for a try only
+    when its outcome that counts is a success (or it was marked so): a late success of a try
+    declared dead, or of a runner that lost the claim, must not show as the task's state."""
+    instances: dict[tuple[str, str, str], _Instance] = defaultdict(_Instance)
+    for event in events:
+        if isinstance(event, _INSTANCE_EVENTS):
+            _fold_instance(instances[(event.dag_id, event.run_id, event.task_id)], event)
+    found = []
+    for row in rows:
+        instance = instances.get((row.get("dag_id"), row.get("run_id"), row.get("task_id")))
+        number = row.get("try_number")
+        if row.get("state") != "success" or instance is None or not instance.judged or number is None:
+            continue
+        outcome = instance.outcome_of(number)
+        if not isinstance(outcome, TaskSucceeded):
+            said = "no outcome" if outcome is None else f"{type(outcome).__name__} at {outcome.at:.3f}"
+            found.append(Violation("late-success-counted", (
+                f"{row.get('dag_id')} / {row.get('run_id')} / {row.get('task_id')} try {number}: the tables say "
+                f"success, but the outcome of that try that counts is {said}")))
+    return found
+
+
+# -- no service ended on its own -------------------------------------------------------------
+
+
+def ended_on_their_own(exits: Iterable[Exit]) -> list[Violation]:
+    """Every Tock service outlives what the soak does to the others and to the backing services (a
+    restart of Redis, the broker, PostgreSQL or the kube-apiserver): one that exited without being
+    killed is a violation (the soak restarts it and goes on)."""
+    return [Violation("ended-on-its-own", f"{exit.kind} {exit.name} exited {exit.code} (found at {exit.at:.3f}); "
+                      f"its log ends: {_last_lines(exit.log_tail)}") for exit in exits]
+
+
+def _last_lines(text: str, count: int = 3) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return " | ".join(lines[-count:]) or "(empty)"
 
 
 # -- at most one DeadlineMissed per run ------------------------------------------------------
