@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from schemas import (
@@ -343,3 +345,17 @@ def test_runs_and_tries_are_counted_once_each():
                          scheduler_id="s1", at=1.0) for number in (1, 1, 2)]
     assert runs_and_tries([created("r"), created("r"), *queued]) == (1, 2)
 
+
+def test_the_report_gives_minutes_faults_runs_tries_violations_by_check_and_self_exits(tmp_path):
+    from tests.soak.checks import Violation
+    from tests.soak.harness import SoakResult
+
+    result = SoakResult(3.0, 7, tmp_path, faults={"scheduler": Counter({"kill": 1, "long freeze": 2}),
+                                                   "redis": Counter({"restart": 1})}, runs=30, tries=90)
+    result.exits = [Exit("host-a", "celery-worker", 1, 100.0), Exit("host-b", "celery-worker", 1, 200.0)]
+    result.violations = [*ended_on_their_own(result.exits), Violation("try-ran-twice", "d / r / t try 1")]
+    report = result.report()
+    assert "3.0 minutes" in report and "faults injected: 4 (kill 1, long freeze 2, restart 1)" in report
+    assert "  scheduler: kill 1, long freeze 2" in report and "runs: 30, tries: 90" in report
+    assert "self-exits: celery-worker ×2" in report
+    assert "violations: 3 (ended-on-its-own 2, try-ran-twice 1)" in report
