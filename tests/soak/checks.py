@@ -11,8 +11,8 @@ partition (a run's events all live in its DAG's partition, so per run that order
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from schemas import (
     CommandRejected,
@@ -20,15 +20,12 @@ from schemas import (
     DagRunFinished,
     DagRunReopened,
     DeadlineMissed,
-    MarkTask,
-    TaskCleared,
     TaskDeclaredDead,
     TaskFailed,
     TaskHeartbeat,
     TaskKilled,
+    TaskLaunched,
     TaskQueued,
-    TaskRemoved,
-    TaskSkipped,
     TaskStarted,
     TaskSucceeded,
     TriggerDagRun,
@@ -36,7 +33,6 @@ from schemas import (
 from schemas.runs import manual_run_id
 
 TryKey = tuple[str, str, str, int]  # dag_id, run_id, task_id, try_number
-Upstream = Mapping[str, Mapping[str, Sequence[str]]]  # dag_id -> task_id -> the tasks it waits for
 Outcome = TaskSucceeded | TaskFailed | TaskDeclaredDead | TaskKilled
 OUTCOMES = (TaskSucceeded, TaskFailed, TaskDeclaredDead, TaskKilled)
 # Slack for the declaration time check: the heartbeat a runner built just before it was frozen
@@ -83,7 +79,7 @@ class Exit:
     log_tail: str = ""
 
 
-def try_key(event: TaskQueued | TaskStarted | TaskHeartbeat | Outcome) -> TryKey:
+def try_key(event: TaskQueued | TaskLaunched | TaskStarted | TaskHeartbeat | Outcome) -> TryKey:
     return (event.dag_id, event.run_id, event.task_id, event.try_number)
 
 
@@ -129,7 +125,7 @@ def tries_run_twice(markers: Iterable[Marker]) -> list[Violation]:
     starts: dict[TryKey, list[Marker]] = defaultdict(list)
     for marker in markers:
         starts[marker.key].append(marker)
-    return [Violation("try-ran-twice", f"{_name(key)}: user code started {len(found)} times "
+    return [Violation("try-ran-twice", f"{name_of(key)}: user code started {len(found)} times "
                       f"(pids {', '.join(str(m.pid) for m in sorted(found, key=lambda m: m.at))}, "
                       f"at {', '.join(f'{m.at:.3f}' for m in sorted(found, key=lambda m: m.at))})")
             for key, found in sorted(starts.items()) if len(found) > 1]
@@ -179,7 +175,7 @@ def deaths_while_heartbeating(events: Iterable[object], heartbeats: Iterable[Tas
         after = min((at for at in signs if at > death.at), default=None)
         if before is None or after is None:
             continue
-        said = (f"{_name(key)} declared dead at {death.at:.3f} by {death.scheduler_id} ({death.reason}; last "
+        said = (f"{name_of(key)} declared dead at {death.at:.3f} by {death.scheduler_id} ({death.reason}; last "
                 f"heartbeat it saw {death.last_heartbeat_at}) while its runner showed life {death.at - before:.1f} s "
                 f"before and {after - death.at:.1f} s after")
         if after - before < timeout:
@@ -189,141 +185,6 @@ def deaths_while_heartbeating(events: Iterable[object], heartbeats: Iterable[Tas
             found.append(Violation("dead-while-heartbeating",
                                    f"{said}: declared {death.at - before:.1f} s into a silence of "
                                    f"{after - before:.1f} s, before the timeout of {timeout:g} s had run out"))
-    return found
-
-
-# -- an outcome that does not count changes nothing ------------------------------------------
-
-
-@dataclass
-class _Instance:
-    """One task instance of a run as the log stands at some point: its current try and, per try,
-    its claimant and the first outcome in log order (the one that counts)."""
-
-    current: int | None = None
-    cleared: bool = False
-    judged: bool = True  # False once marked, skipped or removed: its state is not its tries' to say
-    claimants: dict[int, str] = field(default_factory=dict)  # try number -> runner id
-    outcomes: dict[int, Outcome] = field(default_factory=dict)  # try number -> the outcome that counts
-
-    def outcome_of(self, try_number: int) -> Outcome | None:
-        return self.outcomes.get(try_number)
-
-    def succeeded(self) -> bool:
-        """Whether the current try's outcome that counts is a success."""
-        return not self.cleared and self.current is not None \
-            and isinstance(self.outcome_of(self.current), TaskSucceeded)
-
-    def how(self) -> str:
-        if self.current is None:
-            return "was never queued"
-        if self.cleared:
-            return f"try {self.current} was cleared"
-        outcome = self.outcome_of(self.current)
-        return f"try {self.current} " + ("had not ended" if outcome is None else f"ended {type(outcome).__name__}")
-
-
-def _outcome(instance: _Instance, event: Outcome) -> None:
-    """The first outcome of a try from its claimant (or the owner's verdict) is the one that counts."""
-    claimant = instance.claimants.get(event.try_number)
-    from_runner = not isinstance(event, TaskDeclaredDead)
-    if event.try_number in instance.outcomes or (from_runner and claimant not in (None, event.runner_id)):
-        return
-    instance.outcomes[event.try_number] = event
-
-
-def _fold_instance(instance: _Instance, event: object) -> None:
-    match event:
-        case TaskQueued():
-            if instance.current is None or event.try_number > instance.current:
-                instance.current, instance.cleared = event.try_number, False
-        case TaskStarted():
-            instance.claimants.setdefault(event.try_number, event.runner_id)
-        case TaskSucceeded() | TaskFailed() | TaskDeclaredDead() | TaskKilled():
-            _outcome(instance, event)
-        case TaskCleared():
-            instance.cleared = True
-        case MarkTask() | TaskSkipped() | TaskRemoved():
-            instance.judged = False
-
-
-_INSTANCE_EVENTS = (TaskQueued, TaskStarted, *OUTCOMES, TaskCleared, MarkTask, TaskSkipped, TaskRemoved)
-
-
-def successes_that_did_not_count(events: Iterable[object], upstream: Upstream) -> list[Violation]:
-    """Only an outcome that counts moves a run on: the first outcome of a try in log order, from the
-    runner whose TaskStarted came first (a TaskDeclaredDead, the owner's verdict, counts as the
-    try's end). A late success (of a try declared dead and thawed, or of a runner that lost the
-    claim) must change nothing, so:
-
-    - a task is queued only once every task it waits for has a current try whose outcome that
-      counts is a success ("queued-before-upstream-succeeded");
-    - a run ends "success" only when every task of its DAG has one ("run-succeeded-without-success").
-
-    ``upstream``: each DAG's tasks and what they wait for (from its DagParsed); DAGs not in it, and
-    task instances marked, skipped or removed, are not judged."""
-    runs: dict[tuple[str, str], dict[str, _Instance]] = defaultdict(lambda: defaultdict(_Instance))
-    found: list[Violation] = []
-    for event in events:
-        if isinstance(event, TaskQueued | DagRunFinished) and event.dag_id in upstream:
-            tasks = runs[(event.dag_id, event.run_id)]
-            if isinstance(event, TaskQueued):
-                found += [Violation("queued-before-upstream-succeeded", f"{_name(try_key(event))} queued at "
-                                    f"{event.at:.3f} while its upstream {why}")
-                          for why in _unsuccessful(tasks, upstream[event.dag_id].get(event.task_id, ()))]
-            elif event.state == "success":
-                found += [Violation("run-succeeded-without-success", f"{event.dag_id} / {event.run_id} finished "
-                                    f"success at {event.at:.3f} while its task {why}")
-                          for why in _unsuccessful(tasks, upstream[event.dag_id])]
-        if isinstance(event, _INSTANCE_EVENTS):
-            _fold_instance(runs[(event.dag_id, event.run_id)][event.task_id], event)
-    return found
-
-
-def _unsuccessful(tasks: Mapping[str, _Instance], task_ids: Iterable[str]) -> list[str]:
-    """For each judged task of ``task_ids`` whose current try has no success that counts: why not."""
-    return [f"{task_id} {tasks[task_id].how()}{_late(tasks[task_id])}" for task_id in task_ids
-            if tasks[task_id].judged and not tasks[task_id].succeeded()]
-
-
-def _late(instance: _Instance) -> str:
-    outcome = instance.outcome_of(instance.current) if instance.current is not None else None
-    return " (a later success of that try does not count)" if isinstance(outcome, TaskDeclaredDead | TaskFailed) else ""
-
-
-def late_outcomes(events: Iterable[object]) -> list[Outcome]:
-    """Outcomes of a try read after the one that counts (a thawed runner reporting after it was
-    declared dead, a second report): recorded, and meant to change nothing."""
-    first: set[TryKey] = set()
-    late = []
-    for event in events:
-        if isinstance(event, OUTCOMES):
-            if try_key(event) in first:
-                late.append(event)
-            first.add(try_key(event))
-    return late
-
-
-def late_successes_in_tables(events: Iterable[object], rows: Iterable[dict]) -> list[Violation]:
-    """The task instance tables (rows of `tock tasks list --json`) show "success" for a try only
-    when its outcome that counts is a success (or it was marked so): a late success of a try
-    declared dead, or of a runner that lost the claim, must not show as the task's state."""
-    instances: dict[tuple[str, str, str], _Instance] = defaultdict(_Instance)
-    for event in events:
-        if isinstance(event, _INSTANCE_EVENTS):
-            _fold_instance(instances[(event.dag_id, event.run_id, event.task_id)], event)
-    found = []
-    for row in rows:
-        instance = instances.get((row.get("dag_id"), row.get("run_id"), row.get("task_id")))
-        number = row.get("try_number")
-        if row.get("state") != "success" or instance is None or not instance.judged or number is None:
-            continue
-        outcome = instance.outcome_of(number)
-        if not isinstance(outcome, TaskSucceeded):
-            said = "no outcome" if outcome is None else f"{type(outcome).__name__} at {outcome.at:.3f}"
-            found.append(Violation("late-success-counted", (
-                f"{row.get('dag_id')} / {row.get('run_id')} / {row.get('task_id')} try {number}: the tables say "
-                f"success, but the outcome of that try that counts is {said}")))
     return found
 
 
@@ -392,6 +253,6 @@ def runs_and_tries(events: Sequence[object]) -> tuple[int, int]:
     return len(runs), len(tries)
 
 
-def _name(key: TryKey) -> str:
+def name_of(key: TryKey) -> str:
     dag_id, run_id, task_id, try_number = key
     return f"{dag_id} / {run_id} / {task_id} try {try_number}"

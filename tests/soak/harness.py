@@ -16,9 +16,10 @@ from pathlib import Path
 from infra.log import replay
 from schemas import DAGS, EVENTS, HEARTBEATS, DagParsed, TaskHeartbeat
 from tests.scenarios.scheduler_support import wait_until, wait_until_published
-from tests.soak import checks, tallies
+from tests.soak import checks, outcomes, tallies
 from tests.soak.backing import HEARTBEAT_TIMEOUT, Backing, tock
 from tests.soak.dags import read_markers, write_dags
+from tests.soak.evidence import write_evidence
 from tests.soak.faults import LONG_FREEZE, Fault, FaultInjector
 from tests.soak.fleet import Fleet
 from tests.soak.load import Load, Recorder
@@ -218,13 +219,17 @@ def _check(settings, recorder: Recorder | None, result: SoakResult, say: Callabl
         *checks.triggers_lost(result.acknowledged, events),
         *checks.tries_run_twice(markers),
         *checks.deaths_while_heartbeating(events, beats.values(), HEARTBEAT_TIMEOUT),
-        *checks.successes_that_did_not_count(events, upstream),
-        *checks.late_successes_in_tables(events, _instances_of_late_runs(settings, events)),
+        *outcomes.launched_but_never_queued(events),
+        *outcomes.successes_that_did_not_count(events, upstream),
+        *outcomes.late_successes_in_tables(events, _instances_of_late_runs(settings, events)),
         *checks.projections_disagree(verify.returncode, verify.stdout + verify.stderr),
         *checks.projections_behind(events, result.rows),
         *checks.deadlines_missed_twice(events),
         *checks.ended_on_their_own(result.exits),
     ]
+    evidence = write_evidence(settings, result.root, result.violations)
+    if evidence is not None:
+        result.notes.append(f"the history of each run named in a violation (aborted records marked): {evidence}")
 
 
 def _upstream(settings) -> dict[str, dict[str, list[str]]]:
@@ -244,7 +249,7 @@ def _instances_of_late_runs(settings, events: list[object]) -> list[dict]:
     """The task instance rows (`tock tasks list --json`) of every run where a try reported after its
     outcome that counts (few runs: the tables are read only where a late success could show)."""
     rows: list[dict] = []
-    for dag_id, run_id in sorted({(event.dag_id, event.run_id) for event in checks.late_outcomes(events)}):
+    for dag_id, run_id in sorted({(event.dag_id, event.run_id) for event in outcomes.late_outcomes(events)}):
         listed = tock(settings, "tasks", "list", dag_id, run_id, "--json", timeout=60)
         if listed.returncode == 0:
             rows += [{"dag_id": dag_id, "run_id": run_id, **row} for row in json.loads(listed.stdout)]

@@ -17,7 +17,9 @@ from schemas import (
     TaskCleared,
     TaskDeclaredDead,
     TaskHeartbeat,
+    TaskLaunched,
     TaskQueued,
+    TaskRetryScheduled,
     TaskStarted,
     TaskSucceeded,
     TriggerDagRun,
@@ -28,15 +30,18 @@ from tests.soak.checks import (
     deadlines_missed_twice,
     deaths_while_heartbeating,
     ended_on_their_own,
-    late_outcomes,
-    late_successes_in_tables,
     projections_behind,
     projections_disagree,
     runs_and_tries,
     runs_not_ended,
-    successes_that_did_not_count,
     tries_run_twice,
     triggers_lost,
+)
+from tests.soak.outcomes import (
+    late_outcomes,
+    late_successes_in_tables,
+    launched_but_never_queued,
+    successes_that_did_not_count,
 )
 from tests.soak.tallies import frozen_runners, takeovers
 
@@ -244,6 +249,37 @@ def test_a_run_that_finished_success_on_a_late_success_is_a_violation():
     [violation] = successes_that_did_not_count(events, UPSTREAM)
     assert violation.check == "run-succeeded-without-success"
     assert "task t try 1 ended TaskDeclaredDead" in violation.detail
+
+
+def test_a_retry_is_not_judged_by_its_upstream_a_new_try_after_a_clear_is():
+    # u is cleared and runs again; t's retry (its own first try failed) may go meanwhile, but a new
+    # try of t after a clear of t waits for u.
+    clear_u = TaskCleared(dag_id="d", run_id="r", task_id="u", try_number=1, request_id="c1", at=10.0)
+    clear_t = TaskCleared(dag_id="d", run_id="r", task_id="t", try_number=2, request_id="c2", at=13.0)
+    retry = TaskRetryScheduled(dag_id="d", run_id="r", task_id="t", try_number=1, next_try_number=2, not_before=11.0,
+                               at=10.5)
+    events = [queued("u"), started(2.0, task_id="u"), succeeded("u"), queued("t", at=6.0), clear_u,
+              queued("u", try_number=2, at=10.2), retry, queued("t", try_number=2, at=11.0)]
+    assert successes_that_did_not_count(events, UPSTREAM) == []
+    [violation] = successes_that_did_not_count([*events, clear_t, queued("t", try_number=3, at=14.0)], UPSTREAM)
+    assert "t try 3 queued" in violation.detail and "u try 2 had not ended" in violation.detail
+
+
+def test_an_upstream_that_ran_without_being_queued_is_named_so():
+    events = [started(2.0, task_id="u"), succeeded("u"), queued("t", at=6.0)]
+    [violation] = successes_that_did_not_count(events, UPSTREAM)
+    assert "u was never queued (yet try 1 ran and ended TaskSucceeded)" in violation.detail
+
+
+def test_a_launch_follows_the_tries_taskqueued_in_the_log():
+    def launched(try_number: int) -> TaskLaunched:
+        return TaskLaunched(dag_id="d", run_id="r", task_id="t", try_number=try_number, executor="kubernetes",
+                            handle=f"pod-{try_number}", scheduler_id="s1", at=3.0)
+
+    assert launched_but_never_queued([queued("t"), launched(1)]) == []
+    # Try 2's TaskQueued was in a transaction that aborted: the launch acted on it anyway.
+    [violation] = launched_but_never_queued([queued("t"), launched(1), launched(2), launched(2)])
+    assert violation.check == "launched-but-never-queued" and "t try 2 launched by s1" in violation.detail
 
 
 def test_a_failed_run_and_marked_tasks_are_not_judged():
