@@ -13,7 +13,11 @@ within three of its turns; in its first deck the long freeze comes within the fi
 a three-minute soak (two or three turns per kind) freezes most kinds past their limit.
 
 A freeze thaws on a timer while the faults go on, so a long freeze overlaps other faults instead
-of stopping them; at the end the injector waits for the freezes still running to end.
+of stopping them; at the end the injector waits for the freezes still running to end. One
+exception: a broker restart waits for the long freeze of a runner (or of a Celery worker, whose
+runners freeze with it) to end. A broker outage is no evidence of death, so while the broker is
+away the try of a runner frozen past the timeout is rightly not declared dead, and the freeze
+would not test what it is meant to test.
 
 The pauses here are the scenario's rhythm (how long a freeze or an outage lasts, how often a fault
 comes), drawn from the seeded generator; nothing waits on a state by sleeping.
@@ -46,6 +50,7 @@ PAUSE_SECONDS = (2.0, 6.0)  # between two faults
 # three-minute soak restarts each of the four backing services about once.
 BACKING_PER_ROUND = 2
 RUNNER_WAIT_SECONDS = 20.0  # how long a runner's turn waits for a runner holding a try
+RUNNER_KINDS = ("runner", "celery-worker")  # whose long freeze should end in a try declared dead
 
 
 def freeze_seconds(kind: str, action: str) -> tuple[float, float]:
@@ -84,6 +89,7 @@ class FaultInjector:
     skipped: Counter = field(default_factory=Counter)  # kinds that had no live target on their turn
     decks: dict[str, list[str]] = field(default_factory=dict)  # per kind: the actions still to draw
     thaws: list[threading.Timer] = field(default_factory=list)
+    runners_frozen_until: float = 0.0  # time.time() when the last long freeze of a runner ends
 
     def turns(self) -> Iterator[str]:
         """Every process kind once per round, in a seeded order, with BACKING_PER_ROUND backing
@@ -148,6 +154,8 @@ class FaultInjector:
         # A runner frozen long is frozen alone or with its user code (a hung runner, a paused host).
         with_children = kind == "runner" and action == LONG_FREEZE and self.rng.random() < 0.5
         pids = self.fleet.freeze(target, with_children=with_children)
+        if kind in RUNNER_KINDS and action == LONG_FREEZE:
+            self.runners_frozen_until = max(self.runners_frozen_until, at + seconds)
         timer = threading.Timer(seconds, self.fleet.thaw, args=(pids,))
         timer.daemon = True
         timer.start()
@@ -163,7 +171,14 @@ class FaultInjector:
             time.sleep(0.5)
         return found
 
+    def backing_wait(self, kind: str, now: float) -> float:
+        """Seconds a backing restart waits first: the broker's, until no runner is frozen long."""
+        return max(0.0, self.runners_frozen_until - now) if kind == "broker" else 0.0
+
     def _restart_backing(self, kind: str) -> Fault:
+        if (wait := self.backing_wait(kind, time.time())) > 0:
+            self.say(f"soak: the {kind} restart waits {wait:.1f} s for a runner's long freeze to end")
+            time.sleep(wait)
         seconds, at = self.rng.uniform(*OUTAGE_SECONDS), time.time()
         self.backing.stop(kind)
         try:
