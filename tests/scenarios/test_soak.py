@@ -1,8 +1,9 @@
 """The short chaos soak of `make test` (issue 20): SOAK_MINUTES (default 3) of steady load on every
-executor while each kind of Tock process is killed or frozen in turn and the broker, PostgreSQL, Redis
-and the kube-apiserver are restarted, all of them private to this test; then every check of
-tests/soak/checks.py over the log and the marker files. SOAK_SEED repeats a run's choices; the
-seed is printed (and named in the failure). `make soak` runs the same for as long as asked."""
+executor while each kind of Tock process is killed, frozen briefly or frozen past its limit (the
+heartbeat or session timeout) in turn and the broker, PostgreSQL, Redis and the kube-apiserver are
+restarted, all of them private to this test; then every check of tests/soak/checks.py over the
+log and the marker files. SOAK_SEED repeats a run's choices; the seed is printed (and named in the
+failure). `make soak` runs the same for as long as asked."""
 
 from __future__ import annotations
 

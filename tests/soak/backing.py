@@ -23,6 +23,7 @@ from tests.scenarios.scheduler_support import REPO, environment, free_port, wait
 SCRIPTS = REPO / "infra" / "scripts"
 HEARTBEAT_SECONDS = 1.0
 HEARTBEAT_TIMEOUT = 20.0
+SESSION_TIMEOUT = 6.0  # the schedulers' and the monitor's group session timeout
 
 
 class BackingError(RuntimeError):
@@ -62,7 +63,8 @@ def soak_settings(root: Path, postgres_port: int, redis: PrivateRedis) -> Settin
         "TOCK_API_TOKEN": uuid.uuid4().hex,
         "TOCK_DAGS_FOLDER": str(root / "dags"),
         "TOCK_TASK_HEARTBEAT_SECONDS": str(HEARTBEAT_SECONDS), "TOCK_TASK_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT),
-        "TOCK_TASK_START_TIMEOUT": "90", "TOCK_SCHEDULER_SESSION_TIMEOUT": "6", "TOCK_MONITOR_SESSION_TIMEOUT": "6",
+        "TOCK_TASK_START_TIMEOUT": "90", "TOCK_SCHEDULER_SESSION_TIMEOUT": f"{SESSION_TIMEOUT:g}",
+        "TOCK_MONITOR_SESSION_TIMEOUT": f"{SESSION_TIMEOUT:g}",
         "TOCK_SCHEDULER_SNAPSHOT_INTERVAL_SECONDS": "30", "TOCK_WARM_RUNNERS": "2", "TOCK_PARSE_PARALLELISM": "1",
     })
 

@@ -1,7 +1,8 @@
 """The soak's checks: small pure functions over plain values (decoded events in log order, the
-heartbeats a recorder read, the marker files user code left), each returning the violations
-it found, named. Nothing here reads the log, the disk or the clock; tests/unit/test_soak_checks.py
-feeds each a good and a bad history.
+heartbeats a recorder read, the marker files user code left, the DAGs' task dependencies, the
+services that ended on their own), each returning the violations it found, named; and a few
+counts for the report. Nothing here reads the log, the disk or the clock;
+tests/unit/test_soak_checks.py feeds each a good and a bad history.
 
 The events are the schema objects the codec decodes (``schemas.decode``), in log order within a
 partition (a run's events all live in its DAG's partition, so per run that order is total).
@@ -20,14 +21,24 @@ from schemas import (
     DagRunReopened,
     DeadlineMissed,
     TaskDeclaredDead,
+    TaskFailed,
     TaskHeartbeat,
+    TaskKilled,
+    TaskLaunched,
     TaskQueued,
     TaskStarted,
+    TaskSucceeded,
     TriggerDagRun,
 )
 from schemas.runs import manual_run_id
 
 TryKey = tuple[str, str, str, int]  # dag_id, run_id, task_id, try_number
+Outcome = TaskSucceeded | TaskFailed | TaskDeclaredDead | TaskKilled
+OUTCOMES = (TaskSucceeded, TaskFailed, TaskDeclaredDead, TaskKilled)
+# Slack for the declaration time check: the heartbeat a runner built just before it was frozen
+# reaches the log only after the thaw, so the last heartbeat the scheduler could see may be up to a
+# couple of heartbeat periods (1 s) older than the last one written.
+DECLARATION_GRACE = 3.0
 
 
 @dataclass(frozen=True)
@@ -57,7 +68,18 @@ class Marker:
         return (self.dag_id, self.run_id, self.task_id, self.try_number)
 
 
-def try_key(event: TaskQueued | TaskStarted | TaskHeartbeat | TaskDeclaredDead) -> TryKey:
+@dataclass(frozen=True)
+class Exit:
+    """A service that ended without the soak killing it: found gone at ``at`` (time.time())."""
+
+    name: str
+    kind: str
+    code: int | None
+    at: float
+    log_tail: str = ""
+
+
+def try_key(event: TaskQueued | TaskLaunched | TaskStarted | TaskHeartbeat | Outcome) -> TryKey:
     return (event.dag_id, event.run_id, event.task_id, event.try_number)
 
 
@@ -103,7 +125,7 @@ def tries_run_twice(markers: Iterable[Marker]) -> list[Violation]:
     starts: dict[TryKey, list[Marker]] = defaultdict(list)
     for marker in markers:
         starts[marker.key].append(marker)
-    return [Violation("try-ran-twice", f"{_name(key)}: user code started {len(found)} times "
+    return [Violation("try-ran-twice", f"{name_of(key)}: user code started {len(found)} times "
                       f"(pids {', '.join(str(m.pid) for m in sorted(found, key=lambda m: m.at))}, "
                       f"at {', '.join(f'{m.at:.3f}' for m in sorted(found, key=lambda m: m.at))})")
             for key, found in sorted(starts.items()) if len(found) > 1]
@@ -113,44 +135,73 @@ def tries_run_twice(markers: Iterable[Marker]) -> list[Violation]:
 
 
 def deaths_while_heartbeating(events: Iterable[object], heartbeats: Iterable[TaskHeartbeat],
-                              timeout: float) -> list[Violation]:
+                              timeout: float, grace: float = DECLARATION_GRACE) -> list[Violation]:
     """No try was declared dead while its runner was heartbeating.
 
-    A try's signs of life are the ``at`` of its TaskStarted and of each of its TaskHeartbeats (the
-    runner's clock when it wrote them, whenever the broker got them: a heartbeat held back by an
-    outage still proves the runner was alive then). A TaskDeclaredDead at time T (its ``at``, the
-    scheduler's clock; one machine, one clock) is wrongful when the try showed life at or before T
-    and again after T, and those two signs (the last before, the first after) are less than
-    ``timeout`` (TOCK_TASK_HEARTBEAT_TIMEOUT) apart: its runner never fell silent for a whole
-    timeout around the declaration, so neither the deadline nor an executor's verdict (which may
-    only hasten the end of a runner that is really gone) had a reason to end it.
+    A try's signs of life are what its claimant (the runner of its first TaskStarted in log order;
+    any runner while none is known) put in the log: the ``at`` of its TaskStarted and of each of its
+    TaskHeartbeats (the runner's clock when it wrote them, whenever the broker got them: a
+    heartbeat held back by an outage still proves the runner was alive then). A TaskDeclaredDead
+    at time T (its ``at``, the scheduler's clock; one machine, one clock) of a try whose runner
+    showed life at or before T and again after T (so it was not gone) is wrongful when
 
-    A runner frozen or cut off for longer than the timeout, declared dead and heard from again
-    afterwards, is rightly declared (the gap is at least the timeout); so is one that is never
-    heard from again (killed, its pod or worker lost), however soon.
+    - the last sign before T and the first after are less than ``timeout`` apart: the runner never
+      fell silent for a whole timeout around the declaration; or
+    - the last sign before T is less than ``timeout - grace`` before T: the runner was silent (frozen,
+      cut off) but had not been silent for a timeout yet, so the deadline had not passed, and an
+      executor's verdict may only hasten the end of a runner that is really gone.
+
+    A runner frozen or cut off for longer than the timeout, declared dead once the timeout ran out
+    and heard from again afterwards, is rightly declared; so is one never heard from again (killed,
+    its pod or worker lost), however soon.
     """
-    lives: dict[TryKey, list[float]] = defaultdict(list)
+    lives: dict[TryKey, list[tuple[str, float]]] = defaultdict(list)  # (runner id, at) of each sign
+    claimants: dict[TryKey, str] = {}
     deaths: list[TaskDeclaredDead] = []
     for event in events:
         match event:
             case TaskStarted():
-                lives[try_key(event)].append(event.at)
+                claimants.setdefault(try_key(event), event.runner_id)
+                lives[try_key(event)].append((event.runner_id, event.at))
             case TaskDeclaredDead():
                 deaths.append(event)
     for beat in heartbeats:
-        lives[try_key(beat)].append(beat.at)
+        lives[try_key(beat)].append((beat.runner_id, beat.at))
     found = []
     for death in deaths:
-        signs = lives.get(try_key(death), [])
+        key, claimant = try_key(death), claimants.get(try_key(death))
+        signs = [at for runner_id, at in lives.get(key, []) if claimant is None or runner_id == claimant]
         before = max((at for at in signs if at <= death.at), default=None)
         after = min((at for at in signs if at > death.at), default=None)
-        if before is not None and after is not None and after - before < timeout:
-            found.append(Violation("dead-while-heartbeating", (
-                f"{_name(try_key(death))} declared dead at {death.at:.3f} by {death.scheduler_id} "
-                f"({death.reason}; last heartbeat it saw {death.last_heartbeat_at}) while its runner "
-                f"showed life {death.at - before:.1f} s before and {after - death.at:.1f} s after "
-                f"(gap {after - before:.1f} s < timeout {timeout:g} s)")))
+        if before is None or after is None:
+            continue
+        said = (f"{name_of(key)} declared dead at {death.at:.3f} by {death.scheduler_id} ({death.reason}; last "
+                f"heartbeat it saw {death.last_heartbeat_at}) while its runner showed life {death.at - before:.1f} s "
+                f"before and {after - death.at:.1f} s after")
+        if after - before < timeout:
+            found.append(Violation("dead-while-heartbeating",
+                                   f"{said} (gap {after - before:.1f} s < timeout {timeout:g} s)"))
+        elif death.at - before < timeout - grace:
+            found.append(Violation("dead-while-heartbeating",
+                                   f"{said}: declared {death.at - before:.1f} s into a silence of "
+                                   f"{after - before:.1f} s, before the timeout of {timeout:g} s had run out"))
     return found
+
+
+# -- no service ended on its own -------------------------------------------------------------
+
+
+def ended_on_their_own(exits: Iterable[Exit]) -> list[Violation]:
+    """Every Tock service outlives what the soak does to the others and to the backing services (a
+    restart of Redis, the broker, PostgreSQL or the kube-apiserver): one that exited without being
+    killed is a violation (the soak restarts it and goes on)."""
+    return [Violation("ended-on-its-own", f"{exit.kind} {exit.name} exited {exit.code} (found at {exit.at:.3f}); "
+                      f"its log ends: {_last_lines(exit.log_tail)}") for exit in exits]
+
+
+def _last_lines(text: str, count: int = 3) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return " | ".join(lines[-count:]) or "(empty)"
 
 
 # -- at most one DeadlineMissed per run ------------------------------------------------------
@@ -202,6 +253,6 @@ def runs_and_tries(events: Sequence[object]) -> tuple[int, int]:
     return len(runs), len(tries)
 
 
-def _name(key: TryKey) -> str:
+def name_of(key: TryKey) -> str:
     dag_id, run_id, task_id, try_number = key
     return f"{dag_id} / {run_id} / {task_id} try {try_number}"

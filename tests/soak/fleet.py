@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +24,7 @@ from infra.settings import Settings
 from tests.scenarios.celery_support import Workers
 from tests.scenarios.kube_support import Agents
 from tests.scenarios.scheduler_support import Processes
+from tests.soak.checks import Exit
 
 SCHEDULERS = ("s1", "s2")
 WORKERS = ("host-a", "host-b")
@@ -30,13 +33,12 @@ SINGLE = ("dag-processor", "projector", "api", "monitor")
 KINDS = ("scheduler", "runner", "celery-worker", "node-agent", *SINGLE)
 
 
-@dataclass
-class Exit:
-    """A service that ended without the injector killing it (a crash, or a fenced scheduler's exit 3)."""
-
-    name: str
-    code: int | None
-    log_tail: str
+def kind_of(name: str) -> str:
+    """The kind of a target name ("s1" -> "scheduler", "host-a" -> "celery-worker", ...)."""
+    if name.startswith("runner:"):
+        return "runner"
+    return {**dict.fromkeys(SCHEDULERS, "scheduler"), **dict.fromkeys(WORKERS, "celery-worker"),
+            **dict.fromkeys(NODES, "node-agent")}.get(name, name)
 
 
 @dataclass
@@ -50,8 +52,9 @@ class Fleet:
     workers: Workers = field(init=False)
     agents: Agents = field(init=False)
     services: dict[str, subprocess.Popen] = field(default_factory=dict, init=False)
-    frozen: set[int] = field(default_factory=set, init=False)
+    frozen: dict[int, str] = field(default_factory=dict, init=False)  # pid -> the target it was frozen as
     exits: list[Exit] = field(default_factory=list, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)  # thaws come from timer threads
 
     def __post_init__(self) -> None:
         self.processes = Processes(self.settings, self.root / "logs")
@@ -80,12 +83,16 @@ class Fleet:
 
     # -- targets ---------------------------------------------------------------------------
     def targets(self, kind: str) -> list[str]:
-        """Names of the live targets of a kind ("runner:<executor>:<pid>" for runners)."""
+        """Names of the live targets of a kind that are not frozen now ("runner:<executor>:<pid>" for
+        runners)."""
+        with self._lock:
+            frozen = set(self.frozen.values()) | {f"runner:{pid}" for pid in self.frozen}
         if kind == "runner":
             return [f"runner:{executor}:{pid}" for pid, executor in sorted(self.busy_runners().items())
-                    if self._ours(pid)]
+                    if self._ours(pid) and f"runner:{pid}" not in frozen]
         names = {"scheduler": SCHEDULERS, "celery-worker": WORKERS, "node-agent": NODES}.get(kind, (kind,))
-        return [name for name in names if name in self.services and self.services[name].poll() is None]
+        return [name for name in names
+                if name in self.services and self.services[name].poll() is None and name not in frozen]
 
     def _ours(self, pid: int) -> bool:
         try:
@@ -117,26 +124,36 @@ class Fleet:
         self.services[name].wait(30)
         self.restart(name)
 
-    def freeze(self, name: str) -> list[int]:
+    def freeze(self, name: str, with_children: bool = False) -> list[int]:
+        """SIGSTOP of the target (``with_children``: and every process under it, e.g. a runner's user
+        code, as a paused host would be); returns the pids stopped, parents first."""
         pids = self.pids_of(name)
-        for pid in pids:
-            _signal(pid, signal.SIGSTOP)
-        self.frozen.update(pids)
+        if with_children:
+            pids += [child.pid for pid in list(pids) for child in _children(pid)]
+        with self._lock:
+            for pid in pids:
+                _signal(pid, signal.SIGSTOP)
+                self.frozen[pid] = name
         return pids
 
     def thaw(self, pids: list[int]) -> None:
-        for pid in pids:
-            _signal(pid, signal.SIGCONT)
-        self.frozen.difference_update(pids)
+        """SIGCONT, children first (pids as ``freeze`` returned them)."""
+        with self._lock:
+            for pid in reversed(pids):
+                _signal(pid, signal.SIGCONT)
+                self.frozen.pop(pid, None)
 
     def thaw_all(self) -> None:
-        self.thaw(sorted(self.frozen))
+        with self._lock:
+            pids = sorted(self.frozen)
+        self.thaw(pids)
 
     def revive(self) -> list[str]:
         """Restart every service that ended on its own; remembers each exit. Returns their names."""
         ended = [name for name, process in self.services.items() if process.poll() is not None]
         for name in ended:
-            self.exits.append(Exit(name, self.services[name].returncode, self._log_tail(name)))
+            self.exits.append(Exit(name, kind_of(name), self.services[name].returncode, time.time(),
+                                   self._log_tail(name)))
             self.restart(name)
         return ended
 
@@ -175,6 +192,13 @@ def _is_python(process: psutil.Process) -> bool:
         return process.name().startswith("python")
     except psutil.Error:
         return False
+
+
+def _children(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
 
 
 def _group(pid: int) -> list[psutil.Process]:

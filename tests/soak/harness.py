@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from infra.log import replay
-from schemas import EVENTS, HEARTBEATS, TaskHeartbeat
+from schemas import DAGS, EVENTS, HEARTBEATS, DagParsed, TaskHeartbeat
 from tests.scenarios.scheduler_support import wait_until, wait_until_published
-from tests.soak import checks
+from tests.soak import checks, outcomes, tallies
 from tests.soak.backing import HEARTBEAT_TIMEOUT, Backing, tock
 from tests.soak.dags import read_markers, write_dags
-from tests.soak.faults import FaultInjector
+from tests.soak.evidence import write_evidence
+from tests.soak.faults import LONG_FREEZE, Fault, FaultInjector
 from tests.soak.fleet import Fleet
 from tests.soak.load import Load, Recorder
 
@@ -34,37 +35,71 @@ class SoakResult:
     minutes: float
     seed: int
     root: Path
-    faults: dict = field(default_factory=dict)
+    faults: dict = field(default_factory=dict)  # kind -> Counter of actions
+    done: list[Fault] = field(default_factory=list)  # every fault, in order
     skipped: dict = field(default_factory=dict)
     runs: int = 0
     tries: int = 0
     markers: int = 0
     load: dict = field(default_factory=dict)
-    exits: list = field(default_factory=list)
+    exits: list[checks.Exit] = field(default_factory=list)
     acknowledged: set[str] = field(default_factory=set)  # trigger request ids the CLI confirmed
     counts: dict[str, int] = field(default_factory=dict)  # events of note in the log, by type
     rows: list[dict] = field(default_factory=list)  # the runs table after the drain
+    frozen_runners: dict[str, int] = field(default_factory=dict)  # checks.frozen_runners
+    takeovers: dict[str, int] = field(default_factory=dict)  # checks.takeovers
     notes: list[str] = field(default_factory=list)
     violations: list[checks.Violation] = field(default_factory=list)
 
     def report(self) -> str:
-        total = sum(sum(counts.values()) for counts in self.faults.values())
-        lines = [f"soak: {self.minutes:.1f} minutes of faults, seed {self.seed} (SOAK_SEED={self.seed} repeats the "
-                 f"choices), files under {self.root}",
-                 f"faults injected: {total}"]
-        lines += [f"  {kind}: " + ", ".join(f"{action} {count}" for action, count in sorted(counts.items()))
-                  for kind, counts in sorted(self.faults.items())]
+        """The summary: minutes, faults by kind and action, runs, tries, violations by check, self-exits."""
+        return "\n".join([*self._head(), *self._faults(), *self._body(), *self._exits(), *self._violations()])
+
+    def _head(self) -> list[str]:
+        return [f"soak: {self.minutes:.1f} minutes of faults, seed {self.seed} (SOAK_SEED={self.seed} repeats the "
+                f"choices), files under {self.root}"]
+
+    def _faults(self) -> list[str]:
+        actions = sum((Counter(counts) for counts in self.faults.values()), Counter())
+        lines = [f"faults injected: {sum(actions.values())} (" + _counted(actions) + ")"]
+        lines += [f"  {kind}: {_counted(counts)}" for kind, counts in sorted(self.faults.items())]
         if self.skipped:
-            lines.append("  turns without a live target: "
-                         + ", ".join(f"{kind} {count}" for kind, count in sorted(self.skipped.items())))
-        lines.append(f"runs: {self.runs}, tries: {self.tries}, user-code starts (markers): {self.markers}")
-        lines.append("in the log: " + ", ".join(f"{name} {count}" for name, count in sorted(self.counts.items())))
-        lines.append("load: " + ", ".join(f"{name} {count}" for name, count in sorted(self.load.items())))
-        lines += [f"ended on its own: {exit.name} (exit {exit.code})" for exit in self.exits]
-        lines += [f"note: {note}" for note in self.notes]
-        lines.append(f"violations: {len(self.violations)}")
-        lines += [f"  {violation}" for violation in self.violations]
-        return "\n".join(lines)
+            lines.append(f"  turns without a live target: {_counted(self.skipped)}")
+        if self.frozen_runners:
+            tally = Counter(self.frozen_runners)
+            lines.append(f"  runners frozen past the heartbeat timeout held {tally['tries']} tries: "
+                         f"{tally['declared dead']} declared dead, {tally['ended otherwise']} ended otherwise, "
+                         f"{tally['not ended']} not ended; {tally['late outcomes']} late outcomes after a death "
+                         "(recorded, must not count)")
+        if self.takeovers:
+            tally = Counter(self.takeovers)
+            lines.append(f"  schedulers frozen past the session timeout while owning partitions: {tally['frozen']}, "
+                         f"taken over by the other during the freeze: {tally['taken over']}")
+        return lines
+
+    def _body(self) -> list[str]:
+        return [f"runs: {self.runs}, tries: {self.tries}, user-code starts (markers): {self.markers}",
+                "in the log: " + _counted(self.counts),
+                "load: " + _counted(self.load),
+                *[f"note: {note}" for note in self.notes]]
+
+    def _exits(self) -> list[str]:
+        by_kind = Counter(exit.kind for exit in self.exits)
+        lines = ["self-exits: " + (", ".join(f"{kind} ×{count}" for kind, count in sorted(by_kind.items()))
+                                   or "none")]
+        lines += [f"  ended on its own: {exit.kind} {exit.name} (exit {exit.code}) at "
+                  f"{time.strftime('%H:%M:%S', time.localtime(exit.at))}" for exit in self.exits]
+        return lines
+
+    def _violations(self) -> list[str]:
+        by_check = Counter(violation.check for violation in self.violations)
+        lines = [f"violations: {len(self.violations)}" + (f" ({_counted(by_check)})" if by_check else "")]
+        return lines + [f"  {violation}" for violation in self.violations]
+
+
+def _counted(counts) -> str:
+    """"a 2, b 1" of a mapping of counts, by name."""
+    return ", ".join(f"{name} {count}" for name, count in sorted(counts.items())) or "none"
 
 
 def run_soak(minutes: float, seed: int, root: Path, say: Callable[[str], None] = print) -> SoakResult:
@@ -109,7 +144,7 @@ def _soak(settings, backing: Backing, fleet: Fleet, recorder: Recorder, dag_ids:
     finally:
         fleet.thaw_all()
         load.stop()
-        result.faults, result.skipped = injector.by_kind(), dict(injector.skipped)
+        result.faults, result.skipped, result.done = injector.by_kind(), dict(injector.skipped), list(injector.done)
     fleet.revive()
     say("soak: faults stopped; last runs triggered, draining")
     load.final_triggers()
@@ -170,16 +205,52 @@ def _check(settings, recorder: Recorder | None, result: SoakResult, say: Callabl
              for record in [*caught, *replay(settings, HEARTBEATS, client_id="soak-check")]
              if isinstance(record.event, TaskHeartbeat)}
     markers = read_markers(result.root / "marks")
+    upstream = _upstream(settings)
     result.runs, result.tries = checks.runs_and_tries(events)
     result.markers = len(markers)
     result.notes.append("projections: " + (verify.stdout.strip().splitlines() or ["(no output)"])[-1])
     result.counts = dict(Counter(type(event).__name__ for event in events if type(event).__name__ in OF_NOTE))
+    result.frozen_runners = dict(tallies.frozen_runners(events, _runner_freezes(result.done)))
+    result.takeovers = dict(tallies.takeovers(recorder.scheduler_heartbeats() if recorder else [],
+                                             [(fault.target, fault.at, fault.until) for fault in result.done
+                                              if fault.kind == "scheduler" and fault.action == LONG_FREEZE]))
     result.violations = [
         *checks.runs_not_ended(events),
         *checks.triggers_lost(result.acknowledged, events),
         *checks.tries_run_twice(markers),
         *checks.deaths_while_heartbeating(events, beats.values(), HEARTBEAT_TIMEOUT),
+        *outcomes.launched_but_never_queued(events),
+        *outcomes.successes_that_did_not_count(events, upstream),
+        *outcomes.late_successes_in_tables(events, _instances_of_late_runs(settings, events)),
         *checks.projections_disagree(verify.returncode, verify.stdout + verify.stderr),
         *checks.projections_behind(events, result.rows),
         *checks.deadlines_missed_twice(events),
+        *checks.ended_on_their_own(result.exits),
     ]
+    evidence = write_evidence(settings, result.root, result.violations)
+    if evidence is not None:
+        result.notes.append(f"the history of each run named in a violation (aborted records marked): {evidence}")
+
+
+def _upstream(settings) -> dict[str, dict[str, list[str]]]:
+    """Each DAG's tasks and what each waits for, from its latest DagParsed in tock.dags."""
+    latest = {record.event.dag_id: record.event for record in replay(settings, DAGS, client_id="soak-check")
+              if isinstance(record.event, DagParsed)}
+    return {dag_id: {task.task_id: list(task.upstream) for task in parsed.definition.tasks}
+            for dag_id, parsed in latest.items()}
+
+
+def _runner_freezes(done: list[Fault]) -> list[tuple[int, float, float]]:
+    return [(int(fault.target.rsplit(":", 1)[1]), fault.at, fault.until) for fault in done
+            if fault.kind == "runner" and fault.action == LONG_FREEZE]
+
+
+def _instances_of_late_runs(settings, events: list[object]) -> list[dict]:
+    """The task instance rows (`tock tasks list --json`) of every run where a try reported after its
+    outcome that counts (few runs: the tables are read only where a late success could show)."""
+    rows: list[dict] = []
+    for dag_id, run_id in sorted({(event.dag_id, event.run_id) for event in outcomes.late_outcomes(events)}):
+        listed = tock(settings, "tasks", "list", dag_id, run_id, "--json", timeout=60)
+        if listed.returncode == 0:
+            rows += [{"dag_id": dag_id, "run_id": run_id, **row} for row in json.loads(listed.stdout)]
+    return rows

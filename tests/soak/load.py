@@ -1,10 +1,11 @@
 """The soak's steady load and its eyes on the log.
 
-``Recorder`` tails tock.events and tock.heartbeats (every partition, from the start) in a thread
-of its own for the whole soak. Heartbeats must be caught as they come: tock.heartbeats is
-compacted by task instance, so the history the deadline check needs would not survive in the
-topic. ``Load`` triggers the DAGs in turn through `tock dags trigger` and now and then clears a
-task of a run through `tock tasks clear`, each with a request id of its own, so a failed call
+``Recorder`` tails tock.events, tock.heartbeats and tock.schedulers (every partition, from the
+start) in a thread of its own for the whole soak. Heartbeats must be caught as they come:
+tock.heartbeats is compacted by task instance (tock.schedulers by scheduler), so the history the
+deadline check (and the report of takeovers) needs would not survive in the topic. ``Load``
+triggers the DAGs in turn through `tock dags trigger` and now and then clears a task of a run
+through `tock tasks clear`, each with a request id of its own, so a failed call
 (the broker or the database restarting) is retried with the same id and applied once.
 """
 
@@ -22,7 +23,9 @@ from infra.settings import Settings
 from schemas import (
     EVENTS,
     HEARTBEATS,
+    SCHEDULERS,
     DagRunCreated,
+    SchedulerHeartbeat,
     TaskDeclaredDead,
     TaskFailed,
     TaskHeartbeat,
@@ -38,16 +41,17 @@ ENDED = (TaskSucceeded, TaskFailed, TaskDeclaredDead, TaskKilled)
 
 
 class Recorder(threading.Thread):
-    """Every record of tock.events and tock.heartbeats read so far (a thread of its own)."""
+    """Every record of tock.events, tock.heartbeats and tock.schedulers read so far (a thread of its own)."""
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(name="soak-recorder", daemon=True)
         self.reader = EventReader(settings, [], client_id="soak-recorder")
-        self.reader.assign([(topic, partition, 0) for topic in (EVENTS, HEARTBEATS)
+        self.reader.assign([(topic, partition, 0) for topic in (EVENTS, HEARTBEATS, SCHEDULERS)
                             for partition in range(settings.partitions)])
         self._lock = threading.Lock()
         self._events: list[LogRecord] = []
         self._beats: list[LogRecord] = []
+        self._schedulers: list[SchedulerHeartbeat] = []
         self._stopping = threading.Event()
         self.errors: list[str] = []
 
@@ -61,8 +65,13 @@ class Recorder(threading.Thread):
                     continue
                 with self._lock:
                     for record in records:
-                        target = self._beats if isinstance(record.event, TaskHeartbeat) else self._events
-                        target.append(record)
+                        if isinstance(record.event, SchedulerHeartbeat):
+                            self._schedulers.append(record.event)
+                        elif record.topic.endswith(SCHEDULERS):
+                            continue  # a SchedulerStopped or a tombstone
+                        else:
+                            target = self._beats if isinstance(record.event, TaskHeartbeat) else self._events
+                            target.append(record)
         finally:
             self.reader.close()
 
@@ -77,6 +86,10 @@ class Recorder(threading.Thread):
     def heartbeat_records(self) -> list[LogRecord]:
         with self._lock:
             return list(self._beats)
+
+    def scheduler_heartbeats(self) -> list[SchedulerHeartbeat]:
+        with self._lock:
+            return list(self._schedulers)
 
     def busy_runners(self) -> dict[int, str]:
         """Runners that started a try the log has seen no end of yet: pid -> the try's executor."""
