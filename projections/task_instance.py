@@ -49,6 +49,7 @@ _TRY_EVENTS = (TaskLaunched, TaskStarted, TaskAdopted, TaskSucceeded, TaskFailed
                TaskDeclaredDead, PodFinished, TaskKillRequested, TaskKilled)
 _ENDED = (TaskUpstreamFailed, TaskSkipped, TaskRemoved)
 _OUTCOMES = (TaskSucceeded, TaskFailed, TaskDeclaredDead, TaskKilled)
+_TRY_UNDER_WAY = frozenset({"queued", "running"})  # the states an outcome of the current try may end
 _EVENTS = (TaskQueued, TaskHeartbeat, MarkTask, TaskCleared, KillTask, *_ENDED, *_TRY_EVENTS)
 # What a try event may still change on a marked row: who ran the try, never its outcome.
 _ABOUT_THE_RUNNER = frozenset({"executor", "handle", "scheduler_id", "hostname", "pid", "runner_id", "start_date",
@@ -155,8 +156,11 @@ def _of_current_try(row: Row, event) -> Row:
     changes = _CURRENT_TRY[type(event)](event)
     if isinstance(event, _OUTCOMES) and row["kill_try"] == row["try_number"]:
         changes["state"] = "killed"  # an operator's kill ends the try as killed, whatever it reports
-    if row["marked_at"] is not None or row["state"] == "killed":
-        # The marked state wins over the try's own outcome; a killed try's late events change nothing.
+    if row["marked_at"] is not None or row["state"] == "killed" \
+            or (isinstance(event, _OUTCOMES) and row["state"] not in _TRY_UNDER_WAY):
+        # The marked state wins over the try's own outcome; a killed try's late events change nothing;
+        # a try already over (declared dead, then maybe up for retry) keeps its first outcome, as the
+        # scheduler's fold does: a frozen runner's late success is history, not the task's state.
         changes = {name: value for name, value in changes.items() if name in _ABOUT_THE_RUNNER}
     return {**row, **changes, "updated_at": event.at} if changes else row
 

@@ -52,6 +52,15 @@ def _started(n, at=11.0):
     ([_queued(1), TaskAdopted(**IDS, try_number=1, handle="pod-1", by_scheduler="s2", from_scheduler="s1",
                               at=30)], "running"),
     ([TaskUpstreamFailed(**IDS, at=5)], "upstream_failed"),
+    # A try declared dead stays dead: its claimant's late outcome is history, as the scheduler folds it
+    # (a frozen runner thawed after its owner gave it up and retried it; found by the soak's checks).
+    ([_queued(1), _started(1), TaskDeclaredDead(**IDS, try_number=1, reason="silent", scheduler_id="s1", at=70),
+      TaskSucceeded(**IDS, try_number=1, runner_id="w1", at=75)], "dead"),
+    ([_queued(1), _started(1), TaskDeclaredDead(**IDS, try_number=1, reason="silent", scheduler_id="s1", at=70),
+      TaskRetryScheduled(**IDS, try_number=1, next_try_number=2, not_before=80, at=70),
+      TaskFailed(**IDS, try_number=1, runner_id="w1", error="late", at=75)], "up_for_retry"),
+    ([_queued(1), _started(1), TaskSucceeded(**IDS, try_number=1, runner_id="w1", at=12),
+      TaskFailed(**IDS, try_number=1, runner_id="w1", error="x", at=13)], "success"),
 ])
 def test_state_follows_the_lifecycle(events, state):
     row, _history = _row(*events)
