@@ -70,6 +70,14 @@ class Settings(BaseSettings):
         default=60.0, ge=0, description="a scheduler also snapshots a partition once this many seconds "
         "passed since its last snapshot with at least one record folded; 0 = off (both 0: no snapshots, "
         "every takeover replays the full history)")
+    scheduler_finished_runs_kept: int = Field(
+        default=100, ge=0, le=1_000_000, description="finished runs of each DAG a scheduler keeps (in memory and "
+        "snapshots) for clear, mark and backfill; older ones are forgotten, and a command naming one is refused; "
+        "a DAG's finished_runs_kept overrides it. Give every scheduler of an installation the same value")
+    scheduler_request_ids_kept: int = Field(
+        default=10_000, ge=1, le=10_000_000, description="request ids (Idempotency-Key) of the latest commands a "
+        "scheduler remembers per partition: a command retried with its id is applied once while the id is among "
+        "them (a trigger once for ever); one retried after that many newer commands is applied as a new one")
     task_log_ship_limit_bytes: int = Field(default=10 * 1024 * 1024, ge=0,
                                            description="bytes of a try's output shipped to tock.logs at most; "
                                                        "past it a truncation marker (the local file keeps all)")

@@ -1,11 +1,14 @@
-"""Tock's topics: names, partition counts and cleanup policies, created idempotently."""
+"""Tock's topics: names, partition counts and cleanup policies, created idempotently; the settings
+Tock's correctness rests on are brought to existing topics too."""
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, TopicMetadata
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, TopicMetadata
 
 from infra.broker_config import replication_for
 from schemas.declare import DAGS, DEAD_LETTER, EVENTS, HEARTBEATS, LOGS, PARSING, SCHEDULERS, SNAPSHOTS, USERS
@@ -15,21 +18,33 @@ from schemas.declare import DAGS, DEAD_LETTER, EVENTS, HEARTBEATS, LOGS, PARSING
 SNAPSHOT_MAX_BYTES = 64 * 1024 * 1024  # largest snapshot record (topic max.message.bytes, producer message.max.bytes)
 
 
+log = logging.getLogger("tock.topics")
+
+# Silence is judged on a clock Tock controls: a runner's TaskStarted, heartbeats and outcomes count
+# from when the broker appended them (the record timestamp), never from the runner's own clock.
+LOG_APPEND_TIME = {"message.timestamp.type": "LogAppendTime"}
+
+
 class TopicMismatch(RuntimeError):
     """An existing topic's partition count or cleanup policy differs from Tock's."""
+
+
+class TopicNotUpgraded(TopicMismatch):
+    """An existing topic lacks a setting Tock upholds, and the cluster refused to set it."""
 
 
 @dataclass(frozen=True)
 class TopicSpec:
     logical: str
     cleanup: str
-    configs: dict[str, str] = field(default_factory=dict)
+    configs: dict[str, str] = field(default_factory=dict)  # set when the topic is created, never after
+    upheld: dict[str, str] = field(default_factory=dict)  # set when created, and on existing topics too
 
 
 SPECS: tuple[TopicSpec, ...] = (
-    TopicSpec(EVENTS, "delete", {"retention.ms": "-1"}),
+    TopicSpec(EVENTS, "delete", {"retention.ms": "-1"}, upheld=LOG_APPEND_TIME),
     TopicSpec(HEARTBEATS, "compact,delete", {"retention.ms": str(6 * 3600 * 1000),
-                                                   "segment.ms": str(600 * 1000)}),
+                                                   "segment.ms": str(600 * 1000)}, upheld=LOG_APPEND_TIME),
     TopicSpec(DAGS, "compact"),
     TopicSpec(PARSING, "delete", {"retention.ms": str(7 * 24 * 3600 * 1000)}),
     TopicSpec(SCHEDULERS, "compact,delete", {"retention.ms": str(24 * 3600 * 1000)}),
@@ -64,7 +79,9 @@ class TopicNames:
 
 def ensure_topics(admin: AdminClient, prefix: str, partitions: int, timeout: float = 30.0, *,
                   log_retention_hours: float | None = None) -> list[str]:
-    """Create missing topics; verify every other one. Returns the names it created.
+    """Create missing topics; verify every other one and bring it to the settings Tock upholds
+    (``TopicSpec.upheld``: LogAppendTime on tock.events and tock.heartbeats), by an incremental
+    alter that changes nothing else. Returns the names it created.
     ``log_retention_hours`` (TOCK_TASK_LOG_RETENTION_HOURS): how long a new tock.logs keeps lines.
 
     New topics are replicated as the cluster allows (infra/broker_config.replication_for): 3 replicas
@@ -74,17 +91,21 @@ def ensure_topics(admin: AdminClient, prefix: str, partitions: int, timeout: flo
     cluster = admin.list_topics(timeout=timeout)
     replicas, min_isr = replication_for(len(cluster.brokers))
     missing = [NewTopic(name, num_partitions=partitions, replication_factor=replicas,
-                        config={"cleanup.policy": spec.cleanup, "min.insync.replicas": str(min_isr), **spec.configs})
+                        config={"cleanup.policy": spec.cleanup, "min.insync.replicas": str(min_isr), **spec.configs,
+                                **spec.upheld})
                for name, spec in wanted.items() if name not in cluster.topics]
     created = _create(admin, missing, timeout)
     # Topics we did not create (including ones another client created concurrently) must match.
     to_verify = [name for name in wanted if name not in created]
     metadata = _wait_for_metadata(admin, list(wanted), timeout)
+    configs = {name: _configs(admin, name, timeout) for name in to_verify}
     problems = [problem for name in to_verify
-                for problem in _mismatches(admin, name, wanted[name], partitions, metadata[name], timeout)]
+                for problem in _mismatches(name, wanted[name], partitions, metadata[name], configs[name])]
     if problems:
         raise TopicMismatch("; ".join(problems) + ". Delete and recreate these topics, or set "
                             "TOCK_PARTITIONS / TOCK_TOPIC_PREFIX to match them.")
+    _uphold(admin, {name: changes for name in to_verify if (changes := _differing(wanted[name].upheld, configs[name]))},
+            timeout)
     return created
 
 
@@ -126,14 +147,54 @@ def _create(admin: AdminClient, topics: list[NewTopic], timeout: float) -> list[
     return created
 
 
-def _mismatches(admin: AdminClient, name: str, spec: TopicSpec, partitions: int, metadata: TopicMetadata,
-                timeout: float) -> list[str]:
+def _configs(admin: AdminClient, name: str, timeout: float) -> dict[str, str]:
+    resource = ConfigResource(ConfigResource.Type.TOPIC, name)
+    described = admin.describe_configs([resource])[resource].result(timeout=timeout)
+    return {key: entry.value for key, entry in described.items()}
+
+
+def _mismatches(name: str, spec: TopicSpec, partitions: int, metadata: TopicMetadata,
+                configs: dict[str, str]) -> list[str]:
     problems = []
     if len(metadata.partitions) != partitions:
         problems.append(f"topic {name} has {len(metadata.partitions)} partitions, Tock expects {partitions}")
-    resource = ConfigResource(ConfigResource.Type.TOPIC, name)
-    configs = admin.describe_configs([resource])[resource].result(timeout=timeout)
-    actual = configs["cleanup.policy"].value
+    actual = configs["cleanup.policy"]
     if sorted(actual.split(",")) != sorted(spec.cleanup.split(",")):
         problems.append(f"topic {name} has cleanup.policy={actual}, Tock expects {spec.cleanup}")
     return problems
+
+
+def _differing(wanted: dict[str, str], configs: dict[str, str]) -> dict[str, str]:
+    """The wanted configs a topic's ``configs`` lack or hold another value of."""
+    return {key: value for key, value in wanted.items() if configs.get(key) != value}
+
+
+def _uphold(admin: AdminClient, changes: dict[str, dict[str, str]], timeout: float) -> None:
+    """Set these configs on existing topics (an incremental alter: the topics' other settings stay).
+    Records already in a topic keep the timestamps they were written with."""
+    if not changes:
+        return
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=[
+        ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET) for key, value in configs.items()])
+        for name, configs in changes.items()]
+    for resource, future in admin.incremental_alter_configs(resources, request_timeout=timeout).items():
+        settings = " ".join(f"{key}={value}" for key, value in changes[resource.name].items())
+        try:
+            future.result(timeout=timeout)
+        except KafkaException as error:
+            raise TopicNotUpgraded(
+                f"could not set {settings} on topic {resource.name} ({error.args[0]}); set it with "
+                f"kafka-configs.sh --alter --entity-type topics --entity-name {resource.name} "
+                f"--add-config {settings.replace(' ', ',')}") from None
+        log.info("topic %s: set %s", resource.name, settings)
+    _wait_for_configs(admin, changes, timeout)
+
+
+def _wait_for_configs(admin: AdminClient, changes: dict[str, dict[str, str]], timeout: float) -> None:
+    """Until the broker describes the topics with the configs just set (the alter is committed by the
+    controller; brokers apply it from the metadata log a moment later)."""
+    deadline = time.monotonic() + timeout
+    while any(_differing(configs, _configs(admin, name, timeout)) for name, configs in changes.items()):
+        if time.monotonic() > deadline:
+            raise TopicNotUpgraded(f"topics {sorted(changes)} were altered but not described so within {timeout} s")
+        time.sleep(0.1)

@@ -45,14 +45,17 @@ class DagDefinition:
     tasks: list[TaskDefinition] = field(default_factory=list)
     on_failure: str | None = None  # webhook URL or module:function called when a run fails
     on_deadline_missed: str | None = None  # webhook URL or module:function called when a run misses its deadline
+    # Finished runs the scheduler keeps for clear, mark and backfill; None: TOCK_SCHEDULER_FINISHED_RUNS_KEPT.
+    finished_runs_kept: int | None = None
 
 
-@event(DAGS, route=BY_DAG, version=4)
+@event(DAGS, route=BY_DAG, version=5)
 class DagParsed(EventBase):
     """The latest definition of a DAG; written only when its fingerprint changed.
     v2: the definition has on_failure and on_deadline_missed (webhook URLs).
     v3: each task definition has a deadline (per-task deadline, seconds after first queued).
-    v4: the definition has deadline_from ("start" or "logical_date")."""
+    v4: the definition has deadline_from ("start" or "logical_date").
+    v5: the definition has finished_runs_kept (the scheduler's retention of its finished runs)."""
 
     dag_id: str
     file_path: str

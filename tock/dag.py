@@ -23,6 +23,9 @@ SCHEDULE_PRESETS = ("@once", "@hourly", "@daily", "@midnight", "@weekly", "@mont
 # A callable callback: dotted module path, colon, function name (same as infra/callables.py).
 CALLBACK_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 
+# Finished runs a DAG may ask the scheduler to keep: each costs the scheduler memory (a few KB).
+MOST_RUNS_KEPT = 1_000_000
+
 Computed = TypeVar("Computed")
 
 _active: list[DAG] = []  # DAGs whose `with` block is open, innermost last
@@ -52,13 +55,16 @@ class DAG:
     ``Deadline.after_logical_date(timedelta(hours=1))``: scheduled runs count from their logical date).
     ``on_failure`` / ``on_deadline_missed``: webhook URLs `tock monitor` POSTs to when a run fails
     or misses its deadline, or ``"package.module:function"`` paths it calls (in a subprocess).
+    ``finished_runs_kept``: how many of its finished runs the scheduler keeps for clear, mark and
+    backfill (older ones are forgotten); None: the installation's TOCK_SCHEDULER_FINISHED_RUNS_KEPT.
     """
 
     def __init__(self, dag_id: str, schedule: str | None = None, start_date: datetime | date | None = None,
                  catchup: bool = False, max_active_runs: int = 16, retries: int = 0,
                  retry_delay: float | timedelta = 300, deadline: float | timedelta | Deadline | None = None,
                  tags: tuple[str, ...] | list[str] = (), params: dict[str, Any] | None = None,
-                 on_failure: str | None = None, on_deadline_missed: str | None = None) -> None:
+                 on_failure: str | None = None, on_deadline_missed: str | None = None,
+                 finished_runs_kept: int | None = None) -> None:
         # The file that defines the DAG, so errors can name it.
         self.fileloc: str | None = sys._getframe(1).f_code.co_filename
         self.dag_id = dag_id
@@ -67,6 +73,7 @@ class DAG:
         self._set_more_fields(retry_delay, deadline, tags, params)
         self.on_failure = self._callback(on_failure, "on_failure")
         self.on_deadline_missed = self._callback(on_deadline_missed, "on_deadline_missed")
+        self.finished_runs_kept = self._runs_kept(finished_runs_kept)
         if _collectors:
             _collectors[-1].append(self)
 
@@ -118,6 +125,11 @@ class DAG:
                                                            or CALLBACK_PATH.match(target))):
             return target
         self._fail(f"{name} must be an http(s) webhook URL or a 'module:function' path, got {target!r}")
+
+    def _runs_kept(self, kept: int | None) -> int | None:
+        if kept is None or (isinstance(kept, int) and not isinstance(kept, bool) and 0 <= kept <= MOST_RUNS_KEPT):
+            return kept
+        self._fail(f"finished_runs_kept must be None or an integer from 0 to {MOST_RUNS_KEPT:,}, got {kept!r}")
 
     def _guard(self, compute: Callable[[], Computed]) -> Computed:
         try:
@@ -171,6 +183,7 @@ class DAG:
             tags=list(self.tags), params_json=self.params_json,
             tasks=[_task_definition(self.tasks[task_id]) for task_id in sorted(self.tasks)],
             on_failure=self.on_failure, on_deadline_missed=self.on_deadline_missed,
+            finished_runs_kept=self.finished_runs_kept,
         )
 
     def __repr__(self) -> str:

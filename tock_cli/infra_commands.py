@@ -81,7 +81,8 @@ def broker_status(ctx: typer.Context) -> None:
 
 @topics_app.command("create")
 def topics_create(ctx: typer.Context) -> None:
-    """Create Tock's topics if missing; fail if existing ones differ (idempotent)."""
+    """Create Tock's topics if missing; fail if existing ones differ; bring existing tock.events and
+    tock.heartbeats to LogAppendTime (idempotent)."""
     settings = settings_of(ctx)
     admin = AdminClient({"bootstrap.servers": settings.bootstrap})
     try:

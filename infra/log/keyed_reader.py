@@ -10,7 +10,14 @@ from __future__ import annotations
 import logging
 import uuid
 
-from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    OFFSET_INVALID,
+    TIMESTAMP_LOG_APPEND_TIME,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 
 from infra.log.closing import Closing
 from infra.log.config import consumer_config
@@ -46,10 +53,11 @@ class KeyedPartitionReader(Closing):
                 continue
             self.next_offset = message.offset() + 1
             if message.key() == self._key:
+                kind, stamp = message.timestamp()
                 try:
                     records.append(LogRecord(message.topic(), message.partition(), message.offset(),
-                                             self._key.decode(), decode(message.value()),
-                                             message.timestamp()[1] / 1000.0))
+                                             self._key.decode(), decode(message.value()), stamp / 1000.0,
+                                             kind == TIMESTAMP_LOG_APPEND_TIME))
                 except DecodeError as failure:  # one bad record costs that record, not the read
                     log.warning("%s[%s]@%s skipped: %s", message.topic(), message.partition(), message.offset(),
                                 failure)

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError, KafkaException, TopicPartition
 
 from infra.log.closing import Closing
 from infra.log.config import consumer_config
@@ -87,9 +87,11 @@ class EventReader(Closing):
                 at_end.discard(place)
             positions[place] = offset + 1
             value, key = message.value(), message.key()
+            kind, stamp = message.timestamp()
             try:
                 append(LogRecord(topic, partition, offset, None if key is None else key.decode(),
-                                 None if value is None else decode(value), message.timestamp()[1] / 1000.0))
+                                 None if value is None else decode(value), stamp / 1000.0,
+                                 kind == TIMESTAMP_LOG_APPEND_TIME))
             except (DecodeError, UnicodeDecodeError) as failure:
                 self._dead_letters.send(message, _reason(failure))
                 dead = True

@@ -22,6 +22,13 @@ class LogRecord(NamedTuple):
     key: str | None
     event: Event | None  # None for a tombstone
     timestamp: float  # record timestamp, seconds since epoch
+    log_append_time: bool = False  # the timestamp is the broker's (LogAppendTime), not the producer's clock
+
+    @property
+    def appended_at(self) -> float | None:
+        """When the broker appended the record, by the broker's clock; None if the record carries its
+        producer's clock instead (CreateTime: a topic created before Tock set LogAppendTime on it)."""
+        return self.timestamp if self.log_append_time else None
 
 
 def routing_key(event: Event) -> tuple[str, str]:

@@ -74,7 +74,7 @@ class RawRecord(NamedTuple):
     logical_topic: str
     partition: int
     key: str
-    value: bytes
+    value: bytes | None  # None: a tombstone (a compacted topic then forgets the key)
 
 
 def failure_kind(error: KafkaError) -> type[Fenced] | type[TransactionAborted]:

@@ -2,11 +2,15 @@
 the tries it won for kill requests and deaths (a TaskDeclaredDead of a won try is obeyed as a kill
 request: dead means stopped, services/runner/core/claim.py).
 
-It starts where the tries were queued: ``offsets_for_times(queued_at - 1 s)``. The
-TaskQueued record's own timestamp is at or after ``queued_at`` (both from the scheduler's
-clock), so the offset found is at or before the TaskQueued, and every TaskStarted or
-TaskKillRequested of the try comes after that, whatever the runners' clocks say. One
-consumer per runner, opened while the runner waits for its tries; one read per batch,
+It starts where the tries were queued: ``offsets_for_times(queued_at - 1 s)``. ``queued_at``
+is the scheduler's clock and tock.events is stamped by the broker's (LogAppendTime, so that a
+runner's clock judges nothing): with the two in step, the offset found is at or before the
+TaskQueued, and every TaskStarted or TaskKillRequested of the try comes after that, whatever
+the runners' clocks say. A broker clock behind the scheduler's would put the start past the
+TaskQueued, and a rival's TaskStarted out of sight: so the claim reads the TaskQueued of its
+tries too, and a claim record met before it (or a partition with nothing since then) means the
+read began too late; it begins again from further back (a minute, an hour, the beginning).
+One consumer per runner, opened while the runner waits for its tries; one read per batch,
 which starts while the runner's TaskStarted are still on their way (reading them back is
 their acknowledgement). After the claim the consumer stays on the won tries' partitions,
 from where the claim ended, and the supervision asks it, without waiting, for the kill
@@ -25,8 +29,17 @@ from infra.log import EventReader, partition_for
 from infra.log.closing import Closing
 from infra.settings import Settings
 from infra.topics import topic_name
-from schemas import EVENTS, DecodeError, TaskDeclaredDead, TaskKillRequested, TaskStarted, decode, peek_type
-from services.runner.core.claim import Claims, TryKey, TryRecord, kill_requests, try_key, winners
+from schemas import (
+    EVENTS,
+    DecodeError,
+    TaskDeclaredDead,
+    TaskKillRequested,
+    TaskQueued,
+    TaskStarted,
+    decode,
+    peek_type,
+)
+from services.runner.core.claim import ClaimRead, Claims, TryKey, kill_requests, try_key, unanchored, winners
 from services.runner.every import Every
 
 log = logging.getLogger("tock.runner")
@@ -36,7 +49,10 @@ log = logging.getLogger("tock.runner")
 # a claim is not slowed by it, and a runner watching its tries for hours sends two idle
 # fetches a second, not a hundred.
 _FETCH = {"fetch.wait.max.ms": 500, "fetch.error.backoff.ms": 50, "enable.partition.eof": False}
-_MARGIN = 1.0  # seconds before queued_at to look from: the TaskQueued record is after that
+# Seconds before queued_at to look from, widened while the read proves to begin past a TaskQueued
+# (the broker's clock behind the scheduler's); None: the partition's beginning.
+_MARGINS: tuple[float | None, ...] = (1.0, 60.0, 3600.0, None)
+_QUEUED = TaskQueued.__name__
 _CLAIM_TYPES = frozenset({TaskStarted.__name__, TaskKillRequested.__name__, TaskDeclaredDead.__name__})
 _KILL_TYPES = frozenset({TaskKillRequested.__name__, TaskDeclaredDead.__name__})  # dead means stopped
 _BATCH = 1000  # records taken from the consumer's queue at once
@@ -69,20 +85,44 @@ class ClaimReader(Closing):
         ``refused()``: our tries whose TaskStarted the broker refused, no longer waited for.
         """
         self.stop_watching()
-        self._consumer.assign([TopicPartition(self._topic, partition, offset)
-                               for partition, offset in self._start_offsets(queued_at).items()])
-        read: list[TryRecord] = []
+        for margin in _MARGINS:
+            decided = self._claim_from(margin, own, queued_at, refused)
+            if decided is not None:
+                claims, read = decided
+                self._watch(claims.won, read)
+                return claims
+            log.warning("claim: the TaskQueued of a try was not where %g s before its queued_at finds it (the "
+                        "broker's clock behind the scheduler's?): reading its partition again from further back",
+                        margin)
+        raise AssertionError("the last margin reads from the beginning, which is never too late")
+
+    def _claim_from(self, margin: float | None, own: Mapping[TryKey, str], queued_at: Mapping[TryKey, float],
+                    refused: Callable[[], Collection[TryKey]]) -> tuple[Claims, list[ClaimRead]] | None:
+        """Read from ``margin`` seconds before each partition's earliest queued_at until every try is
+        decided; None if the read began too late (past a try's TaskQueued)."""
+        starts = self._start_offsets(queued_at, margin)
+        if starts is None:
+            return None
+        self._consumer.assign([TopicPartition(self._topic, partition, offset) for partition, offset in starts.items()])
+        partitions = self._settings.partitions
+        anchored = {key for key in own if starts[partition_for(key[0], partitions)] == OFFSET_BEGINNING}
+        read: list[ClaimRead] = []
         claims, waiting = Claims(pending=frozenset(own)), Every(10.0)
         while not claims.decided:
-            read += _records(self._available(), _CLAIM_TYPES, own)
+            batch = _records(self._available(), _CLAIM_TYPES, own, {key[0].encode() for key in own.keys() - anchored})
+            # Earlier batches held nothing of a try not anchored yet (its TaskQueued anchors it, and a claim
+            # record before that ended this read), so the new batch alone says whether it is read too late.
+            if unanchored(batch, own.keys() - anchored):
+                return None
+            anchored |= {try_key(record) for record in batch if isinstance(record, TaskQueued)}
+            read += batch
             gone = refused()
             claims = winners(read, {key: runner_id for key, runner_id in own.items() if key not in gone})
             if not claims.decided and waiting.due():
                 log.warning("claim: still waiting to read the TaskStarted of %d tries (broker down, or an open "
                             "transaction holding the partition back?)",
                             len(claims.pending))
-        self._watch(claims.won, read)
-        return claims
+        return claims, read
 
     def kill_requests(self) -> Mapping[TryKey, str]:
         """The kill requests and deaths of the tries won by the last claim, read so far (try -> reason);
@@ -106,18 +146,25 @@ class ClaimReader(Closing):
             self._closed = True
             self._reader.close()
 
-    def _watch(self, won: frozenset[TryKey], read: list[TryRecord]) -> None:
+    def _watch(self, won: frozenset[TryKey], read: list[ClaimRead]) -> None:
         """Keep reading from where the claim ended, for the kill requests of the tries won (some may be
         read already: after our TaskStarted, in what the claim read)."""
         self._watched, self._kills = won, kill_requests(read, won)
         if not won:
             self._consumer.unassign()
 
-    def _start_offsets(self, queued_at: Mapping[TryKey, float]) -> dict[int, int]:
+    def _start_offsets(self, queued_at: Mapping[TryKey, float], margin: float | None) -> dict[int, int] | None:
+        """Per partition, the first offset appended at or after its earliest queued_at less ``margin``
+        (None: from the beginning); None if a partition holds nothing since then (its TaskQueued is
+        older: the broker's clock is behind)."""
         earliest = earliest_queued(queued_at, self._settings.partitions)
-        asks = [TopicPartition(self._topic, partition, int((at - _MARGIN) * 1000))
+        if margin is None:
+            return dict.fromkeys(earliest, OFFSET_BEGINNING)
+        asks = [TopicPartition(self._topic, partition, int((at - margin) * 1000))
                 for partition, at in earliest.items() if at > 0]
-        found = {tp.partition: tp.offset for tp in self._offsets_for_times(asks) if tp.offset >= 0}
+        found = {tp.partition: tp.offset for tp in self._offsets_for_times(asks)}
+        if any(offset < 0 for offset in found.values()):
+            return None
         return {partition: found.get(partition, OFFSET_BEGINNING) for partition in earliest}
 
     def _offsets_for_times(self, asks: list[TopicPartition]) -> list[TopicPartition]:
@@ -157,21 +204,24 @@ def earliest_queued(queued_at: Mapping[TryKey, float], partitions: int) -> dict[
     return earliest
 
 
-def _records(messages: Iterable[Message], types: frozenset[str], tries: Collection[TryKey]) -> list[TryRecord]:
-    """The records of these types and tries among the messages, in order (others' bodies stay undecoded)."""
+def _records(messages: Iterable[Message], types: frozenset[str], tries: Collection[TryKey],
+             queued_of: Collection[bytes] = ()) -> list[ClaimRead]:
+    """The records of these types and tries among the messages, in order (others' bodies stay undecoded),
+    with the TaskQueued of the DAGs keyed ``queued_of``."""
     found = []
     for message in messages:
         if message.error() is not None:
             log.debug("claim read: %s", message.error())
             continue
-        if peek_type(message.value()) in types:
+        kind = peek_type(message.value())
+        if kind in types or (kind == _QUEUED and message.key() in queued_of):
             event = _decoded(message.value())
             if event is not None and try_key(event) in tries:
                 found.append(event)
     return found
 
 
-def _decoded(value: bytes) -> TryRecord | None:
+def _decoded(value: bytes) -> ClaimRead | None:
     try:
         return decode(value)
     except DecodeError as error:  # the scheduler dead-letters it; a claim only needs the others

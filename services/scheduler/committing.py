@@ -1,5 +1,6 @@
-"""Committing a turn's decisions with the consumed offsets (and snapshots) in one transaction,
-then folding them and telling the launcher; and the proof of ownership launching waits for."""
+"""Committing a turn's decisions with the consumed offsets (and snapshots) in one transaction; the
+partitions they concern then wait for them to be read back (memory.py: folded in log order, never
+at commit); and the proof of ownership launching waits for."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import logging
 import time
 
 from infra.log import PartitionsLost, RawRecord, TransactionAborted
-from schemas import TaskDeclaredDead, TaskKillRequested, TaskLaunched
+from schemas import Event
 from services.scheduler.clients import SchedulerClients
 from services.scheduler.deciding import Decision
 from services.scheduler.evidence import SLOW_CALL, HeartbeatEvidence
@@ -97,15 +98,14 @@ class Committing:
 
     def _committed(self, batch: list[Decision]) -> None:
         self._metrics.committed(event for _partition, event in batch)
+        now, by_partition = time.time(), dict[int, list[Event]]()
         for partition, event in batch:
-            memory = None if partition is None else self._holdings.memories.get(partition)
-            if partition is None or memory is None:
-                continue
-            memory.apply_decisions([event])
-            self._holdings.committed(partition, event)  # walk its run again
-            if isinstance(event, TaskKillRequested | TaskDeclaredDead):  # dead means stopped
-                self._launcher.kill_committed(memory, event)
-        self._launcher.committed(event for _partition, event in batch if isinstance(event, TaskLaunched))
+            if partition is not None:
+                by_partition.setdefault(partition, []).append(event)
+        for partition, events in by_partition.items():
+            memory = self._holdings.memories.get(partition)
+            if memory is not None:
+                memory.committed(events, now)
 
     def _commit_now(self, batch: list[Decision], snapshots: list[RawRecord] | None = None) -> None:
         snapshots = snapshots or []

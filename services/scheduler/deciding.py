@@ -30,14 +30,18 @@ class Deciding:
         self._next_heartbeat = 0.0
 
     def decisions(self, now: float, touched: Touched, evidence: HeartbeatEvidence) -> list[Decision]:
-        """The core's decisions for every owned partition, walking the runs touched (or all)."""
+        """The core's decisions for every settled partition (all its decisions read back), walking the
+        runs touched (or all); an unsettled partition's runs are walked once it is settled."""
         holdings = self._holdings
         decisions: list[Decision] = []
         for partition, memory in holdings.memories.items():
             walk = holdings.walk(partition, touched)
+            if not memory.settled(now):
+                holdings.defer(partition, walk)
+                continue
+            holdings.walked(partition)
             grounds = None if partition in holdings.adoption_due else evidence.of(partition)
             decisions += [(partition, event) for event in decide(memory.state, now, self._policy, walk, grounds)]
-        holdings.walked()
         return decisions
 
     def adoptions(self, now: float) -> list[Decision]:

@@ -2,7 +2,8 @@
 
 Per owned partition its memory (services/scheduler/memory.py); which partitions were just taken
 over and wait for their adoptions to commit; and which runs the next ``decide`` walks: those the
-records just folded touched, those our own committed decisions changed, or all of them.
+records just folded touched (our own decisions among them, once read back), those touched while
+the partition waited for its decisions to be read back, or all of them.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import TypeAlias
 
 from schemas import EVENTS
 from services.scheduler.memory import PartitionMemory
-from services.scheduler.runs_touched import Folded, RunKey, run_of
+from services.scheduler.runs_touched import RunKey
 
 Walk: TypeAlias = set[RunKey] | None  # the runs to walk; None: every run of the partition
 Touched: TypeAlias = dict[int, Walk]  # per partition
@@ -25,7 +26,7 @@ class Holdings:
     memories: dict[int, PartitionMemory] = field(default_factory=dict)
     adoption_due: set[int] = field(default_factory=set)
     full_walk: set[int] = field(default_factory=set)
-    retouched: dict[int, set[RunKey]] = field(default_factory=dict)  # runs our own committed decisions changed
+    deferred: dict[int, set[RunKey]] = field(default_factory=dict)  # runs touched while a partition was unsettled
     assigned_at: dict[int, float] = field(default_factory=dict)  # when each takeover began (for benchmarks)
 
     def taken_over(self, memories: dict[int, PartitionMemory], started: float) -> None:
@@ -45,21 +46,22 @@ class Holdings:
         walk = touched.get(partition, set())
         if partition in self.full_walk or walk is None:
             return None
-        return walk | self.retouched.get(partition, set())
+        return walk | self.deferred.get(partition, set())
 
-    def walked(self) -> None:
-        self.full_walk.clear()
-        self.retouched.clear()
+    def defer(self, partition: int, walk: Walk) -> None:
+        """``partition`` is not decided this turn (unsettled): walk these runs when it is."""
+        if walk is None:
+            self.full_walk.add(partition)
+        else:
+            self.deferred[partition] = walk
+
+    def walked(self, partition: int) -> None:
+        self.full_walk.discard(partition)
+        self.deferred.pop(partition, None)
 
     def walk_everything(self) -> None:
         """Decisions were lost (an aborted commit): their runs may see no new event, walk all."""
         self.full_walk.update(self.memories)
-
-    def committed(self, partition: int, event: Folded) -> None:
-        """Our decision committed: walk its run again (e.g. a new run's roots are ready)."""
-        run = run_of(event)
-        if run is not None:
-            self.retouched.setdefault(partition, set()).add(run)
 
     def offsets(self, events_topic: str) -> dict[tuple[str, int], int]:
         """The consumed offsets of tock.events to commit with the decisions."""

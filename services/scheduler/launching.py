@@ -14,11 +14,13 @@ retries apply: one refused try never holds up the others. Launching twice is har
 runner refuses a try it already started, services/runner/core/claim.py), but this keeps it
 from happening in the normal course.
 
-Dead means stopped: once a TaskKillRequested or a TaskDeclaredDead of a try is committed, the
-try's executor is asked to stop its handle (Celery's revoke, a pod's delete), if it can
-(:func:`handle_to_stop`, a rule over the fold). The runner obeys both through the log too; the
-executor's stop reaches a runner that cannot read the log. Stops wait on the network, so they
-run on a thread of their own (:class:`Stopping`): the main loop never waits on one.
+Side effects of our own decisions wait until they are read back and folded (memory.py: the state
+is the fold of the log in its order). Dead means stopped: once our TaskKillRequested or
+TaskDeclaredDead of a try is read back, the try's executor is asked to stop its handle (Celery's
+revoke, a pod's delete), if it can (:func:`handle_to_stop`, a rule over the fold). The runner
+obeys both through the log too; the executor's stop reaches a runner that cannot read the log.
+Stops wait on the network, so they run on a thread of their own (:class:`Stopping`): the main
+loop never waits on one.
 """
 
 from __future__ import annotations
@@ -30,13 +32,14 @@ import queue
 import threading
 import time
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from infra.executors.base import Executor, Killing, LaunchRefused, Watching
 from infra.executors.requests import TryRequest
-from schemas import TaskDeclaredDead, TaskFailed, TaskKillRequested, TaskLaunched
-from services.scheduler.core import SchedulerState, TryKey
+from schemas import Event, TaskDeclaredDead, TaskFailed, TaskKillRequested, TaskLaunched
+from services.scheduler.core import TryKey
+from services.scheduler.core.stops import Stop, handle_to_stop
 from services.scheduler.memory import PartitionMemory
 
 log = logging.getLogger("tock.scheduler")
@@ -56,23 +59,12 @@ class Launch:
 
 
 @dataclass(frozen=True, slots=True)
-class Stop:
-    """A try's handle to stop on its executor."""
+class InFlight:
+    """A try launched whose TaskLaunched is not folded yet."""
 
+    partition: int
+    try_number: int
     executor: str
-    handle: str
-    at_once: bool  # the try was declared dead: no grace for its runner
-
-
-def handle_to_stop(state: SchedulerState, event: TaskKillRequested | TaskDeclaredDead,
-                   killers: Collection[str]) -> Stop | None:
-    """After ``event`` committed (and was folded): the handle to stop, if the try it names is still
-    the current try of its instance, has a handle, and runs on an executor that can stop it."""
-    instance = state.instance((event.dag_id, event.run_id, event.task_id))
-    if instance is None or instance.try_number != event.try_number or not instance.handle \
-            or instance.executor not in killers:
-        return None
-    return Stop(instance.executor, instance.handle, at_once=isinstance(event, TaskDeclaredDead))
 
 
 class Stopping:
@@ -145,7 +137,7 @@ class Launcher:
         self.watchers: list[Watching] = [executor for executor in executors.values() if isinstance(executor, Watching)]
         self.parallelism = parallelism  # executor -> tries it runs at once
         self.scheduler_id = scheduler_id
-        self.in_flight: dict[TryKey, tuple[int, str]] = {}  # launched, TaskLaunched not yet committed
+        self.in_flight: dict[TryKey, InFlight] = {}  # launched, TaskLaunched not folded yet
         self.refused: dict[TryKey, int] = {}  # try refused by its executor, its TaskFailed not yet folded
         self._unknown: set[str] = set()
         self.stopping = Stopping(self.killers) if self.killers else None
@@ -155,9 +147,12 @@ class Launcher:
         and (partition, TaskFailed) for the tries their executor refused."""
         memories = list(memories)
         self._forget_refusals_folded(memories)
+        self._forget_launches_folded(memories)
         slots = self._free_slots(memories)
         launches = []
         for memory in memories:
+            if memory.awaiting:
+                continue  # unsettled: its queued tries may be over already, by our decisions not read back
             for key in memory.state.unlaunched:
                 if not self._may_take(memory, key, slots):
                     continue  # its executor is full: the request is not even built (10,000 queued cost seconds)
@@ -171,8 +166,8 @@ class Launcher:
         return launched
 
     def running(self, memories: Iterable[PartitionMemory]) -> Counter[str]:
-        """Tries per executor with a handle or started (the fold) or launched and not yet committed."""
-        running = Counter(executor for _try, executor in self.in_flight.values())
+        """Tries per executor with a handle or started (the fold) or launched and not yet folded."""
+        running = Counter(launch.executor for launch in self.in_flight.values())
         for memory in memories:
             for key in memory.state.live:
                 instance = memory.state.instance(key)
@@ -180,12 +175,14 @@ class Launcher:
                     running[instance.executor] += 1
         return running
 
-    def kill_committed(self, memory: PartitionMemory, event: TaskKillRequested | TaskDeclaredDead) -> None:
-        """After a committed kill request or death: an executor that can stop the try itself is asked
-        to, on the stopping thread (the main loop does not wait)."""
-        stop = handle_to_stop(memory.state, event, self.killers)
-        if stop is not None and self.stopping is not None:
-            self.stopping.ask(stop)
+    def read_back(self, ours: Iterable[tuple[PartitionMemory, Event]]) -> None:
+        """Our decisions just read back and folded: for a kill request or a death, an executor that can
+        stop the try itself is asked to, on the stopping thread (the main loop does not wait)."""
+        for memory, event in ours:
+            if isinstance(event, TaskKillRequested | TaskDeclaredDead):
+                stop = handle_to_stop(memory.state, event, self.killers)
+                if stop is not None and self.stopping is not None:
+                    self.stopping.ask(stop)
 
     def close(self) -> None:
         """Let the stopping thread go (the executors are closed by their owner)."""
@@ -196,14 +193,10 @@ class Launcher:
         running = self.running(memories)
         return Counter({name: self.parallelism.get(name, 0) - running[name] for name in self.executors})
 
-    def committed(self, events: Iterable[TaskLaunched]) -> None:
-        for event in events:
-            self.in_flight.pop((event.dag_id, event.run_id, event.task_id), None)
-
     def forget(self, memory: PartitionMemory) -> None:
         """The partition was lost: its launches are the new owner's business."""
-        for key in [key for key in self.in_flight if memory.state.instance(key) is not None]:
-            del self.in_flight[key]
+        self.in_flight = {key: launch for key, launch in self.in_flight.items()
+                          if launch.partition != memory.partition}
 
     def _may_take(self, memory: PartitionMemory, key: TryKey, slots: Counter[str]) -> bool:
         """False when the try's executor (one this scheduler runs) has no free slot this turn."""
@@ -213,7 +206,7 @@ class Launcher:
     def _prepare(self, memory: PartitionMemory, key: TryKey) -> Launch | None:
         state = memory.state
         instance, dag = state.instance(key), state.dags.get(key[0])
-        if instance is None or dag is None or self.in_flight.get(key, (0,))[0] == instance.try_number \
+        if instance is None or dag is None or key in self.in_flight \
                 or self.refused.get(key) == instance.try_number or instance.pending:
             return None  # unknown, launched or refused already, or about to be stopped by a command
         if instance.executor not in self.executors:
@@ -243,12 +236,22 @@ class Launcher:
                     dag_id=request.dag_id, run_id=request.run_id, task_id=request.task_id,
                     try_number=launch.try_number, runner_id="", error=result.reason, at=now)))
             elif result is not None:
-                self.in_flight[request.key[:3]] = (launch.try_number, name)
+                self.in_flight[request.key[:3]] = InFlight(launch.partition, launch.try_number, name)
                 decided.append((launch.partition, TaskLaunched(
                     dag_id=request.dag_id, run_id=request.run_id, task_id=request.task_id,
                     try_number=launch.try_number, executor=name, handle=result, scheduler_id=self.scheduler_id,
                     queue=launch.queue, at=now)))
         return decided
+
+    def _forget_launches_folded(self, memories: list[PartitionMemory]) -> None:
+        """A launch is in flight until its TaskLaunched is folded (the try leaves the unlaunched ones),
+        or its try is over, or its partition was lost."""
+        by_partition = {memory.partition: memory for memory in memories}
+        self.in_flight = {key: launch for key, launch in self.in_flight.items()
+                          if (memory := by_partition.get(launch.partition)) is not None
+                          and key in memory.state.unlaunched
+                          and (instance := memory.state.instance(key)) is not None
+                          and instance.try_number == launch.try_number}
 
     def _forget_refusals_folded(self, memories: list[PartitionMemory]) -> None:
         """A refused try is not launched again until its TaskFailed is folded (it then leaves the

@@ -17,12 +17,14 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from infra.log import LogRecord, replay
-from infra.log.latest import latest_value
 from infra.settings import Settings
 from infra.topics import topic_name
-from schemas import DAGS, EVENTS, HEARTBEATS, SNAPSHOTS
+from schemas import DAGS, EVENTS, HEARTBEATS
 from services.scheduler.core import DagTombstone, SchedulerState, UnknownEvent, evolve
+from services.scheduler.core.forgotten import Retention
+from services.scheduler.core.heard import as_heard
 from services.scheduler.core.snapshot import Snapshot, SnapshotRefused, decode_snapshot, encode_snapshot
+from services.scheduler.snapshot_store import latest_snapshot
 
 log = logging.getLogger("tock.scheduler")
 
@@ -30,14 +32,26 @@ REPLAYED_TOPICS = (DAGS, EVENTS, HEARTBEATS)
 SNAPSHOT_READ_TIMEOUT = 10.0  # past it, a takeover replays the full history
 
 
+SETTLE_LIMIT = 60.0  # our decisions not read back after this long: decide again (and say so)
+
+
 @dataclass
 class PartitionMemory:
-    """One owned partition: its folded state, next offsets, and our own decisions not yet read back."""
+    """One owned partition: its state, folded in log order, the next offsets, and our own committed
+    decisions not read back yet.
+
+    Our decisions are folded when they are read back, like anyone's records, never when they are
+    committed: records of others may precede them in the log (a runner's TaskStarted written while
+    we decided), and the state must be what a replay folds, in the log's order. Until its own
+    decisions are read back a partition is *unsettled*: nothing more is decided or launched for
+    it, or the same decision would be made twice.
+    """
 
     partition: int
     state: SchedulerState = field(default_factory=SchedulerState)
     positions: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REPLAYED_TOPICS, 0))
-    echoes: deque = field(default_factory=deque)
+    awaiting: deque = field(default_factory=deque)  # our committed decisions on tock.events, in order
+    awaiting_since: float = 0.0     # when the oldest of them was committed
     folded_since_snapshot: int = 0  # records read since the last snapshot (or the takeover)
     snapshot_at: float = 0.0        # when the last snapshot was committed (or the takeover done)
 
@@ -50,10 +64,9 @@ class PartitionMemory:
             if logical != DAGS or record.key is None:
                 return None
             event = DagTombstone(record.key)
-        elif logical == EVENTS and self.echoes and self.echoes[0] == event:
-            self.echoes.popleft()  # our own decision, folded when it was committed
-            return None
-        return self.fold(event)
+        elif logical == EVENTS and self.awaiting and self.awaiting[0] == event:
+            self.awaiting.popleft()  # our own decision, read back: folded now, in its place in the log
+        return self.fold(as_heard(event, record.appended_at))  # a runner's report on the broker's clock
 
     def fold(self, event: Any) -> Any | None:
         try:
@@ -63,17 +76,25 @@ class PartitionMemory:
             return None
         return event
 
-    def apply_decisions(self, events: list) -> None:
-        """Fold our committed decisions now; their copies read back from tock.events are skipped."""
-        for event in events:
-            self.fold(event)
-            if event.TOPIC == EVENTS:
-                self.echoes.append(event)
+    def committed(self, events: list, now: float) -> None:
+        """Our decisions were committed: the partition is unsettled until they are read back."""
+        ours = [event for event in events if event.TOPIC == EVENTS]
+        if ours and not self.awaiting:
+            self.awaiting_since = now
+        self.awaiting.extend(ours)
+
+    def settled(self, now: float) -> bool:
+        """Whether every decision of ours is folded (so deciding again sees them)."""
+        if self.awaiting and now - self.awaiting_since > SETTLE_LIMIT:
+            log.error("partition %d: %d decision(s) of ours not read back after %.0f s (first: %s); deciding "
+                      "again", self.partition, len(self.awaiting), SETTLE_LIMIT, type(self.awaiting[0]).__name__)
+            self.awaiting.clear()
+        return not self.awaiting
 
 
 def snapshot_of(memory: PartitionMemory) -> bytes:
-    """The memory as a snapshot record value: the state before any decision not committed yet."""
-    return encode_snapshot(Snapshot(memory.partition, memory.state, dict(memory.positions), memory.echoes))
+    """The memory as a snapshot record value: the fold of the log up to its positions."""
+    return encode_snapshot(Snapshot(memory.partition, memory.state, dict(memory.positions)))
 
 
 def restore(settings: Settings, partitions: list[int], client_id: str = "tock-scheduler-snapshots"
@@ -81,26 +102,43 @@ def restore(settings: Settings, partitions: list[int], client_id: str = "tock-sc
     """The memories of ``partitions`` whose latest snapshot this code can read (the others: none)."""
     memories = {}
     for partition in partitions:
-        try:
-            found = latest_value(settings, SNAPSHOTS, partition, str(partition), client_id=client_id,
-                                 timeout=SNAPSHOT_READ_TIMEOUT)
-        except (KafkaException, TimeoutError) as error:
-            log.warning("the snapshot of partition %d could not be read (%s): replaying the full history",
-                        partition, error)
-            continue
-        if found is None:
-            continue
-        try:
-            snapshot = decode_snapshot(found[1])
-        except SnapshotRefused as refused:
-            log.warning("%s (offset %d of the snapshots): replaying the full history", refused, found[0])
-            continue
-        if snapshot.partition != partition:
-            log.warning("the snapshot at offset %d of partition %d is of partition %d: replaying the full history",
-                        found[0], partition, snapshot.partition)
-            continue
-        memories[partition] = PartitionMemory(partition, snapshot.state, snapshot.positions, snapshot.echoes)
+        snapshot = _latest_snapshot(settings, partition, client_id)
+        if snapshot is not None:
+            snapshot.state.retention = retention_of(settings)  # settings, not in the snapshot
+            memories[partition] = PartitionMemory(partition, snapshot.state, snapshot.positions)
     return memories
+
+
+def _latest_snapshot(settings: Settings, partition: int, client_id: str) -> Snapshot | None:
+    """The latest snapshot of ``partition`` (whole, or reassembled from its parts) if this code can read
+    it; else None, saying why."""
+    try:
+        found = latest_snapshot(settings, partition, client_id=client_id, timeout=SNAPSHOT_READ_TIMEOUT)
+    except (KafkaException, TimeoutError) as error:
+        log.warning("the snapshot of partition %d could not be read (%s): replaying the full history",
+                    partition, error)
+        return None
+    except SnapshotRefused as refused:  # a snapshot in parts, incomplete or mixed
+        log.warning("%s: replaying the full history", refused)
+        return None
+    if found is None:
+        return None
+    try:
+        snapshot = decode_snapshot(found[1])
+    except SnapshotRefused as refused:
+        log.warning("%s (offset %d of the snapshots): replaying the full history", refused, found[0])
+        return None
+    if snapshot.partition != partition:
+        log.warning("the snapshot at offset %d of partition %d is of partition %d: replaying the full history",
+                    found[0], partition, snapshot.partition)
+        return None
+    return snapshot
+
+
+def retention_of(settings: Settings) -> Retention:
+    """What a partition's fold keeps of finished history (core/retention.py)."""
+    return Retention(finished_runs_kept=settings.scheduler_finished_runs_kept,
+                     request_ids_kept=settings.scheduler_request_ids_kept)
 
 
 def rebuild(settings: Settings, partitions: list[int], restored: dict[int, PartitionMemory] | None = None
@@ -113,7 +151,9 @@ def rebuild(settings: Settings, partitions: list[int], restored: dict[int, Parti
     folded as it streams in, through a bounded queue, so a long history never sits in memory.
     """
     restored = restored or {}
-    memories = {partition: restored.get(partition) or PartitionMemory(partition) for partition in partitions}
+    memories = {partition: restored.get(partition)
+                or PartitionMemory(partition, state=SchedulerState(retention=retention_of(settings)))
+                for partition in partitions}
     if not partitions:
         return memories
     starts = {logical: {partition: memory.positions[logical] for partition, memory in restored.items()}

@@ -138,6 +138,7 @@ class Scheduler:
         records = events.poll(self._poll_wait(), 1)
         records += events.poll(0, 5000) + side.poll(0, 5000)
         touched = self._folding.fold(records)
+        self.launcher.read_back(self._folding.read_back)
         self._assignments.install_finished()
         self._assignments.retry_due()
         now = time.time()

@@ -1,7 +1,8 @@
 """Snapshots of the owned partitions' memories, committed in the decisions' transaction.
 
-When one is due (core/snapshot.py), how one is built (memory.snapshot_of) and kept under the
-limit of tock.snapshots, and putting one off after an aborted transaction.
+When one is due (core/snapshot.py), how one is built (memory.snapshot_of) and written as records
+of tock.snapshots (one, or parts and a head when it is over a record's limit: snapshot_store.py),
+and putting one off after an aborted transaction.
 """
 
 from __future__ import annotations
@@ -13,16 +14,15 @@ from confluent_kafka import Consumer
 
 from infra.log import RawRecord
 from infra.settings import Settings
-from infra.topics import SNAPSHOT_MAX_BYTES, topic_name
+from infra.topics import topic_name
 from schemas import SNAPSHOTS
 from services.scheduler.core.snapshot import snapshot_due
 from services.scheduler.holdings import Holdings
 from services.scheduler.memory import snapshot_of
 from services.scheduler.metrics import SchedulerMetrics
+from services.scheduler.snapshot_store import RECORD_BYTES, parts_written, snapshot_records
 
 log = logging.getLogger("tock.scheduler")
-
-SNAPSHOT_RECORD_OVERHEAD = 64 * 1024  # key and batch framing around a snapshot's value, kept under the limits
 
 
 def snapshot_topic_exists(settings: Settings, consumer: Consumer) -> bool:
@@ -44,6 +44,9 @@ class Snapshots:
         self._every = settings.scheduler_snapshot_every_events
         self._interval = settings.scheduler_snapshot_interval_seconds
         self._holdings, self._metrics, self.on = holdings, metrics, on
+        # Per partition: (id of the memory, parts its last committed snapshot had). Another memory
+        # (a takeover since) does not know what the previous owner wrote.
+        self._parts: dict[int, tuple[int, int]] = {}
 
     def due(self, now: float) -> list[int]:
         if not self.on:
@@ -66,6 +69,10 @@ class Snapshots:
     def written(self, records: list[RawRecord]) -> None:
         """Committed: count again from now."""
         self._restart_count([record.partition for record in records])
+        for partition, parts in parts_written(records).items():
+            memory = self._holdings.memories.get(partition)
+            if memory is not None:
+                self._parts[partition] = (id(memory), parts)
 
     def records(self, partitions: list[int]) -> list[RawRecord]:
         """Snapshots of these partitions' memories as they are now: before the decisions of the
@@ -73,13 +80,13 @@ class Snapshots:
         records = []
         for partition in partitions:
             value = self._measured(partition)
-            if len(value) > SNAPSHOT_MAX_BYTES - SNAPSHOT_RECORD_OVERHEAD:
-                log.warning("partition %d: snapshot of %d bytes is over the limit of tock.snapshots (%d bytes a "
-                            "record); not written (a takeover replays the full history)", partition, len(value),
-                            SNAPSHOT_MAX_BYTES)
-                self._restart_count([partition])
-                continue
-            records.append(RawRecord(SNAPSHOTS, partition, str(partition), value))
+            memory_id, earlier = self._parts.get(partition, (0, 0))
+            known = memory_id == id(self._holdings.memories[partition])
+            written = snapshot_records(partition, value, earlier if known else None)
+            if len(value) > RECORD_BYTES:
+                log.info("partition %d: the snapshot of %d bytes is over a record's limit: written as %d parts "
+                         "and their head", partition, len(value), parts_written(written)[partition])
+            records += written
         return records
 
     def _measured(self, partition: int) -> bytes:

@@ -109,7 +109,9 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("tock.scheduler").setLevel(logging.INFO)
     with tempfile.TemporaryDirectory() as tmp:
+        # Every finished run kept (not the default 100 per DAG): the worst case a snapshot must carry.
         settings = bench_settings(Path(tmp), partitions=1, task_heartbeat_timeout=600,
+                                  scheduler_finished_runs_kept=1_000_000,
                                   scheduler_snapshot_every_events=0, scheduler_snapshot_interval_seconds=0)
         try:
             run(settings)

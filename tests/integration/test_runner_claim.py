@@ -56,17 +56,50 @@ def test_a_batch_across_partitions_wins_and_loses_each_try_by_its_first_task_sta
     assert (claims.won, dict(claims.lost)) == ({alpha}, {beta: "rival"})
 
 
+def task_queued(key, at: float) -> TaskQueued:
+    dag_id, run_id, task_id, try_number = key
+    return TaskQueued(dag_id=dag_id, run_id=run_id, task_id=task_id, try_number=try_number, executor="local",
+                      queue="default", scheduler_id="s", at=at)
+
+
 def test_the_claim_reads_from_where_the_try_was_queued(kafka_settings):
     key = ("alpha", "r1", "t", 1)
-    queued_at = time.time()
     with KafkaEventLog(kafka_settings) as event_log:
-        append_at(event_log, kafka_settings, started(key, "before-the-queue"), queued_at - 60)
-        event_log.append(TaskQueued(dag_id="alpha", run_id="r1", task_id="t", try_number=1, executor="local",
-                                    queue="default", scheduler_id="s", at=queued_at))
+        event_log.append(started(key, "before-the-queue"))
+        event_log.flush()
+        time.sleep(1.5)  # appended more than the claim's first margin (1 s) before the try was queued
+        queued_at = time.time()
+        event_log.append(task_queued(key, queued_at))
         # a runner whose clock is far behind still comes after the TaskQueued in the log
         append_at(event_log, kafka_settings, started(key, "me"), queued_at - 3600)
     assert claim(kafka_settings, {key: "me"}, {key: queued_at}).won == {key}
     assert dict(claim(kafka_settings, {key: "me"}, {key: 0.0}).lost) == {key: "before-the-queue"}
+
+
+def test_a_scheduler_clock_ahead_of_the_broker_s_does_not_hide_the_first_task_started(kafka_settings):
+    # tock.events is stamped by the broker (LogAppendTime). A scheduler 2.5 s ahead of it writes a
+    # queued_at the broker's clock reaches only 2.5 s after the TaskQueued was appended: looked up by
+    # time, the try's partition "begins" past its TaskQueued and the rival's TaskStarted.
+    key = ("alpha", "r1", "t", 1)
+    queued_at = time.time() + 2.5
+    with KafkaEventLog(kafka_settings) as event_log:
+        event_log.append(task_queued(key, queued_at))
+        event_log.append(started(key, "rival"))
+        event_log.flush()
+        time.sleep(2.5)
+        event_log.append(started(key, "me"))  # a second launch of the try (a redelivered Celery message)
+    claims = claim(kafka_settings, {key: "me"}, {key: queued_at})
+    assert (claims.won, dict(claims.lost)) == (frozenset(), {key: "rival"})
+
+
+def test_a_try_whose_partition_holds_nothing_since_its_queued_at_is_read_from_further_back(kafka_settings):
+    # The same scheduler, its runner's claim looked up before anything was appended after queued_at - 1 s.
+    key = ("alpha", "r1", "t", 1)
+    queued_at = time.time() + 600
+    with KafkaEventLog(kafka_settings) as event_log:
+        for event in (task_queued(key, queued_at), started(key, "rival"), started(key, "me")):
+            event_log.append(event)
+    assert dict(claim(kafka_settings, {key: "me"}, {key: queued_at}).lost) == {key: "rival"}
 
 
 def test_the_claim_waits_until_a_task_started_of_the_try_is_readable(kafka_settings):

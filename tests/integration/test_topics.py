@@ -1,4 +1,5 @@
-"""`tock topics create` is idempotent and refuses topics that differ from Tock's definition."""
+"""`tock topics create` is idempotent and refuses topics that differ from Tock's definition (bringing
+existing ones to what it upholds: tests/integration/test_topics_log_append_time.py)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ def test_creates_every_topic_with_its_policy_then_is_idempotent(admin, topic_pre
         resource = ConfigResource(ConfigResource.Type.TOPIC, name)
         configs = admin.describe_configs([resource])[resource].result(10)
         assert configs["cleanup.policy"].value == spec.cleanup
+        assert {key: configs[key].value for key in spec.upheld} == spec.upheld
 
 
 def test_a_different_partition_count_is_an_error(admin, topic_prefix):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from schemas import TaskDeclaredDead, TaskKillRequested, TaskStarted
 from services.runner.core.claim import kill_requests, winners
-from services.scheduler.launching import Stop, handle_to_stop
+from services.scheduler.core.stops import Stop, handle_to_stop
 from tests.unit.scheduler_fixtures import created, launched, parsed, queued, started, state_of
 
 A, A2, B = ("d", "r", "a", 1), ("d", "r", "a", 2), ("d", "r", "b", 1)

@@ -9,13 +9,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from infra.log import partition_for
-from schemas import TaskDeclaredDead, TaskKillRequested, TaskStarted
+from schemas import TaskDeclaredDead, TaskKillRequested, TaskQueued, TaskStarted
 from services.runner.claim_reader import earliest_queued
-from services.runner.core.claim import Claims, kill_requests, winners
+from services.runner.core.claim import Claims, kill_requests, unanchored, winners
 
 A, B = ("d", "r", "a", 1), ("d", "r", "b", 1)
 A2 = ("d", "r", "a", 2)
 KILL = "kill:"  # a record written as (key, "kill:<reason>") is a TaskKillRequested
+QUEUED = "queued"  # ... and (key, "queued") its TaskQueued
 
 
 def started(key, runner_id: str) -> TaskStarted:
@@ -30,7 +31,15 @@ def kill_requested(key, reason: str) -> TaskKillRequested:
                              scheduler_id="s1", at=0.0)
 
 
+def task_queued(key) -> TaskQueued:
+    dag_id, run_id, task_id, try_number = key
+    return TaskQueued(dag_id=dag_id, run_id=run_id, task_id=task_id, try_number=try_number, executor="local",
+                      queue="default", scheduler_id="s1", at=0.0)
+
+
 def record(key, who: str):
+    if who == QUEUED:
+        return task_queued(key)
     return kill_requested(key, who.removeprefix(KILL)) if who.startswith(KILL) else started(key, who)
 
 
@@ -134,3 +143,21 @@ def test_a_try_declared_dead_before_any_start_is_run_by_nobody():
 
 def test_a_death_declared_after_the_start_does_not_undo_the_claim():
     assert winners([started(A, "me"), declared_dead(A)], {A: "me"}) == Claims(won=frozenset({A}))
+
+
+@pytest.mark.parametrize(("log", "expected"), [
+    pytest.param([(A, QUEUED), (A, "other"), (A, "me")], set(), id="the TaskQueued first: the read began before it"),
+    pytest.param([(A, "me")], {A}, id="our TaskStarted without the TaskQueued: the read began past it"),
+    pytest.param([(A, "other"), (A, QUEUED), (A, "me")], {A}, id="a claim record read before the TaskQueued"),
+    pytest.param([(A, KILL + "cleared"), (A, "me")], {A}, id="a kill request read before any TaskQueued"),
+    pytest.param([(A2, QUEUED), (A, "me")], {A}, id="another try's TaskQueued anchors nothing"),
+    pytest.param([(B, "other"), (A, QUEUED), (A, "me")], set(), id="only the tries asked about"),
+    pytest.param([(A, QUEUED)], set(), id="nothing claimed yet"),
+])
+def test_a_claim_record_read_before_its_try_s_task_queued_shows_the_read_began_too_late(log, expected):
+    assert unanchored([record(key, who) for key, who in log], {A}) == expected
+
+
+def test_a_task_queued_decides_no_claim():
+    assert winners([task_queued(A)], {A: "me"}) == Claims(pending=frozenset({A}))
+    assert winners([task_queued(A), started(A, "other"), started(A, "me")], {A: "me"}) == Claims(lost={A: "other"})

@@ -1,10 +1,7 @@
-"""Which runs the next decide walks (services/scheduler/holdings.py): touched, retouched, or all."""
+"""Which runs the next decide walks (services/scheduler/holdings.py): touched, deferred, or all."""
 
 from __future__ import annotations
 
-from schemas import SchedulerStopped
-from schemas.freeze import sample
-from schemas.tasks import TaskSucceeded
 from services.scheduler.holdings import Holdings
 from services.scheduler.memory import PartitionMemory
 
@@ -15,28 +12,29 @@ def held(*partitions: int) -> Holdings:
     return holdings
 
 
-def test_a_partition_walks_the_runs_its_records_touched_and_those_its_committed_decisions_changed():
+def test_a_partition_walks_the_runs_its_records_touched_and_those_deferred_while_it_was_unsettled():
     holdings = held(0, 1)
-    decided = sample(TaskSucceeded)
-    holdings.committed(0, decided)
-    holdings.committed(0, SchedulerStopped(scheduler_id="s", at=1.0))  # names no run
+    holdings.defer(0, {("d", "early")})  # touched while our decisions were not read back
     touched = {0: {("d", "r")}, 1: None}
-    assert holdings.walk(0, touched) == {("d", "r"), (decided.dag_id, decided.run_id)}
+    assert holdings.walk(0, touched) == {("d", "r"), ("d", "early")}
     assert holdings.walk(1, touched) is None
     assert touched[0] == {("d", "r")}  # the records' runs are not changed by the walk
-    holdings.walked()
+    holdings.walked(0)
     assert holdings.walk(0, {}) == set()
+    holdings.defer(1, None)  # an unsettled partition due a full walk keeps it
+    holdings.walked(0)
+    assert holdings.walk(1, {}) is None
 
 
 def test_after_a_takeover_or_an_aborted_commit_every_run_is_walked_once():
     holdings = held(0)
     holdings.taken_over({1: PartitionMemory(1)}, started=5.0)
     assert holdings.walk(1, {}) is None and holdings.adoption_due == {1} and holdings.assigned_at == {1: 5.0}
-    holdings.walked()
+    holdings.walked(1)
     holdings.walk_everything()
     assert holdings.walk(0, {0: {("d", "r")}}) is None and holdings.walk(1, {}) is None
-    holdings.walked()
-    assert holdings.walk(0, {}) == set()
+    holdings.walked(0)
+    assert holdings.walk(0, {}) == set() and holdings.walk(1, {}) is None
 
 
 def test_a_forgotten_partition_is_no_longer_held_nor_due_adoption():

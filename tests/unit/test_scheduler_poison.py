@@ -4,7 +4,6 @@ refused; whatever still raises for one DAG quarantines that DAG, and the others 
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -215,7 +214,7 @@ def test_a_snapshot_carries_the_quarantine():
     state = state_of(healthy(), broken_fold())
     decide_and_fold(state)
     evolve(state, broken_decision())  # another definition, quarantined too: announced differs from held
-    restored = decode_snapshot(encode_snapshot(Snapshot(0, state, {"dags": 1}, deque()))).state
+    restored = decode_snapshot(encode_snapshot(Snapshot(0, state, {"dags": 1}))).state
     assert restored.quarantined == state.quarantined and restored.announced == state.announced
     assert decide(restored, NOW, POLICY) == decide(state, NOW, POLICY)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import zlib
-from collections import deque
 
 import pytest
 
@@ -38,8 +37,8 @@ def busy_state() -> SchedulerState:
     return state
 
 
-def round_trip(state: SchedulerState, echoes=()) -> Snapshot:
-    return decode_snapshot(encode_snapshot(Snapshot(7, state, dict(POSITIONS), deque(echoes))))
+def round_trip(state: SchedulerState) -> Snapshot:
+    return decode_snapshot(encode_snapshot(Snapshot(7, state, dict(POSITIONS))))
 
 
 def test_the_busy_state_fills_every_part():
@@ -59,11 +58,6 @@ def test_round_trip_equals_the_state_dict_order_included():
     assert restored.positions == POSITIONS and restored.partition == 7
 
 
-def test_echoes_round_trip_in_order():
-    echoes = list(synthetic.open_run("etl", 9, 2, at=5.0))
-    assert list(round_trip(SchedulerState(), echoes).echoes) == echoes
-
-
 def test_a_restored_state_folds_on_like_the_original():
     state = busy_state()
     restored = round_trip(state).state
@@ -73,7 +67,7 @@ def test_a_restored_state_folds_on_like_the_original():
 
 
 def test_an_older_state_version_is_refused_naming_both_versions():
-    value = encode_snapshot(Snapshot(3, busy_state(), dict(POSITIONS), deque()))
+    value = encode_snapshot(Snapshot(3, busy_state(), dict(POSITIONS)))
     older = value.replace(f'"version": {STATE_VERSION}'.encode(), f'"version": {STATE_VERSION - 1}'.encode())
     with pytest.raises(SnapshotRefused, match=f"partition 3 was written by state version {STATE_VERSION - 1}, "
                                               f"this scheduler reads {STATE_VERSION}"):
@@ -81,7 +75,7 @@ def test_an_older_state_version_is_refused_naming_both_versions():
 
 
 def test_another_model_fingerprint_is_refused():
-    value = encode_snapshot(Snapshot(3, SchedulerState(), dict(POSITIONS), deque()))
+    value = encode_snapshot(Snapshot(3, SchedulerState(), dict(POSITIONS)))
     with pytest.raises(SnapshotRefused, match="another scheduler model"):
         decode_snapshot(value.replace(FINGERPRINT.encode(), b"0" * len(FINGERPRINT)))
 
@@ -93,7 +87,7 @@ def test_a_value_that_is_no_snapshot_is_refused(value):
 
 
 def test_a_corrupt_body_is_refused():
-    value = encode_snapshot(Snapshot(3, busy_state(), dict(POSITIONS), deque()))
+    value = encode_snapshot(Snapshot(3, busy_state(), dict(POSITIONS)))
     header_end = value.index(b"\n", len(MAGIC)) + 1
     with pytest.raises(SnapshotRefused, match="corrupt"):
         decode_snapshot(value[:header_end] + value[header_end:-20])

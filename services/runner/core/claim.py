@@ -11,7 +11,11 @@ try is over and its retry is the one that runs. A TaskKillRequested after a Task
 for the winner to obey, and so is a TaskDeclaredDead after it: dead means stopped (the owner gave
 the try up and retries it, so a runner that was only cut off, frozen or slow must not run it on
 beside its retry).
-Pure: the reading is the shell's (services/runner/claim_reader.py).
+
+A reader looks the start of its read up by time (where the try was queued), and a clock can be off:
+every claim record of a try comes after its TaskQueued in the log, so a claim record read before
+the try's TaskQueued shows the read began too late (:func:`unanchored`), and it is read again from
+further back. Pure: the reading is the shell's (services/runner/claim_reader.py).
 """
 
 from __future__ import annotations
@@ -19,11 +23,13 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from schemas import TaskDeclaredDead, TaskKillRequested, TaskStarted
+from schemas import TaskDeclaredDead, TaskKillRequested, TaskQueued, TaskStarted
 
 TryKey = tuple[str, str, str, int]  # (dag_id, run_id, task_id, try_number)
 # What decides a claim (and kill requests stop a won try).
 TryRecord = TaskStarted | TaskKillRequested | TaskDeclaredDead
+# What a claim reads: those, and the TaskQueued that shows the read began early enough (it decides nothing).
+ClaimRead = TryRecord | TaskQueued
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,21 +46,37 @@ class Claims:
         return not self.pending
 
 
-def try_key(event: TryRecord) -> TryKey:
+def try_key(event: ClaimRead) -> TryKey:
     return (event.dag_id, event.run_id, event.task_id, event.try_number)
 
 
-def first_records(records_in_log_order: Iterable[TryRecord], keys: Iterable[TryKey]) -> dict[TryKey, TryRecord]:
-    """The first TaskStarted or TaskKillRequested of each of these tries that the log holds."""
+def first_records(records_in_log_order: Iterable[ClaimRead], keys: Iterable[TryKey]) -> dict[TryKey, TryRecord]:
+    """The first TaskStarted, TaskKillRequested or TaskDeclaredDead of each of these tries that the log holds."""
     wanted, first = set(keys), {}
     for record in records_in_log_order:
+        if isinstance(record, TaskQueued):
+            continue
         key = try_key(record)
         if key in wanted and key not in first:
             first[key] = record
     return first
 
 
-def winners(records_in_log_order: Iterable[TryRecord], own: Mapping[TryKey, str]) -> Claims:
+def unanchored(records_in_log_order: Iterable[ClaimRead], keys: Collection[TryKey]) -> frozenset[TryKey]:
+    """Of these tries, those whose first record read is a claim record, not their TaskQueued.
+
+    Runners are launched once a try's TaskQueued is committed, and kill requests and deaths are of a
+    queued try, so the log holds a try's claim records after its TaskQueued: a read that meets one
+    first began past the TaskQueued, and the first claim record may lie before where it began."""
+    seen: dict[TryKey, bool] = {}  # try -> whether its TaskQueued came first
+    for record in records_in_log_order:
+        key = try_key(record)
+        if key in keys and key not in seen:
+            seen[key] = isinstance(record, TaskQueued)
+    return frozenset(key for key, queued_first in seen.items() if not queued_first)
+
+
+def winners(records_in_log_order: Iterable[ClaimRead], own: Mapping[TryKey, str]) -> Claims:
     """Decide each of our tries (try -> our runner id) from the records read so far, in log order.
 
     A try is won when its first record is our TaskStarted; lost when it is another runner's
@@ -76,7 +98,7 @@ def _why_over(record: TaskKillRequested | TaskDeclaredDead) -> str:
     return record.reason
 
 
-def kill_requests(records_in_log_order: Iterable[TryRecord], tries: Collection[TryKey]) -> dict[TryKey, str]:
+def kill_requests(records_in_log_order: Iterable[ClaimRead], tries: Collection[TryKey]) -> dict[TryKey, str]:
     """Why each of these tries must stop: the first of its TaskKillRequested and TaskDeclaredDead
     among the records (read after the claim: the winner obeys both alike)."""
     found: dict[TryKey, str] = {}

@@ -3,7 +3,7 @@ as max_active_runs allows, and say when the backfill is over.
 
 A date that already has an open run is left alone; one whose run finished is left alone
 too, unless ``reprocess_failed`` and that run failed: then it is reopened and its failed
-tasks cleared.
+tasks cleared. A date whose run was forgotten (retention.py) is left alone in any case.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from services.scheduler.core.model import (
     scheduled_run_id,
 )
 from services.scheduler.core.quarantine import Guard
+from services.scheduler.core.retention import date_forgotten
 from services.scheduler.core.runs import created_run
 
 MOST_RUNS = 10_000  # a backfill longer than this is refused: split it
@@ -116,7 +117,8 @@ def _advance(state: SchedulerState, backfill_id: str, backfill: Backfill, active
             created_run(dag, run_id, date, "backfill", backfill.conf_json, scheduler_id, now)]
         active[backfill.dag_id] += 1
     if not backfill.dates and all(key in state.finished for key in backfill.runs):
-        failed_any = any(state.finished[key].finished_state == "failed" for key in backfill.runs)
+        failed_any = backfill.forgotten_failed or any(state.finished[key].finished_state == "failed"
+                                                      for key in backfill.runs)
         events.append(BackfillFinished(dag_id=backfill.dag_id, backfill_id=backfill_id,
                                        state="failed" if failed_any else "success", at=now))
     return events
@@ -134,7 +136,7 @@ def _rerun(run: DagRun, backfill_id: str, now: float) -> list[DagRunReopened | T
 
 def _wanted(state: SchedulerState, dag_id: str, date: float, reprocess_failed: bool) -> bool:
     keys = _keys(dag_id, date)
-    if any(key in state.runs for key in keys):
+    if any(key in state.runs for key in keys) or date_forgotten(state, dag_id, date):
         return False
     finished = [state.finished[key] for key in keys if key in state.finished]
     return not finished or (reprocess_failed and any(run.finished_state == "failed" for run in finished))

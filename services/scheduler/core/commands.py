@@ -1,10 +1,12 @@
 """Folding operators' commands, and the decisions that carry them out.
 
-A command is applied once per request id, for ever (a repeat, however late, changes
-nothing). One the state cannot apply becomes a Rejection until ``decide`` records it as
-CommandRejected. A command never touches a try that is running or queued: it says what
-happens once that try has ended (``TaskInstance.pending``), ``decide`` asks the runner to
-stop it (TaskKillRequested), and the rest follows when the try's end is in the log.
+A command is applied once per request id while the partition remembers that id (its latest
+``request_ids_kept``, retention.py): a repeat changes nothing. A trigger is applied once for ever
+(its run id derives from its request id, and a finished run, even forgotten, is known). One the
+state cannot apply becomes a Rejection until ``decide`` records it as CommandRejected. A command
+never touches a try that is running or queued: it says what happens once that try has ended
+(``TaskInstance.pending``), ``decide`` asks the runner to stop it (TaskKillRequested), and the
+rest follows when the try's end is in the log.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from services.scheduler.core.model import (
     SchedulerState,
     TaskInstance,
 )
+from services.scheduler.core.retention import forgotten_reason, remember_request, was_forgotten
 
 MARKABLE = (SUCCESS, FAILED, SKIPPED)
 
@@ -66,7 +69,7 @@ def trigger(state: SchedulerState, event: TriggerDagRun) -> None:
             _reject(state, event.dag_id, event.request_id, "TriggerDagRun",
                     f"the logical date {event.logical_date!r} is outside the calendar (years 1-9999)")
         return
-    if key not in state.runs and key not in state.finished:
+    if key not in state.runs and key not in state.finished and not was_forgotten(state, *key):
         state.triggers.setdefault(key, event)
 
 
@@ -107,12 +110,16 @@ def kill(state: SchedulerState, event: KillTask) -> None:
     run = state.runs.get((event.dag_id, event.run_id))
     instance = run.tasks.get(event.task_id) if run else None
     if instance is None or instance.state not in ACTIVE:
-        return _reject(state, event.dag_id, event.request_id, "KillTask",
-                       f"task {event.task_id} of run {event.run_id} has no running or queued try")
+        problem = f"task {event.task_id} of run {event.run_id} has no running or queued try"
+        if run is None and was_forgotten(state, event.dag_id, event.run_id):
+            problem = f"{forgotten_reason(state, event.dag_id, event.run_id)}: {problem}"
+        return _reject(state, event.dag_id, event.request_id, "KillTask", problem)
     instance.pending, instance.pending_request = KILL, event.request_id
 
 
 def request_backfill(state: SchedulerState, event: RequestBackfill) -> None:
+    if event.request_id in state.backfills:  # still under way (however long ago its id was forgotten)
+        return
     if not _seen(state, event.request_id):
         state.backfill_requests[event.request_id] = event
 
@@ -130,7 +137,7 @@ def cancel_backfill(state: SchedulerState, event: CancelBackfill) -> None:
 def rejected(state: SchedulerState, event: CommandRejected) -> None:
     state.rejections.pop(event.request_id, None)
     state.backfill_requests.pop(event.request_id, None)
-    state.requests.add(event.request_id)
+    remember_request(state, event.request_id)
 
 
 def kill_requested(state: SchedulerState, event: TaskKillRequested) -> None:
@@ -192,7 +199,7 @@ def reopened(state: SchedulerState, event: DagRunReopened) -> None:
 
 def backfill_planned(state: SchedulerState, event: BackfillPlanned) -> None:
     request = state.backfill_requests.pop(event.backfill_id, None)
-    state.requests.add(event.backfill_id)
+    remember_request(state, event.backfill_id)
     conf = request.conf_json if request is not None else "{}"
     state.backfills[event.backfill_id] = Backfill(event.dag_id, list(event.logical_dates), event.reprocess_failed,
                                                   conf)
@@ -238,7 +245,7 @@ def _seen(state: SchedulerState, request_id: str) -> bool:
         return False
     if request_id in state.requests:
         return True
-    state.requests.add(request_id)
+    remember_request(state, request_id)
     return False
 
 
@@ -250,6 +257,8 @@ def _reject(state: SchedulerState, dag_id: str, request_id: str, command: str, r
 def _target(state: SchedulerState, event: ClearTask | MarkTask, task_id: str) -> tuple[DagRun, DagEntry] | str:
     """The run (open or finished) and DAG a command changes, or why it cannot."""
     run, dag = find_run(state, event.dag_id, event.run_id), state.dags.get(event.dag_id)
+    if run is None and was_forgotten(state, event.dag_id, event.run_id):
+        return forgotten_reason(state, event.dag_id, event.run_id) + ": it can no longer be cleared or marked"
     if run is None:
         return f"DAG {event.dag_id} has no run {event.run_id}"
     if dag is None:

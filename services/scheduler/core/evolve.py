@@ -49,7 +49,7 @@ from schemas import (
     TaskUpstreamFailed,
     TriggerDagRun,
 )
-from services.scheduler.core import commands, quarantine
+from services.scheduler.core import commands, quarantine, retention
 from services.scheduler.core.instances import end_try, forget_try, now_live
 from services.scheduler.core.model import (
     ACTIVE,
@@ -228,6 +228,8 @@ def _pause(state: SchedulerState, event: PauseDag) -> None:
 def _run_created(state: SchedulerState, event: DagRunCreated) -> None:
     key = (event.dag_id, event.run_id)
     state.triggers.pop(key, None)
+    if state.forgotten and retention.was_forgotten(state, event.dag_id, event.run_id):
+        return  # it existed, finished and was forgotten (retention.py): it never runs again
     if event.run_type == "scheduled":
         latest = state.latest_scheduled.get(event.dag_id, event.logical_date)
         state.latest_scheduled[event.dag_id] = max(latest, event.logical_date)
@@ -256,6 +258,7 @@ def _run_finished(state: SchedulerState, event: DagRunFinished) -> None:
         forget_try(state, (event.dag_id, event.run_id, task_id))
     run.finished_state = event.state
     state.finished[key] = run  # kept: a clear or mark may reopen it, a repeated trigger must not recreate it
+    retention.run_finished(state, event.dag_id)  # ... among the DAG's newest finished runs only
 
 
 # -- tries -----------------------------------------------------------------------------------

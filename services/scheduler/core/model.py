@@ -1,7 +1,8 @@
 """The scheduler's memory of one partition: DAGs, open runs and their task instances.
 
-Only ``evolve`` changes it. Finished runs are dropped, so the state holds what the
-open runs need and nothing of finished history.
+Only ``evolve`` changes it. Of finished history it holds the newest finished runs of each DAG
+(for clear, mark and backfill), a compact trace of the older ones, and the latest request ids
+(core/retention.py).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from schemas import (
     TaskSucceeded,
     TriggerDagRun,
 )
+from services.scheduler.core.forgotten import ForgottenRuns, RequestIds, Retention
 from services.scheduler.core.timers import Timers
 
 # Task-instance states.
@@ -170,18 +172,34 @@ class PackedRun:
     def key(self) -> RunKey:
         return self.run[_DAG_ID], self.run[_RUN_ID]
 
+    @property
+    def logical_date(self) -> float:
+        return float(self.run[_LOGICAL_DATE])
+
+    @property
+    def run_type(self) -> str:
+        return str(self.run[_RUN_TYPE])
+
+    @property
+    def finished_state(self) -> str:
+        return str(self.run[_FINISHED_STATE])
+
     def build(self) -> DagRun:
         tasks = {row[0]: TaskInstance(*row) for row in self.instances}
         return DagRun(**dict(zip(RUN_FIELDS, self.run, strict=False)), tasks=tasks)
 
 
 class FinishedRuns(MutableMapping[RunKey, DagRun]):
-    """RunKey -> DagRun, each stored packed and built on first use."""
+    """RunKey -> DagRun, each stored packed and built on first use; in the order they were stored,
+    also per DAG (which the retention forgets first)."""
 
-    __slots__ = ("_runs",)
+    __slots__ = ("_by_dag", "_runs")
 
     def __init__(self, packed: Iterable[PackedRun] = ()) -> None:
-        self._runs: dict[RunKey, DagRun | PackedRun] = {run.key: run for run in packed}
+        self._runs: dict[RunKey, DagRun | PackedRun] = {}
+        self._by_dag: dict[str, dict[RunKey, None]] = {}
+        for run in packed:
+            self._store(run.key, run)
 
     def __getitem__(self, key: RunKey) -> DagRun:
         found = self._runs[key]
@@ -190,10 +208,29 @@ class FinishedRuns(MutableMapping[RunKey, DagRun]):
         return found
 
     def __setitem__(self, key: RunKey, run: DagRun) -> None:
-        self._runs[key] = PackedRun.of(run)
+        self._store(key, PackedRun.of(run))
 
     def __delitem__(self, key: RunKey) -> None:
         del self._runs[key]
+        of_dag = self._by_dag[key[0]]
+        del of_dag[key]
+        if not of_dag:
+            del self._by_dag[key[0]]
+
+    def _store(self, key: RunKey, run: DagRun | PackedRun) -> None:
+        self._runs[key] = run
+        self._by_dag.setdefault(key[0], {})[key] = None
+
+    def packed_of(self, key: RunKey) -> PackedRun:
+        """The run as rows, without building it if it is still packed."""
+        found = self._runs[key]
+        return found if isinstance(found, PackedRun) else PackedRun.of(found)
+
+    def count_of(self, dag_id: str) -> int:
+        return len(self._by_dag.get(dag_id, ()))
+
+    def oldest_of(self, dag_id: str) -> RunKey | None:
+        return next(iter(self._by_dag.get(dag_id, ())), None)
 
     def __contains__(self, key: object) -> bool:
         return key in self._runs
@@ -219,6 +256,8 @@ class FinishedRuns(MutableMapping[RunKey, DagRun]):
 
 
 _DAG_ID, _RUN_ID = RUN_FIELDS.index("dag_id"), RUN_FIELDS.index("run_id")
+_LOGICAL_DATE, _RUN_TYPE = RUN_FIELDS.index("logical_date"), RUN_FIELDS.index("run_type")
+_FINISHED_STATE = RUN_FIELDS.index("finished_state")
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +279,7 @@ class Backfill:
     conf_json: str
     runs: set[RunKey] = field(default_factory=set)
     cancelled: bool = False
+    forgotten_failed: bool = False  # one of its runs failed and was forgotten (retention.py) before it ended
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,7 +303,8 @@ class SchedulerState:
     next_due: dict[str, float | None] = field(default_factory=dict)   # dag_id -> next scheduled run due
     triggers: dict[RunKey, TriggerDagRun] = field(default_factory=dict)  # run not created yet -> request
     finished: FinishedRuns = field(default_factory=FinishedRuns)       # ended runs, for clear and mark
-    requests: set[str] = field(default_factory=set)                   # command request ids applied
+    forgotten: dict[str, ForgottenRuns] = field(default_factory=dict)  # dag_id -> what is left of older ones
+    requests: RequestIds = field(default_factory=RequestIds)          # latest command request ids applied
     rejections: dict[str, Rejection] = field(default_factory=dict)    # request id -> to record
     removed_dags: dict[str, DagEntry] = field(default_factory=dict)   # last definition of deleted DAGs
     backfill_requests: dict[str, RequestBackfill] = field(default_factory=dict)  # not planned yet
@@ -275,6 +316,7 @@ class SchedulerState:
     announced: dict[str, Quarantine] = field(default_factory=dict)    # dag_id -> what its DagQuarantined not
                                                                       # lifted since (in tock.events) says
     timers: Timers = field(default_factory=Timers, compare=False, repr=False)  # derived: deadlines in heaps
+    retention: Retention = field(default_factory=Retention, compare=False, repr=False)  # settings, not state
 
     def instance(self, key: TryKey) -> TaskInstance | None:
         run = self.runs.get(key[:2])

@@ -9,8 +9,8 @@ explicit, positional and versioned::
 
 The header names the format, ``STATE_VERSION`` and a fingerprint of the model's fields
 (``model_fingerprint``): a snapshot written by other code is refused (``SnapshotRefused``)
-before its body is read, and the caller replays the full history instead. Events (echoes,
-pending triggers and backfill requests) are Avro records (schemas.codec), so they keep
+before its body is read, and the caller replays the full history instead. Events (pending
+triggers and backfill requests) are Avro records (schemas.codec), so they keep
 decoding across schema versions; runs and task instances (most of a long history: the finished
 runs) are columns (core/columns.py), fast to write and read; the rest is positional JSON lists.
 Everything keeps dict order (deciding walks ``runs``, ``live``, ``unlaunched``, ``waiting`` in order).
@@ -27,7 +27,6 @@ import hashlib
 import json
 import zlib
 from array import array
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
@@ -35,7 +34,6 @@ from typing import Any, TypeAlias, TypeVar
 from schemas import (
     DagDefinition,
     Event,
-    EventsTopicEvent,
     RequestBackfill,
     TaskDefinition,
     TriggerDagRun,
@@ -44,6 +42,7 @@ from schemas import (
 )
 from schemas.runs import manual_run_id
 from services.scheduler.core import columns, model
+from services.scheduler.core.forgotten import DateSet, ForgottenRuns, RequestIds
 from services.scheduler.core.liveness import reindex_timers
 from services.scheduler.core.model import (
     INSTANCE_FIELDS,
@@ -61,8 +60,10 @@ from services.scheduler.core.model import (
 )
 
 FORMAT = "tock-scheduler-state"
-STATE_VERSION = 2  # bump when the meaning of the encoding changes with the same fields
+STATE_VERSION = 4  # bump when the meaning of the encoding changes with the same fields
 # v2: quarantined DAGs and the quarantines announced in tock.events (two more lists after ``waiting``).
+# v3: no echoes (our decisions are folded when read back, in log order).
+# v4: retention: request ids oldest first (not sorted), forgotten runs per DAG, a backfill's forgotten_failed.
 MAGIC = b"TOCKSNAP\n"
 COMPRESSION_LEVEL = 1  # fast: the encoding runs on the decision thread
 
@@ -76,12 +77,11 @@ class SnapshotRefused(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """What a snapshot restores: the state, the next offsets it covers, and our unread decisions."""
+    """What a snapshot restores: the state folded from the log up to the next offsets it covers."""
 
     partition: int
     state: SchedulerState
     positions: dict[str, int]
-    echoes: deque[EventsTopicEvent]
 
 
 def model_classes() -> tuple[type, ...]:
@@ -110,8 +110,7 @@ def encode_snapshot(snapshot: Snapshot) -> bytes:
     state = snapshot.state
     runs = [*map(PackedRun.of, state.runs.values()), *state.finished.packed()]
     instances = [row for run in runs for row in run.instances]
-    rest = [_pack_state(state), [_pack_event(event) for event in snapshot.echoes],
-            [len(state.runs), len(state.finished), len(instances)]]
+    rest = [_pack_state(state), [len(state.runs), len(state.finished), len(instances)]]
     body = columns.frame([json.dumps(rest, separators=(",", ":")).encode(),
                           *columns.pack_tuples([run.run for run in runs], _RUN_KINDS),
                           array("q", [len(run.instances) for run in runs]).tobytes(),
@@ -126,14 +125,15 @@ def _pack_state(state: SchedulerState) -> list[Json]:
             list(state.latest_scheduled.items()),
             list(state.next_due.items()),
             [_pack_event(trigger) for trigger in state.triggers.values()],
-            sorted(state.requests),
+            list(state.requests),
             [[request, *dataclasses.astuple(rejection)] for request, rejection in state.rejections.items()],
             [_pack_dag(entry) for entry in state.removed_dags.values()],
             [_pack_event(request) for request in state.backfill_requests.values()],
             [_pack_backfill(key, backfill) for key, backfill in state.backfills.items()],
             list(state.unlaunched), list(state.live), list(state.waiting),
             [[dag_id, *dataclasses.astuple(held)] for dag_id, held in state.quarantined.items()],
-            [[dag_id, *dataclasses.astuple(said)] for dag_id, said in state.announced.items()]]
+            [[dag_id, *dataclasses.astuple(said)] for dag_id, said in state.announced.items()],
+            [_pack_forgotten(dag_id, forgotten) for dag_id, forgotten in state.forgotten.items()]]
 
 
 def _pack_dag(entry: DagEntry) -> list[Json]:
@@ -145,7 +145,12 @@ def _pack_dag(entry: DagEntry) -> list[Json]:
 
 def _pack_backfill(key: str, backfill: Backfill) -> list[Json]:
     return [key, backfill.dag_id, backfill.dates, backfill.reprocess_failed, backfill.conf_json,
-            sorted(backfill.runs), backfill.cancelled]
+            sorted(backfill.runs), backfill.cancelled, backfill.forgotten_failed]
+
+
+def _pack_forgotten(dag_id: str, forgotten: ForgottenRuns) -> list[Json]:
+    return [dag_id, forgotten.scheduled.packed(), forgotten.backfill.packed(),
+            base64.b64encode(forgotten.others.tobytes()).decode("ascii"), forgotten.count]
 
 
 def _pack_event(event: Event) -> str:
@@ -197,7 +202,7 @@ def decode_snapshot(value: bytes) -> Snapshot:
 
 def _decode_body(body: bytes, header: dict[str, Json]) -> Snapshot:
     blobs = columns.unframe(body)
-    rest, echoes, (live_runs, finished_runs, instance_count) = json.loads(blobs[0])
+    rest, (live_runs, finished_runs, instance_count) = json.loads(blobs[0])
     run_blobs = blobs[1:1 + len(_RUN_KINDS)]
     task_counts = array("q", blobs[1 + len(_RUN_KINDS)]).tolist()
     instance_blobs = blobs[2 + len(_RUN_KINDS):]
@@ -208,8 +213,7 @@ def _decode_body(body: bytes, header: dict[str, Json]) -> Snapshot:
     state.runs = {packed.key: packed.build() for packed in runs[:live_runs]}
     state.finished = FinishedRuns(runs[live_runs:])
     positions = {str(topic): int(offset) for topic, offset in header["positions"].items()}
-    return Snapshot(int(header["partition"]), restored(state), positions,
-                    deque(_unpack_echo(text) for text in echoes))
+    return Snapshot(int(header["partition"]), restored(state), positions)
 
 
 def _unpack_runs(run_columns: list[Sequence[columns.Value]], task_counts: list[int],
@@ -231,7 +235,7 @@ def restored(state: SchedulerState) -> SchedulerState:
 
 def _unpack_state(body: list[Json]) -> SchedulerState:
     (dags, paused, latest, next_due, triggers, requests, rejections, removed,
-     backfill_requests, backfills, unlaunched, live, waiting, quarantined, announced) = body
+     backfill_requests, backfills, unlaunched, live, waiting, quarantined, announced, forgotten) = body
     state = SchedulerState()
     state.dags = {entry.definition.dag_id: entry for entry in map(_unpack_dag, dags)}
     state.paused = set(paused)
@@ -239,7 +243,7 @@ def _unpack_state(body: list[Json]) -> SchedulerState:
     state.next_due = dict(next_due)
     state.triggers = {(trigger.dag_id, manual_run_id(trigger.request_id)): trigger
                       for trigger in (_unpack_as(TriggerDagRun, text) for text in triggers)}
-    state.requests = set(requests)
+    state.requests = RequestIds(requests)
     state.rejections = {request: Rejection(*fields) for request, *fields in rejections}
     state.removed_dags = {entry.definition.dag_id: entry for entry in map(_unpack_dag, removed)}
     state.backfill_requests = {request.request_id: request
@@ -249,6 +253,7 @@ def _unpack_state(body: list[Json]) -> SchedulerState:
                                                    (unlaunched, live, waiting))
     state.quarantined = {dag_id: Quarantine(*fields) for dag_id, *fields in quarantined}
     state.announced = {dag_id: Quarantine(*fields) for dag_id, *fields in announced}
+    state.forgotten = dict(map(_unpack_forgotten, forgotten))
     return state
 
 
@@ -262,8 +267,16 @@ def _unpack_dag(packed: list[Json]) -> DagEntry:
 
 
 def _unpack_backfill(packed: list[Json]) -> tuple[str, Backfill]:
-    key, dag_id, dates, reprocess_failed, conf_json, runs, cancelled = packed
-    return key, Backfill(dag_id, dates, reprocess_failed, conf_json, set(map(tuple, runs)), cancelled)
+    key, dag_id, dates, reprocess_failed, conf_json, runs, cancelled, forgotten_failed = packed
+    return key, Backfill(dag_id, dates, reprocess_failed, conf_json, set(map(tuple, runs)), cancelled,
+                         forgotten_failed)
+
+
+def _unpack_forgotten(packed: list[Json]) -> tuple[str, ForgottenRuns]:
+    dag_id, scheduled, backfill, others, count = packed
+    digests = array("Q")
+    digests.frombytes(base64.b64decode(others))
+    return dag_id, ForgottenRuns(DateSet(*scheduled), DateSet(*backfill), digests, count)
 
 
 def _unpack_event(text: str) -> Event:
@@ -276,14 +289,6 @@ def _unpack_as(kind: type[E], text: str) -> E:
     event = _unpack_event(text)
     if not isinstance(event, kind):
         raise ValueError(f"expected a {kind.__name__}, found a {type(event).__name__}")
-    return event
-
-
-def _unpack_echo(text: str) -> EventsTopicEvent:
-    """One of our decisions not read back yet: an event of tock.events (anything else: corrupt)."""
-    event = _unpack_event(text)
-    if not isinstance(event, EventsTopicEvent):
-        raise ValueError(f"an echo of tock.events is a {type(event).__name__}")
     return event
 
 
