@@ -91,6 +91,22 @@ def test_a_stuck_close_is_said_once_and_still_counted(caplog: pytest.LogCaptureF
     assert not book.full
 
 
+def test_a_producer_never_closing_is_given_up_as_lost_and_counts_no_more(caplog: pytest.LogCaptureFixture) -> None:
+    now = [0.0]
+    book = AbandonedProducers("txn-f", most=1, close_wait=30.0, lost_after=600.0, clock=lambda: now[0])
+    release = threading.Event()
+    book.abandon(StandInProducer(release), "send_offsets_to_transaction blocked for good")
+    now[0] = 100.0
+    assert book.full
+    now[0] = 601.0
+    with caplog.at_level(logging.ERROR, "tock.log"):
+        assert not book.full  # a new producer may be built: the session is never left without one
+    assert (book.lost, book.closing) == (1, 1) and "given up as lost" in caplog.text
+    release.set()  # should it return after all, it is closed and forgotten
+    until(lambda: book.closing == 0)
+    assert book.lost == 0
+
+
 def test_a_producer_whose_call_is_still_blocked_is_purged_at_once_and_closed_only_after_the_call() -> None:
     book = AbandonedProducers("txn-e")
     blocked = threading.Event()
