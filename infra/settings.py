@@ -121,6 +121,13 @@ class Settings(BaseSettings):
     monitor_callback_timeout: float = Field(default=30.0, gt=0, le=600,
                                             description="seconds a module:function callback may run in its "
                                                         "subprocess before it is killed (each attempt)")
+    monitor_snapshot_every_events: int = Field(
+        default=50_000, ge=0, description="a monitor snapshots a partition's fold (to tock.snapshots, with its "
+        "consumed offsets) once it has folded this many records of it since the last snapshot; 0 = off")
+    monitor_snapshot_interval_seconds: float = Field(
+        default=60.0, ge=0, description="a monitor also snapshots a partition once this many seconds passed "
+        "since its last snapshot with at least one record folded; 0 = off (both 0: every takeover replays the "
+        "full history)")
     projector_batch: int = Field(default=20_000, ge=1,
                                  description="records the projector commits per DB transaction at most")
     celery_broker_url: str = Field(default="redis://127.0.0.1:6379/0", description="Celery broker (Redis)")

@@ -41,6 +41,7 @@ import uuid
 from celery import Celery
 from kombu.exceptions import KombuError, OperationalError
 
+from infra.executors.celery_redis import transport_for
 from infra.executors.messages import TryMessage
 from infra.executors.requests import TryRequest
 from infra.settings import Settings
@@ -62,6 +63,9 @@ def celery_app(settings: Settings, name: str = "tock") -> Celery:
     """A Celery app configured for Tock's tries (the same for the executor and the workers)."""
     app = Celery(name, broker=settings.celery_broker_url, set_as_current=False)
     app.conf.update(
+        # kombu's Redis transport with a channel that survives losing Redis with a message in hand
+        # (infra/executors/celery_redis.py: a worker died of it on a Redis restart).
+        broker_transport=transport_for(settings.celery_broker_url),
         task_acks_late=True,
         worker_prefetch_multiplier=1,
         task_ignore_result=True,

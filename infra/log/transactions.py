@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, TypeVar, TypeVarTuple
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
+from infra.log.abandoned import AbandonedProducers
 from infra.log.closing import Closing
 from infra.log.config import producer_config
 from infra.log.producer import produce, produce_event
@@ -104,7 +105,12 @@ _TAKEN_OVER = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED}
 
 
 class _Wedged(Exception):
-    """A librdkafka call blocked past its timeout; the producer cannot be trusted any more."""
+    """A librdkafka call blocked past its timeout; the producer cannot be trusted any more.
+    ``blocked`` is set when the call that blocked returns (None: no call is still running)."""
+
+    def __init__(self, message: str, blocked: threading.Event | None = None) -> None:
+        super().__init__(message)
+        self.blocked = blocked
 
 
 class TransactionalSession(Closing):
@@ -118,7 +124,8 @@ class TransactionalSession(Closing):
         self._fenced: Fenced | None = None
         self._options = {**producer_config(settings, client_id or transactional_id),
                          "transactional.id": transactional_id, **(config or {})}
-        self._abandoned: list[Producer] = []  # wedged producers: kept, never closed (that may block too)
+        # Producers given up on, closed in the background; while too many are still closing, none is built.
+        self._abandoned = AbandonedProducers(transactional_id)
         self.producer = Producer(self._options)
         self._needs_init = False
         try:
@@ -205,7 +212,7 @@ class TransactionalSession(Closing):
         if outcome is Fenced and error.code() not in _TAKEN_OVER:
             # Fatal for this producer, but nobody else holds its id: a fresh one can go on.
             raise _Wedged(f"producer failed fatally: {error.str()}")
-        if outcome is Fenced and self._abandoned:
+        if outcome is Fenced and self._replaced_before:
             # After we replaced a wedged producer, the one fencing us is most likely our own
             # abandoned one, whose init_transactions went on in the background and finished
             # late. Being fenced by ourselves is no takeover: replace the producer again.
@@ -225,7 +232,7 @@ class TransactionalSession(Closing):
         except KafkaException as exc:
             if exc.args[0].code() == KafkaError._STATE:  # no transaction was open
                 return
-            if exc.args[0].code() not in _TAKEN_OVER or self._abandoned:  # see _fail
+            if exc.args[0].code() not in _TAKEN_OVER or self._replaced_before:  # see _fail
                 raise _Wedged(f"abort failed: {exc.args[0].str()}") from None
             self._fenced = Fenced(f"producer {self.transactional_id!r} could not abort: {exc.args[0]}", exc.args[0])
             raise self._fenced from None
@@ -269,32 +276,40 @@ class TransactionalSession(Closing):
         threading.Thread(target=call, name=f"txn-{self.transactional_id}", daemon=True).start()
         if not finished.wait(self._timeout + WEDGE_GRACE):
             raise _Wedged(f"{getattr(operation, '__name__', 'call')} blocked over "
-                          f"{self._timeout + WEDGE_GRACE:.0f} s")
+                          f"{self._timeout + WEDGE_GRACE:.0f} s", finished)
         if errors:
             raise errors[0]
         return values[0]
 
+    @property
+    def abandoned(self) -> AbandonedProducers:
+        """The producers this session gave up on, and how many of them are still closing."""
+        return self._abandoned
+
+    @property
+    def _replaced_before(self) -> bool:
+        return self._abandoned.abandoned > 0
+
     def _abandon_producer(self, wedged: _Wedged) -> None:
         log.error("%s: %s; replacing the producer (a new one with the same transactional id fences it "
                   "and aborts its open transaction)", self.transactional_id, wedged)
-        self._stop_wedged_retries()
-        self._abandoned.append(self.producer)
+        self._abandoned.abandon(self.producer, str(wedged), after=wedged.blocked)
         self._needs_init = True
 
-    def _stop_wedged_retries(self) -> None:
-        # Purge what the abandoned producer still queues so it stops retrying in the background.
-        try:
-            self.producer.purge(in_queue=True, in_flight=True, blocking=False)
-        except (KafkaException, RuntimeError):
-            pass
-
     def _restart_producer(self) -> None:
-        """A fresh producer for this transactional id; TransactionAborted while Kafka is unreachable."""
+        """A fresh producer for this transactional id; TransactionAborted while Kafka is unreachable,
+        or while too many abandoned producers are still closing (none is built then)."""
+        if self._abandoned.full:
+            raise TransactionAborted(f"{self._abandoned.closing} abandoned producers of {self.transactional_id!r} "
+                                     "are still closing; no new producer until one has closed")
         self.producer = Producer(self._options)
         try:
             self._retrying(self.producer.init_transactions, self._timeout)
-        except (KafkaException, _Wedged) as exc:
-            self._abandoned.append(self.producer)
+        except _Wedged as wedged:
+            self._abandoned.abandon(self.producer, f"not ready: {wedged}", after=wedged.blocked)
+            raise TransactionAborted(f"transactional producer not ready yet: {wedged}") from None
+        except KafkaException as exc:
+            self._abandoned.abandon(self.producer, f"not ready: {exc.args[0]}")
             raise TransactionAborted(f"transactional producer not ready yet: {exc}") from None
         self._needs_init = False
         log.info("%s: new transactional producer ready", self.transactional_id)

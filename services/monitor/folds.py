@@ -1,4 +1,6 @@
-"""What a monitor holds per owned partition (its fold), and how it is rebuilt on being assigned one."""
+"""What a monitor holds per owned partition (its fold), and how it is rebuilt on being assigned one:
+from the partition's latest snapshot (services/monitor/snapshots.py) and the records after it, or
+from the start of the log when there is none."""
 
 from __future__ import annotations
 
@@ -16,15 +18,20 @@ log = logging.getLogger("tock.monitor")
 
 
 class PartitionFold:
-    """One owned partition: its state and the next offset of tock.dags and tock.events."""
+    """One owned partition: its state, the next offset of tock.dags and tock.events, and how much
+    was folded since its last snapshot (or its takeover)."""
 
-    def __init__(self, partition: int) -> None:
+    def __init__(self, partition: int, state: MonitorState | None = None,
+                 positions: dict[str, int] | None = None) -> None:
         self.partition = partition
-        self.state = MonitorState()
-        self.positions = {DAGS: 0, EVENTS: 0}
+        self.state = MonitorState() if state is None else state
+        self.positions = {DAGS: 0, EVENTS: 0} if positions is None else positions
+        self.folded_since_snapshot = 0
+        self.snapshot_at = 0.0  # when its last snapshot was committed (or it was taken over)
 
     def fold_record(self, logical: str, record: LogRecord) -> None:
         self.positions[logical] = record.offset + 1
+        self.folded_since_snapshot += 1
         event = record.event
         if event is None:
             if logical != DAGS or record.key is None:
@@ -36,11 +43,16 @@ class PartitionFold:
             log.warning("partition %d: %s; ignored", self.partition, error)
 
 
-def rebuild(settings: Settings, partitions: list[int], client_id: str) -> dict[int, PartitionFold]:
-    """Replay partitions of tock.dags then tock.events up to their ends into fresh folds."""
-    folds = {partition: PartitionFold(partition) for partition in partitions}
+def rebuild(settings: Settings, partitions: list[int], client_id: str,
+            restored: dict[int, PartitionFold] | None = None) -> dict[int, PartitionFold]:
+    """Replay partitions of tock.dags then tock.events up to their ends into fresh folds, or on from
+    ``restored`` folds (from snapshots) from the offsets they cover. Each fold's
+    ``folded_since_snapshot`` then counts the records replayed."""
+    restored = restored or {}
+    folds = {partition: restored.get(partition) or PartitionFold(partition) for partition in partitions}
     for logical in (DAGS, EVENTS):
-        for record in replay(settings, logical, partitions, client_id=f"{client_id}-replay-{logical}"):
+        start = {partition: fold.positions[logical] for partition, fold in restored.items()}
+        for record in replay(settings, logical, partitions, client_id=f"{client_id}-replay-{logical}", start=start):
             folds[record.partition].fold_record(logical, record)
     return folds
 

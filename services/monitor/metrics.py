@@ -35,6 +35,20 @@ class MonitorCollector:
         for outcome, count in sorted(monitor.callbacks_called.items()):
             calls.add_metric([outcome], count)
         yield calls
+        yield from _takeover_metrics(monitor)
+
+
+def _takeover_metrics(monitor: Monitor):
+    counts = monitor.taken_over
+    taken = CounterMetricFamily("tock_monitor_takeovers", "partitions taken over, from their snapshot or from the "
+                                "start of the log", labels=["origin"])
+    taken.add_metric(["snapshot"], counts.from_snapshot)
+    taken.add_metric(["start"], counts.from_start)
+    yield taken
+    replayed = CounterMetricFamily("tock_monitor_takeover_records_replayed",
+                                   "records replayed by takeovers (those after the snapshots restored)")
+    replayed.add_metric([], counts.records_replayed)
+    yield replayed
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:

@@ -5,11 +5,16 @@ Exactly one DeadlineMissed per run (and one TaskDeadlineMissed per task instance
 
 * Monitors share one consumer group (``<prefix>tock-monitor``) on tock.events, so each
   partition (= each DAG, see infra/log/partitioner.py) has one owner at a time.
-* On being assigned a partition, a monitor first waits out any transaction a previous
-  owner left open (``settle``), then replays that partition of tock.dags and tock.events
-  from offset 0 up to its end. Only then does it decide: it has seen every DeadlineMissed
-  that any earlier owner (another monitor, or its own previous life before a ``kill -9``)
-  committed. A folded DeadlineMissed marks its run as done.
+* On being assigned a partition, a monitor parks it and takes it over in the background
+  (services/monitor/takeovers.py; the rebalance callback never waits): it waits out any
+  transaction a previous owner left open (``settle``), restores the partition's latest
+  snapshot (services/monitor/snapshots.py) and replays tock.dags and tock.events from the
+  offsets the snapshot covers (from offset 0 without one) up to their end. Only then does
+  it decide: it has seen every DeadlineMissed that any earlier owner (another monitor, or
+  its own previous life before a ``kill -9``) committed. A folded DeadlineMissed marks its
+  run as done.
+* Every so often (TOCK_MONITOR_SNAPSHOT_*) a partition's fold goes to tock.snapshots in a
+  transaction with the offsets it covers, so a takeover replays only what follows it.
 * Its DeadlineMissed events are written in a Kafka transaction that also commits its
   consumed offsets with its consumer-group metadata (KIP-447). A monitor that lost the
   partition in a rebalance (frozen, partitioned away) cannot commit: its transaction is
@@ -29,8 +34,8 @@ Why not faust-streaming: faust 0.15.3 (aiokafka 0.14) does join a consumer group
 Kafka 4.1 broker, but aiokafka has no KIP-447 transactional offset commits, so a monitor
 that lost its partitions could still write a DeadlineMissed the next owner also writes;
 DESIGN.md keeps confluent-kafka transactions for that reason. The state is the core's
-fold held in memory and rebuilt from the log on every assignment (no changelog topics,
-so nothing beyond Tock's own topics must exist).
+fold held in memory, rebuilt on every assignment from its snapshot and the log after it
+(no changelog topics: nothing beyond Tock's own topics must exist).
 """
 
 from __future__ import annotations
@@ -44,15 +49,16 @@ import uuid
 from typing import TypeAlias
 
 from infra.callbacks import CallbackCaller
-from infra.log import EventReader, PartitionsLost, TransactionAborted, TransactionalSession
+from infra.log import EventReader, PartitionsLost, RawRecord, TransactionAborted, TransactionalSession
 from infra.log.ownership import ConsumerOwnership, OwnershipTopics
 from infra.settings import Settings
-from infra.topics import topic_name
+from infra.topics import SNAPSHOT_MAX_BYTES, topic_name
 from schemas import DAGS, EVENTS, CallbackCalled, DeadlineMissed, TaskDeadlineMissed
 from services.monitor.callbacks import CallbackCalls
 from services.monitor.core import decide, due_notifications, evolve, next_deadline
 from services.monitor.folds import HeldFolds, PartitionFold, rebuild
-from services.monitor.takeovers import MonitorTakeovers
+from services.monitor.snapshots import MonitorSnapshots, snapshot_topic_exists
+from services.monitor.takeovers import MonitorTakeovers, TakeoverConfig, TakeoverCounts
 
 __all__ = ["Monitor", "PartitionFold", "new_monitor_id", "rebuild"]
 
@@ -78,6 +84,8 @@ class Monitor:
         self.held = HeldFolds()
         self.fired = 0  # DeadlineMissed committed by this instance
         self.callbacks_called = {"ok": 0, "failed": 0}  # CallbackCalled committed by this instance
+        self.turns = 0  # of the loop (it goes on while takeovers run in the background)
+        self.taken_over = TakeoverCounts()
         self._stop = threading.Event()
         self._topics = {topic_name(settings.topic_prefix, logical): logical for logical in (DAGS, EVENTS)}
 
@@ -94,8 +102,10 @@ class Monitor:
     def run(self) -> None:
         """Join the group and monitor until stopped. Raises Fenced if this instance must not go on."""
         timeout_ms = int(self.settings.monitor_session_timeout * 1000)
-        self.session = TransactionalSession(self.settings, f"{self.settings.topic_prefix}tock-monitor-"
-                                            f"{self.monitor_id}", config={"transaction.timeout.ms": timeout_ms})
+        # A snapshot is one record of up to SNAPSHOT_MAX_BYTES (the topic allows as much).
+        self.session = TransactionalSession(
+            self.settings, f"{self.settings.topic_prefix}tock-monitor-{self.monitor_id}",
+            config={"transaction.timeout.ms": timeout_ms, "message.max.bytes": SNAPSHOT_MAX_BYTES})
         self.calls = CallbackCalls(CallbackCaller(callable_timeout=self.settings.monitor_callback_timeout),
                                    self.callbacks_called)
         self.side = EventReader(self.settings, [], client_id=f"tock-monitor-side-{self.monitor_id}")
@@ -106,8 +116,11 @@ class Monitor:
                                           "heartbeat.interval.ms": max(100, timeout_ms // 5)})
         ownership = ConsumerOwnership(self.events, self.side, OwnershipTopics(self.settings.topic_prefix, EVENTS,
                                                                               (DAGS,)))
-        self.takeovers = MonitorTakeovers(self.settings, ownership, self.held, self.calls, group_id=self.group_id,
-                                          client_id=f"tock-monitor-{self.monitor_id}")
+        snapshots_on = snapshot_topic_exists(self.settings, self.events.consumer)
+        self.snapshots = MonitorSnapshots(self.settings, self.held, on=snapshots_on)
+        self.takeovers = MonitorTakeovers(TakeoverConfig(self.settings, self.group_id,
+                                                         f"tock-monitor-{self.monitor_id}", snapshots_on),
+                                          ownership, self.held, self.calls, self.taken_over)
         log.info("monitor %s started", self.monitor_id)
         try:
             while not self._stop.is_set():
@@ -131,6 +144,8 @@ class Monitor:
         """Poll, fold, decide, commit, and fold what was committed."""
         records = self.events.poll(self._poll_wait(), 1)
         records += self.events.poll(0, 5000) + self.side.poll(0, 5000)
+        self.turns += 1
+        self.takeovers.install_finished()
         self.takeovers.retry_due()
         now = time.time()
         with self.lock:
@@ -142,27 +157,32 @@ class Monitor:
                                          for event in decide(fold.state, now)]
             owed = [(partition, notification) for partition, fold in self.folds.items()
                     for notification in due_notifications(fold.state.notifications)]
+            # The folds as they are before this turn's decisions (those go out after their offsets).
+            snapshots = self.snapshots.records(self.snapshots.due(now))
         self.calls.call_back(owed)
         decisions += self.calls.ended(now)
-        if decisions:
-            self._commit(decisions)
+        if decisions or snapshots:
+            self._commit(decisions, snapshots)
 
     def _poll_wait(self) -> float:
         with self.lock:
             soonest = min((next_deadline(fold.state) for fold in self.folds.values()), default=float("inf"))
         return min(max(soonest - time.time(), 0.0), MAX_POLL_WAIT)
 
-    def _commit(self, decisions: list[Decision]) -> None:
+    def _commit(self, decisions: list[Decision], snapshots: list[RawRecord]) -> None:
         offsets = {(topic_name(self.settings.topic_prefix, EVENTS), partition): fold.positions[EVENTS]
                    for partition, fold in self.folds.items()}
         try:
-            self.session.commit([event for _partition, event in decisions], self.events, offsets)
+            self.session.commit([event for _partition, event in decisions], self.events, offsets, raw=snapshots)
         except TransactionAborted as error:
             kind = "partitions moved" if isinstance(error, PartitionsLost) else "aborted"
-            log.warning("deadline misses not committed (%s: %s); deciding again", kind, error)
+            log.warning("deadline misses and snapshots not committed (%s: %s); deciding again", kind, error)
+            with self.lock:
+                self.snapshots.restart([record.partition for record in snapshots])  # put off to their next turn
             self._stop.wait(0.1)  # not a busy loop while the group settles
             return
         with self.lock:
+            self.snapshots.restart([record.partition for record in snapshots])
             for partition, event in decisions:
                 fold = self.folds.get(partition)
                 if fold is not None:

@@ -1,22 +1,19 @@
-"""Taking partitions over in the background: settle, latest snapshot, replay of the tail.
+"""The scheduler's takeovers in the background: settle, latest snapshot, replay of the tail.
 
-A long replay on the poll thread would outlast max.poll.interval.ms and cost the member its
-place in the group; it runs on a thread of its own while the main loop keeps polling and
-deciding the partitions it owns. The main thread installs each result (``finished()``); a
-partition revoked, or assigned again, while its replay ran has a newer epoch, and the stale
-result is dropped.
+They run on threads of their own (infra/log/takeovers.py, shared with the monitor) while the main
+loop keeps polling and deciding the partitions it owns; it installs each result itself.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from infra.log import settle
+from infra.log.takeovers import BackgroundTakeovers as SharedTakeovers
+from infra.log.takeovers import TakeoverJob
 from infra.settings import Settings
 from schemas import EVENTS
 from services.scheduler.memory import PartitionMemory, rebuild, restore
@@ -25,18 +22,19 @@ log = logging.getLogger("tock.scheduler")
 
 
 @dataclass
-class Takeover:
+class Takeover(TakeoverJob):
     """One background takeover of some partitions, and what it found."""
 
-    partitions: list[int]
-    epochs: dict[int, int]
-    started: float
     memories: dict[int, PartitionMemory] = field(default_factory=dict)
     from_snapshot: set[int] = field(default_factory=set)
     settled: float = 0.0
     restored: float = 0.0
     replayed: float = 0.0
-    error: Exception | None = None
+
+    def narrow(self, partitions: list[int]) -> None:
+        self.partitions = partitions
+        self.memories = {partition: memory for partition, memory in self.memories.items() if partition in partitions}
+        self.from_snapshot &= set(partitions)
 
 
 @dataclass(frozen=True)
@@ -65,50 +63,13 @@ def prepare(config: TakeoverConfig, takeover: Takeover) -> Takeover:
     return takeover
 
 
-class BackgroundTakeovers:
-    """Runs ``prepare`` on threads; epochs say which results are still wanted."""
+class BackgroundTakeovers(SharedTakeovers[Takeover]):
+    """Runs ``prepare`` (or ``work``) on threads; epochs say which results are still wanted."""
 
     def __init__(self, config: TakeoverConfig, work: Callable[[TakeoverConfig, Takeover], Takeover] = prepare) -> None:
+        super().__init__(lambda takeover: self._work(self.config, takeover))
         self.config = config
         self._work = work
-        self._epochs: dict[int, int] = {}
-        self._running: dict[int, int] = {}  # partition -> epoch of its takeover under way
-        self._done: queue.Queue[Takeover] = queue.Queue()
 
     def start(self, partitions: list[int]) -> None:
-        for partition in partitions:
-            self._epochs[partition] = self._running[partition] = self._epochs.get(partition, 0) + 1
-        takeover = Takeover(partitions, {partition: self._epochs[partition] for partition in partitions}, time.time())
-        threading.Thread(target=self._run, args=(takeover,), name=f"takeover-{partitions}", daemon=True).start()
-
-    def cancel(self, partitions) -> None:
-        """Revoked: results of takeovers under way for these partitions are dropped."""
-        for partition in partitions:
-            self._epochs[partition] = self._epochs.get(partition, 0) + 1
-            self._running.pop(partition, None)
-
-    @property
-    def under_way(self) -> set[int]:
-        return set(self._running)
-
-    def finished(self) -> list[Takeover]:
-        """Takeovers done since the last call, narrowed to the partitions still wanted."""
-        done = []
-        while True:
-            try:
-                takeover = self._done.get_nowait()
-            except queue.Empty:
-                return done
-            current = [partition for partition in takeover.partitions
-                       if self._running.get(partition) == takeover.epochs[partition]]
-            for partition in current:
-                del self._running[partition]
-            if current:
-                takeover.partitions = current
-                takeover.memories = {partition: memory for partition, memory in takeover.memories.items()
-                                     if partition in current}
-                takeover.from_snapshot &= set(current)
-                done.append(takeover)
-
-    def _run(self, takeover: Takeover) -> None:
-        self._done.put(self._work(self.config, takeover))
+        self.begin(Takeover(partitions, started=time.time()))

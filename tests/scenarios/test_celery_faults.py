@@ -115,3 +115,42 @@ def test_redis_restarted_or_away_mid_run_loses_nothing_and_runs_nothing_twice(
     assert sorted(lines_of(ran)) == sorted(expected)
     assert sorted((event.task_id, event.try_number) for event in tail.of_type(TaskSucceeded, run_id=run_id)) == \
         sorted((line.split()[0], 1) for line in expected)
+
+
+ONE_SLEEPER = '''
+from tock import DAG, BashTask
+
+with DAG("one_sleeper") as dag:
+    BashTask("sleep", 'echo "$TOCKRUN_RUN_ID $TOCKRUN_TRY_NUMBER" >> {ran}; sleep {seconds}', executor="celery")
+'''
+
+
+def test_a_worker_holding_a_try_lives_through_a_redis_restart_and_runs_the_next_try(make_settings, tmp_path, parts):
+    """Redis restarted while the worker holds one try and waits for more (a free slot: its BRPOP is
+    under way): the same worker process reconnects and runs the next run's try (kombu's channel
+    close used to raise an AttributeError there, and the worker exited: infra/executors/celery_redis.py)."""
+    redis = PrivateRedis(tmp_path / "redis")
+    redis.start()
+    parts.append(lambda: redis.stop() if redis.running() else None)
+    settings = make_settings(celery_broker_url=redis.url, task_heartbeat_seconds=0.5, task_heartbeat_timeout=60)
+    create_topics(settings)
+    workers, processes, tail = start_system(settings, tmp_path, parts)
+    ran = tmp_path / "ran.txt"
+    worker = workers.start("host-a", concurrency=2)
+    publish_dags(settings, dag_file(tmp_path, ONE_SLEEPER, ran=ran, seconds=6))
+    processes.scheduler("s1")
+    first = trigger(settings, "one_sleeper")
+    tail.wait_for(lambda _events: tail.of_type(TaskStarted, run_id=first), 60, "the first try to start")
+
+    redis.stop()
+    redis.start()
+    wait_until(lambda: workers.log_of("host-a").count(" Connected to ") >= 2 or worker.poll() is not None, 60,
+               "the worker to reconnect (or exit)")
+    assert worker.poll() is None, f"the worker exited: {workers.log_of('host-a')[-3000:]}"
+    assert tail.run_finished(first, 60).state == "success"
+
+    second = trigger(settings, "one_sleeper")
+    assert tail.run_finished(second, 60).state == "success"
+    assert [event.hostname for event in tail.of_type(TaskStarted, run_id=second)] == ["host-a"]
+    assert worker.poll() is None and "Unrecoverable error" not in workers.log_of("host-a")
+    assert sorted(lines_of(ran)) == sorted([f"{first} 1", f"{second} 1"])

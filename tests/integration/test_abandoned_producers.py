@@ -1,0 +1,88 @@
+"""A transactional session through a broker outage keeps a bounded number of librdkafka producers.
+
+Every commit while the broker is away gives up on the session's producer (its abort cannot reach
+the coordinator, then each new producer cannot get ready). Each one used to be kept for ever in
+``_abandoned``, with its librdkafka threads; now each is closed in the background and at most
+ABANDONED_MOST are alive beside the current one (infra/log/abandoned.py). Counted here by
+librdkafka's own main threads (``rdk:main``, one per client handle). A private broker, stopped
+and started again, so the session's shared broker is never stopped under other tests.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from infra.broker import LocalKafkaBroker
+from infra.log import TransactionAborted, TransactionalSession, replay
+from infra.log.abandoned import ABANDONED_MOST
+from infra.settings import load_settings
+from infra.topics import ensure_topics
+from schemas import EVENTS
+from tests.integration.log_helpers import queued
+from tests.scenarios.scheduler_support import free_port
+
+pytestmark = [pytest.mark.integration, pytest.mark.apart]
+
+FAILED_COMMITS = ABANDONED_MOST + 3
+
+
+def librdkafka_handles() -> int:
+    """Live librdkafka client handles of this process (each runs one thread named rdk:main)."""
+    count = 0
+    for comm in Path("/proc/self/task").glob("*/comm"):
+        try:
+            count += comm.read_text().startswith("rdk:main")
+        except OSError:
+            pass  # a thread that just ended
+    return count
+
+
+@pytest.fixture
+def private_broker(tmp_path: Path):
+    port = free_port()
+    broker = LocalKafkaBroker(load_settings({
+        "TOCK_HOME": str(tmp_path / "broker-home"), "TOCK_BROKER_PORT": str(port),
+        "TOCK_CONTROLLER_PORT": str(free_port(port)), "TOCK_BROKER_HEAP": "256M"}))
+    broker.start()
+    yield broker
+    broker.stop()
+
+
+@pytest.mark.timeout(300)
+def test_failed_restarts_in_an_outage_keep_a_bounded_number_of_producers(make_settings, private_broker) -> None:
+    settings = make_settings(kafka_bootstrap=private_broker.address)
+    ensure_topics(AdminClient({"bootstrap.servers": settings.bootstrap}), settings.topic_prefix, settings.partitions)
+    before = librdkafka_handles()
+    session = TransactionalSession(settings, f"{settings.topic_prefix}abandon", timeout=2.0)
+    session.commit([queued("before")], None)
+
+    private_broker.stop()
+    most_alive = 0
+    for _attempt in range(FAILED_COMMITS):
+        with pytest.raises(TransactionAborted):
+            session.commit([queued("during")], None)
+        most_alive = max(most_alive, librdkafka_handles() - before)
+    assert most_alive <= ABANDONED_MOST + 1, f"{most_alive} producers alive after {FAILED_COMMITS} failed commits"
+    deadline = time.monotonic() + 30
+    while session.abandoned.closing and time.monotonic() < deadline:
+        time.sleep(0.1)
+    alive_after = librdkafka_handles() - before
+    assert session.abandoned.abandoned >= FAILED_COMMITS - 1  # the first commit wedged one, each restart one more
+    assert (session.abandoned.closing, session.abandoned.closed) == (0, session.abandoned.abandoned)
+    assert alive_after <= 1  # the session's current producer only
+
+    private_broker.start()
+    deadline = time.monotonic() + 120
+    while True:  # the coordinator takes a moment to load after a restart
+        try:
+            session.commit([queued("after")], None)
+            break
+        except TransactionAborted:
+            assert time.monotonic() < deadline, "no commit after the broker came back"
+    session.close()
+    dag_ids = [record.event.dag_id for record in replay(settings, EVENTS)]
+    assert sorted(dag_ids) == ["after", "before"]
