@@ -33,6 +33,26 @@ class TakeoverJob:
         self.partitions = partitions
 
 
+Rebuilt = TypeVar("Rebuilt")
+
+
+@dataclass
+class RebuildJob(TakeoverJob, Generic[Rebuilt]):
+    """A takeover that rebuilds each partition from its latest snapshot and the log after it: what it
+    rebuilt per partition, which partitions came from a snapshot, and when each stage ended."""
+
+    rebuilt: dict[int, Rebuilt] = field(default_factory=dict)
+    from_snapshot: set[int] = field(default_factory=set)
+    settled: float = 0.0   # the previous owner's transactions were over
+    restored: float = 0.0  # the snapshots were read
+    replayed: float = 0.0  # the log after them was folded
+
+    def narrow(self, partitions: list[int]) -> None:
+        self.partitions = partitions
+        self.rebuilt = {partition: held for partition, held in self.rebuilt.items() if partition in partitions}
+        self.from_snapshot &= set(partitions)
+
+
 Job = TypeVar("Job", bound=TakeoverJob)
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from infra.log import LogRecord, replay
+from infra.log.read_back import AwaitedDecisions
 from infra.settings import Settings
 from schemas import DAGS, EVENTS
 from services.monitor.core import DagDefinitionRemoved, MonitorState, UnknownEvent, evolve
@@ -18,8 +19,9 @@ log = logging.getLogger("tock.monitor")
 
 
 class PartitionFold:
-    """One owned partition: its state, the next offset of tock.dags and tock.events, and how much
-    was folded since its last snapshot (or its takeover)."""
+    """One owned partition: its state, the next offset of tock.dags and tock.events, how much was
+    folded since its last snapshot (or its takeover), and our decisions not read back yet (folded
+    when read back, in the log's order, never at commit: infra/log/read_back.py)."""
 
     def __init__(self, partition: int, state: MonitorState | None = None,
                  positions: dict[str, int] | None = None) -> None:
@@ -28,6 +30,7 @@ class PartitionFold:
         self.positions = {DAGS: 0, EVENTS: 0} if positions is None else positions
         self.folded_since_snapshot = 0
         self.snapshot_at = 0.0  # when its last snapshot was committed (or it was taken over)
+        self.awaiting = AwaitedDecisions(partition, EVENTS)
 
     def fold_record(self, logical: str, record: LogRecord) -> None:
         self.positions[logical] = record.offset + 1
@@ -37,6 +40,8 @@ class PartitionFold:
             if logical != DAGS or record.key is None:
                 return
             event = DagDefinitionRemoved(record.key)
+        elif logical == EVENTS:
+            self.awaiting.read_back(event)
         try:
             evolve(self.state, event)
         except UnknownEvent as error:

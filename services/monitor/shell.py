@@ -19,8 +19,10 @@ Exactly one DeadlineMissed per run (and one TaskDeadlineMissed per task instance
   consumed offsets with its consumer-group metadata (KIP-447). A monitor that lost the
   partition in a rebalance (frozen, partitioned away) cannot commit: its transaction is
   aborted, so read_committed readers, the next owner included, never see its decision.
-* A committed decision is folded at once, so the owner never decides it twice; its copy
-  read back from the log changes nothing.
+* A committed decision is folded when it is read back, in its place in the log (the fold is
+  what any replay folds: folding at commit counted the monitor's own misses twice in its
+  statistics); until then its partition is unsettled and nothing more is decided for it, so
+  the owner never decides it twice (infra/log/read_back.py).
 
 Callbacks (a DAG's ``on_failure`` / ``on_deadline_missed``: webhook URLs, or ``module:function``
 paths run in a subprocess with a timeout) are called by the owner of the DAG's partition, on
@@ -55,7 +57,7 @@ from infra.settings import Settings
 from infra.topics import SNAPSHOT_MAX_BYTES, topic_name
 from schemas import DAGS, EVENTS, CallbackCalled, DeadlineMissed, TaskDeadlineMissed
 from services.monitor.callbacks import CallbackCalls
-from services.monitor.core import decide, due_notifications, evolve, next_deadline
+from services.monitor.core import decide, due_notifications, next_deadline
 from services.monitor.folds import HeldFolds, PartitionFold, rebuild
 from services.monitor.snapshots import MonitorSnapshots, snapshot_topic_exists
 from services.monitor.takeovers import MonitorTakeovers, TakeoverConfig, TakeoverCounts
@@ -141,7 +143,7 @@ class Monitor:
 
     # -- one turn of the loop ------------------------------------------------------------------
     def step(self) -> None:
-        """Poll, fold, decide, commit, and fold what was committed."""
+        """Poll, fold, decide for the settled partitions, commit (our decisions are folded when read back)."""
         records = self.events.poll(self._poll_wait(), 1)
         records += self.events.poll(0, 5000) + self.side.poll(0, 5000)
         self.turns += 1
@@ -153,9 +155,12 @@ class Monitor:
                 fold = self.folds.get(record.partition)
                 if fold is not None:  # else: not ours (any more)
                     fold.fold_record(self._topics[record.topic], record)
-            decisions: list[Decision] = [(partition, event) for partition, fold in self.folds.items()
+            # Only settled partitions (our decisions read back and folded): else a miss or a call
+            # decided last turn and not folded yet would be decided again.
+            settled = {partition: fold for partition, fold in self.folds.items() if fold.awaiting.settled(now)}
+            decisions: list[Decision] = [(partition, event) for partition, fold in settled.items()
                                          for event in decide(fold.state, now)]
-            owed = [(partition, notification) for partition, fold in self.folds.items()
+            owed = [(partition, notification) for partition, fold in settled.items()
                     for notification in due_notifications(fold.state.notifications)]
             # The folds as they are before this turn's decisions (those go out after their offsets).
             snapshots = self.snapshots.records(self.snapshots.due(now))
@@ -183,10 +188,10 @@ class Monitor:
             return
         with self.lock:
             self.snapshots.restart([record.partition for record in snapshots])
-            for partition, event in decisions:
+            for partition, event in decisions:  # folded once read back, in their place in the log
                 fold = self.folds.get(partition)
                 if fold is not None:
-                    evolve(fold.state, event)
+                    fold.awaiting.committed([event], time.time())
         self.calls.committed(event for _partition, event in decisions if isinstance(event, CallbackCalled))
         misses = [event for _partition, event in decisions if not isinstance(event, CallbackCalled)]
         self.fired += len(misses)

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from infra.log import settle
 from infra.log.ownership import ConsumerOwnership
-from infra.log.takeovers import BackgroundTakeovers, TakeoverJob
+from infra.log.takeovers import BackgroundTakeovers, RebuildJob
 from infra.settings import Settings
 from schemas import EVENTS
 from services.monitor.callbacks import CallbackCalls
@@ -29,20 +29,8 @@ from services.monitor.snapshots import restore
 log = logging.getLogger("tock.monitor")
 
 
-@dataclass
-class MonitorTakeover(TakeoverJob):
-    """One background takeover of some partitions, and what it found."""
-
-    folds: dict[int, PartitionFold] = field(default_factory=dict)
-    from_snapshot: set[int] = field(default_factory=set)
-    settled: float = 0.0
-    restored: float = 0.0
-    replayed: float = 0.0
-
-    def narrow(self, partitions: list[int]) -> None:
-        self.partitions = partitions
-        self.folds = {partition: fold for partition, fold in self.folds.items() if partition in partitions}
-        self.from_snapshot &= set(partitions)
+class MonitorTakeover(RebuildJob[PartitionFold]):
+    """One background takeover of some partitions: the folds it rebuilt (``rebuilt``)."""
 
 
 @dataclass
@@ -72,7 +60,7 @@ def prepare(config: TakeoverConfig, takeover: MonitorTakeover) -> MonitorTakeove
         restored = restore(settings, takeover.partitions, f"{config.client_id}-snapshots") if config.snapshots else {}
         takeover.restored = time.time()
         takeover.from_snapshot = set(restored)
-        takeover.folds = rebuild(settings, takeover.partitions, config.client_id, restored)
+        takeover.rebuilt = rebuild(settings, takeover.partitions, config.client_id, restored)
         takeover.replayed = time.time()
     except Exception as error:  # noqa: BLE001 - any failure of a takeover is retried, said loudly
         takeover.error = error
@@ -132,12 +120,12 @@ class MonitorTakeovers:
 
     def _install(self, takeover: MonitorTakeover) -> None:
         """Hold the folds the takeover rebuilt, then read on from where its replay ended."""
-        replayed = {partition: fold.folded_since_snapshot for partition, fold in takeover.folds.items()}
+        replayed = {partition: fold.folded_since_snapshot for partition, fold in takeover.rebuilt.items()}
         now = time.time()
         with self._held.lock:
-            for fold in takeover.folds.values():
+            for fold in takeover.rebuilt.values():
                 fold.snapshot_at = now  # the records replayed count towards the next snapshot
-            self._held.folds.update(takeover.folds)
+            self._held.folds.update(takeover.rebuilt)
             positions = self._held.positions()
         self._ownership.taken_over(takeover.partitions, positions)
         self.counts.from_snapshot += len(takeover.from_snapshot)
@@ -146,4 +134,4 @@ class MonitorTakeovers:
         log.info("assigned partitions %s: taken over in %.3f s (%.3f s of it waiting out open transactions; "
                  "snapshots of %s; replayed %s records; %d open runs)", takeover.partitions, now - takeover.started,
                  takeover.settled - takeover.started, sorted(takeover.from_snapshot) or "none",
-                 sum(replayed.values()), sum(len(fold.state.runs) for fold in takeover.folds.values()))
+                 sum(replayed.values()), sum(len(fold.state.runs) for fold in takeover.rebuilt.values()))

@@ -71,7 +71,7 @@ class Assignments:
 
     def _take_over(self, takeover: Takeover) -> None:
         """Install the memories a background takeover rebuilt, then read on from where it ended."""
-        partitions, memories = takeover.partitions, takeover.memories
+        partitions, memories = takeover.partitions, takeover.rebuilt
         for partition in partitions:
             memories[partition].snapshot_at = time.time()
         self._holdings.taken_over(memories, takeover.started)  # due adoption, every run walked
@@ -88,7 +88,7 @@ class Assignments:
                  "%.3f s restoring snapshots of %s; %d open runs)", takeover.partitions,
                  time.time() - takeover.started, takeover.settled - takeover.started,
                  takeover.restored - takeover.settled, sorted(takeover.from_snapshot) or "none",
-                 sum(len(memory.state.runs) for memory in takeover.memories.values()))
+                 sum(len(memory.state.runs) for memory in takeover.rebuilt.values()))
 
     def _takeover_failed(self, partitions: list[int], error: Exception) -> None:
         backoff = self._ownership.takeover_failed(partitions, time.time())

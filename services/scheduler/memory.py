@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import queue
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from infra.log import LogRecord, replay
+from infra.log.read_back import AwaitedDecisions
 from infra.settings import Settings
 from infra.topics import topic_name
 from schemas import DAGS, EVENTS, HEARTBEATS
@@ -30,9 +30,6 @@ log = logging.getLogger("tock.scheduler")
 
 REPLAYED_TOPICS = (DAGS, EVENTS, HEARTBEATS)
 SNAPSHOT_READ_TIMEOUT = 10.0  # past it, a takeover replays the full history
-
-
-SETTLE_LIMIT = 60.0  # our decisions not read back after this long: decide again (and say so)
 
 
 @dataclass
@@ -50,8 +47,7 @@ class PartitionMemory:
     partition: int
     state: SchedulerState = field(default_factory=SchedulerState)
     positions: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REPLAYED_TOPICS, 0))
-    awaiting: deque = field(default_factory=deque)  # our committed decisions on tock.events, in order
-    awaiting_since: float = 0.0     # when the oldest of them was committed
+    awaiting: AwaitedDecisions = field(init=False)  # our committed decisions on tock.events, in order
     folded_since_snapshot: int = 0  # records read since the last snapshot (or the takeover)
     snapshot_at: float = 0.0        # when the last snapshot was committed (or the takeover done)
 
@@ -64,8 +60,8 @@ class PartitionMemory:
             if logical != DAGS or record.key is None:
                 return None
             event = DagTombstone(record.key)
-        elif logical == EVENTS and self.awaiting and self.awaiting[0] == event:
-            self.awaiting.popleft()  # our own decision, read back: folded now, in its place in the log
+        elif logical == EVENTS:
+            self.awaiting.read_back(event)  # if ours: folded now, in its place in the log
         return self.fold(as_heard(event, record.appended_at))  # a runner's report on the broker's clock
 
     def fold(self, event: Any) -> Any | None:
@@ -76,20 +72,16 @@ class PartitionMemory:
             return None
         return event
 
+    def __post_init__(self) -> None:
+        self.awaiting = AwaitedDecisions(self.partition, EVENTS)
+
     def committed(self, events: list, now: float) -> None:
         """Our decisions were committed: the partition is unsettled until they are read back."""
-        ours = [event for event in events if event.TOPIC == EVENTS]
-        if ours and not self.awaiting:
-            self.awaiting_since = now
-        self.awaiting.extend(ours)
+        self.awaiting.committed(events, now)
 
     def settled(self, now: float) -> bool:
         """Whether every decision of ours is folded (so deciding again sees them)."""
-        if self.awaiting and now - self.awaiting_since > SETTLE_LIMIT:
-            log.error("partition %d: %d decision(s) of ours not read back after %.0f s (first: %s); deciding "
-                      "again", self.partition, len(self.awaiting), SETTLE_LIMIT, type(self.awaiting[0]).__name__)
-            self.awaiting.clear()
-        return not self.awaiting
+        return self.awaiting.settled(now)
 
 
 def snapshot_of(memory: PartitionMemory) -> bytes:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from infra.log import settle
 from infra.log.takeovers import BackgroundTakeovers as SharedTakeovers
-from infra.log.takeovers import TakeoverJob
+from infra.log.takeovers import RebuildJob
 from infra.settings import Settings
 from schemas import EVENTS
 from services.scheduler.memory import PartitionMemory, rebuild, restore
@@ -21,20 +21,8 @@ from services.scheduler.memory import PartitionMemory, rebuild, restore
 log = logging.getLogger("tock.scheduler")
 
 
-@dataclass
-class Takeover(TakeoverJob):
-    """One background takeover of some partitions, and what it found."""
-
-    memories: dict[int, PartitionMemory] = field(default_factory=dict)
-    from_snapshot: set[int] = field(default_factory=set)
-    settled: float = 0.0
-    restored: float = 0.0
-    replayed: float = 0.0
-
-    def narrow(self, partitions: list[int]) -> None:
-        self.partitions = partitions
-        self.memories = {partition: memory for partition, memory in self.memories.items() if partition in partitions}
-        self.from_snapshot &= set(partitions)
+class Takeover(RebuildJob[PartitionMemory]):
+    """One background takeover of some partitions: the memories it rebuilt (``rebuilt``)."""
 
 
 @dataclass(frozen=True)
@@ -55,7 +43,7 @@ def prepare(config: TakeoverConfig, takeover: Takeover) -> Takeover:
         restored = restore(config.settings, takeover.partitions, client_id=f"{config.client_id}-snapshots") \
             if config.snapshots else {}
         takeover.restored = time.time()
-        takeover.memories = rebuild(config.settings, takeover.partitions, restored)
+        takeover.rebuilt = rebuild(config.settings, takeover.partitions, restored)
         takeover.from_snapshot = set(restored)
         takeover.replayed = time.time()
     except Exception as error:  # noqa: BLE001 - any failure of a takeover is retried, said loudly

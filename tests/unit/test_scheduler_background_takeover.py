@@ -26,7 +26,7 @@ class HeldReplay:
     def __call__(self, _config: TakeoverConfig, takeover: Takeover) -> Takeover:
         self.threads.append(threading.current_thread().name)
         assert self.release.wait(10), "never released"
-        takeover.memories = {partition: PartitionMemory(partition) for partition in takeover.partitions}
+        takeover.rebuilt = {partition: PartitionMemory(partition) for partition in takeover.partitions}
         return takeover
 
 
@@ -54,7 +54,7 @@ def test_starting_a_takeover_returns_at_once_and_it_runs_on_another_thread():
     assert takeovers.under_way == {1, 2} and takeovers.finished() == []
     work.release.set()
     [done] = wait_for_results(takeovers)
-    assert done.partitions == [1, 2] and set(done.memories) == {1, 2}
+    assert done.partitions == [1, 2] and set(done.rebuilt) == {1, 2}
     assert work.threads and work.threads[0] != threading.current_thread().name
     assert takeovers.under_way == set()
 
@@ -66,7 +66,7 @@ def test_a_partition_revoked_while_its_replay_runs_is_dropped_from_the_result():
     takeovers.cancel([2])
     work.release.set()
     [done] = wait_for_results(takeovers)
-    assert done.partitions == [1] and set(done.memories) == {1}
+    assert done.partitions == [1] and set(done.rebuilt) == {1}
 
 
 def test_a_partition_assigned_again_keeps_only_the_newest_replay():

@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 
 from infra.log import LogRecord
+from infra.log.read_back import SETTLE_LIMIT
 from schemas import TaskDeclaredDead, TaskKillRequested, decode, encode
 from schemas.freeze import sample
 from services.scheduler.core import Evidence, decide, decide_adoption
-from services.scheduler.memory import SETTLE_LIMIT, PartitionMemory
+from services.scheduler.memory import PartitionMemory
 from tests.unit.scheduler_fixtures import ME, POLICY, created, launched, parsed, queued, started, state_of
 
 
