@@ -128,11 +128,19 @@ class TransactionalSession(Closing):
         self._abandoned = AbandonedProducers(transactional_id)
         self.producer = Producer(self._options)
         self._needs_init = False
+        self._init_unfinished = False  # the first init timed out (Kafka away at start): resumed at commit
         try:
             self._retrying(self.producer.init_transactions, timeout)
-        except (KafkaException, _Wedged) as exc:
-            raise Fenced(f"transactional id {transactional_id!r} could not start: {exc}",
-                         exc.args[0] if isinstance(exc, KafkaException) else None) from None
+        except _Wedged as wedged:
+            self._abandon_producer(wedged)
+        except KafkaException as exc:
+            if exc.args[0].fatal():
+                raise Fenced(f"transactional id {transactional_id!r} could not start: {exc}", exc.args[0]) from None
+            # Kafka unreachable or slow at start (a broker restarting, a loaded machine) is no reason
+            # to stop: the init is resumed by the first commit, which aborts until it is done.
+            log.warning("%s: transactional producer not ready yet (%s); trying again at the first commit",
+                        transactional_id, exc.args[0])
+            self._init_unfinished = True
 
     def commit(self, events: Iterable[Decision], reader: EventReader | None,
                offsets: dict[tuple[str, int], int] | None = None, raw: Iterable[RawRecord] = ()) -> None:
@@ -144,6 +152,8 @@ class TransactionalSession(Closing):
         """
         if self._fenced is not None:
             raise self._fenced
+        if self._init_unfinished:
+            self._resume_init()
         if self._needs_init:
             self._restart_producer()
         try:
@@ -295,6 +305,23 @@ class TransactionalSession(Closing):
                   "and aborts its open transaction)", self.transactional_id, wedged)
         self._abandoned.abandon(self.producer, str(wedged), after=wedged.blocked)
         self._needs_init = True
+
+    def _resume_init(self) -> None:
+        """Finish the first producer's init (librdkafka resumes a timed-out init_transactions when it is
+        called again); TransactionAborted while Kafka is still unreachable."""
+        try:
+            self._retrying(self.producer.init_transactions, self._timeout)
+        except _Wedged as wedged:
+            self._init_unfinished = False
+            self._abandon_producer(wedged)
+            return
+        except KafkaException as exc:
+            if exc.args[0].fatal():
+                raise Fenced(f"transactional id {self.transactional_id!r} could not start: {exc}",
+                             exc.args[0]) from None
+            raise TransactionAborted(f"transactional producer not ready yet: {exc}") from None
+        self._init_unfinished = False
+        log.info("%s: transactional producer ready", self.transactional_id)
 
     def _restart_producer(self) -> None:
         """A fresh producer for this transactional id; TransactionAborted while Kafka is unreachable,

@@ -86,3 +86,27 @@ def test_failed_restarts_in_an_outage_keep_a_bounded_number_of_producers(make_se
     session.close()
     dag_ids = [record.event.dag_id for record in replay(settings, EVENTS)]
     assert sorted(dag_ids) == ["after", "before"]
+
+
+@pytest.mark.timeout(300)
+def test_a_session_started_while_the_broker_is_away_waits_for_it_instead_of_stopping(make_settings,
+                                                                                    private_broker) -> None:
+    """A scheduler started during a broker restart used to exit 3 ('could not start: _TIMED_OUT', the
+    soak's finding): an init that times out is no fencing. Now its commits abort until the broker is
+    back, then one goes through."""
+    settings = make_settings(kafka_bootstrap=private_broker.address)
+    ensure_topics(AdminClient({"bootstrap.servers": settings.bootstrap}), settings.topic_prefix, settings.partitions)
+    private_broker.stop()
+    session = TransactionalSession(settings, f"{settings.topic_prefix}late-start", timeout=2.0)
+    with pytest.raises(TransactionAborted):
+        session.commit([queued("during")], None)
+    private_broker.start()
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            session.commit([queued("after")], None)
+            break
+        except TransactionAborted:
+            assert time.monotonic() < deadline, "no commit after the broker came back"
+    session.close()
+    assert [record.event.dag_id for record in replay(settings, EVENTS)] == ["after"]
