@@ -129,6 +129,7 @@ class TransactionalSession(Closing):
         self.producer = Producer(self._options)
         self._needs_init = False
         self._init_unfinished = False  # the first init timed out (Kafka away at start): resumed at commit
+        self._began = time.monotonic()  # when the current transaction began
         try:
             self._retrying(self.producer.init_transactions, timeout)
         except _Wedged as wedged:
@@ -166,6 +167,7 @@ class TransactionalSession(Closing):
                      offsets: dict[tuple[str, int], int] | None, raw: Iterable[RawRecord]) -> None:
         try:
             self.producer.begin_transaction()
+            self._began = time.monotonic()
             for record in raw:
                 produce(self.producer, topic_name(self._settings.topic_prefix, record.logical_topic), record.value,
                         record.key, record.partition)
@@ -222,6 +224,11 @@ class TransactionalSession(Closing):
         if outcome is Fenced and error.code() not in _TAKEN_OVER:
             # Fatal for this producer, but nobody else holds its id: a fresh one can go on.
             raise _Wedged(f"producer failed fatally: {error.str()}")
+        if outcome is Fenced and self._outlived_its_timeout():
+            # Our own transaction stayed open past its timeout (this process was frozen or cut off):
+            # the coordinator aborted it and bumped the epoch, which fences this producer too. No
+            # other instance took the id (ownership is fenced by the group generation anyway).
+            raise _Wedged(f"fenced after our transaction outlived its timeout: {error.str()}")
         if outcome is Fenced and self._replaced_before:
             # After we replaced a wedged producer, the one fencing us is most likely our own
             # abandoned one, whose init_transactions went on in the background and finished
@@ -242,7 +249,7 @@ class TransactionalSession(Closing):
         except KafkaException as exc:
             if exc.args[0].code() == KafkaError._STATE:  # no transaction was open
                 return
-            if exc.args[0].code() not in _TAKEN_OVER or self._replaced_before:  # see _fail
+            if exc.args[0].code() not in _TAKEN_OVER or self._replaced_before or self._outlived_its_timeout():
                 raise _Wedged(f"abort failed: {exc.args[0].str()}") from None
             self._fenced = Fenced(f"producer {self.transactional_id!r} could not abort: {exc.args[0]}", exc.args[0])
             raise self._fenced from None
@@ -295,6 +302,10 @@ class TransactionalSession(Closing):
     def abandoned(self) -> AbandonedProducers:
         """The producers this session gave up on, and how many of them are still closing."""
         return self._abandoned
+
+    def _outlived_its_timeout(self) -> bool:
+        timeout = float(self._options.get("transaction.timeout.ms", 60_000)) / 1000
+        return time.monotonic() - self._began > timeout
 
     @property
     def _replaced_before(self) -> bool:

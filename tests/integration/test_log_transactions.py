@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
@@ -134,3 +136,24 @@ def _consumed_ends(settings: Settings, records) -> dict[int, int]:
     for record in records:
         ends[record.partition] = max(ends.get(record.partition, 0), record.offset + 1)
     return ends
+
+
+@pytest.mark.timeout(120)
+def test_a_session_frozen_inside_its_transaction_past_the_timeout_goes_on(kafka_settings: Settings,
+                                                                        monkeypatch) -> None:
+    """Its coordinator aborts the expired transaction and bumps the epoch, which fences the producer
+    as a newer instance would; nobody else holds the id, so the session replaces its producer and
+    goes on (a scheduler frozen past its session timeout used to exit 3 when thawed: the soak's
+    finding). Ownership stays fenced by the group generation."""
+    session = TransactionalSession(kafka_settings, f"{kafka_settings.topic_prefix}frozen",
+                                   config={"transaction.timeout.ms": 1000})
+    session.commit([queued("a", task_id="before")], None)
+    frozen = iter([True])
+    monkeypatch.setattr(TransactionalSession, "_injected_stop",
+                        lambda self: next(frozen, False) and time.sleep(20))  # past the coordinator's sweep
+    with pytest.raises(TransactionAborted):  # not Fenced
+        session.commit([queued("a", task_id="frozen")], None)
+    session.commit([queued("a", task_id="after")], None)
+    session.close()
+    task_ids = [record.event.task_id for record in replay(kafka_settings, EVENTS)]
+    assert task_ids == ["before", "after"]
