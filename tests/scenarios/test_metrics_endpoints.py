@@ -31,8 +31,12 @@ DAG_FILE = textwrap.dedent('''
 
 
 def scrape(port: int) -> dict[str, list]:
-    """Family name -> samples of http://127.0.0.1:port/metrics."""
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    """Family name -> samples of http://127.0.0.1:port/metrics; none while nothing listens there yet
+    (a service still starting on a loaded machine: the waits below go on until their deadline)."""
+    try:
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    except httpx.ConnectError:
+        return {}
     return {family.name: family.samples for family in text_string_to_metric_families(text)}
 
 
