@@ -7,7 +7,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from confluent_kafka import KafkaException
+from confluent_kafka import Consumer, KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, TopicMetadata
 
 from infra.broker_config import replication_for
@@ -75,6 +75,19 @@ class TopicNames:
     @property
     def all(self) -> list[str]:
         return [topic_name(self.prefix, spec.logical) for spec in SPECS]
+
+
+def topic_exists(consumer: Consumer, prefix: str, logical: str, service: str) -> bool:
+    """Whether the logical topic exists (with partitions); if not, says so for ``service``. A service
+    that writes snapshots checks tock.snapshots at start: writing to a missing topic would abort every
+    transaction (an upgrade that did not run `tock topics create`)."""
+    topic = topic_name(prefix, logical)
+    found = consumer.list_topics(topic, timeout=10).topics.get(topic)
+    if found is None or found.error is not None or not found.partitions:
+        log.error("topic %s does not exist: the %s writes no snapshots, every takeover replays the full history "
+                  "(`tock topics create` creates it)", topic, service)
+        return False
+    return True
 
 
 def ensure_topics(admin: AdminClient, prefix: str, partitions: int, timeout: float = 30.0, *,

@@ -54,12 +54,12 @@ from infra.callbacks import CallbackCaller
 from infra.log import EventReader, PartitionsLost, RawRecord, TransactionAborted, TransactionalSession
 from infra.log.ownership import ConsumerOwnership, OwnershipTopics
 from infra.settings import Settings
-from infra.topics import SNAPSHOT_MAX_BYTES, topic_name
-from schemas import DAGS, EVENTS, CallbackCalled, DeadlineMissed, TaskDeadlineMissed
+from infra.topics import SNAPSHOT_MAX_BYTES, topic_exists, topic_name
+from schemas import DAGS, EVENTS, SNAPSHOTS, CallbackCalled, DeadlineMissed, TaskDeadlineMissed
 from services.monitor.callbacks import CallbackCalls
 from services.monitor.core import decide, due_notifications, next_deadline
 from services.monitor.folds import HeldFolds, PartitionFold, rebuild
-from services.monitor.snapshots import MonitorSnapshots, snapshot_topic_exists
+from services.monitor.snapshots import MonitorSnapshots
 from services.monitor.takeovers import MonitorTakeovers, TakeoverConfig, TakeoverCounts
 
 __all__ = ["Monitor", "PartitionFold", "new_monitor_id", "rebuild"]
@@ -118,7 +118,7 @@ class Monitor:
                                           "heartbeat.interval.ms": max(100, timeout_ms // 5)})
         ownership = ConsumerOwnership(self.events, self.side, OwnershipTopics(self.settings.topic_prefix, EVENTS,
                                                                               (DAGS,)))
-        snapshots_on = snapshot_topic_exists(self.settings, self.events.consumer)
+        snapshots_on = topic_exists(self.events.consumer, self.settings.topic_prefix, SNAPSHOTS, "monitor")
         self.snapshots = MonitorSnapshots(self.settings, self.held, on=snapshots_on)
         self.takeovers = MonitorTakeovers(TakeoverConfig(self.settings, self.group_id,
                                                          f"tock-monitor-{self.monitor_id}", snapshots_on),

@@ -14,12 +14,12 @@ from __future__ import annotations
 import logging
 import time
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import KafkaException
 
 from infra.log import RawRecord
 from infra.log.latest import latest_value
 from infra.settings import Settings
-from infra.topics import SNAPSHOT_MAX_BYTES, topic_name
+from infra.topics import SNAPSHOT_MAX_BYTES
 from schemas import SNAPSHOTS
 from services.monitor.core.snapshot import (
     MonitorSnapshot,
@@ -39,17 +39,6 @@ RECORD_OVERHEAD = 64 * 1024  # key and batch framing around a snapshot's value, 
 def snapshot_key(partition: int) -> str:
     return f"monitor.{partition}"
 
-
-def snapshot_topic_exists(settings: Settings, consumer: Consumer) -> bool:
-    """Whether tock.snapshots exists: writing to a missing topic would abort every transaction
-    (an upgrade that did not run `tock topics create`). Without it, no snapshots."""
-    topic = topic_name(settings.topic_prefix, SNAPSHOTS)
-    found = consumer.list_topics(topic, timeout=10).topics.get(topic)
-    if found is None or found.error is not None or not found.partitions:
-        log.error("topic %s does not exist: the monitor writes no snapshots, every takeover replays the full "
-                  "history (`tock topics create` creates it)", topic)
-        return False
-    return True
 
 
 def restore(settings: Settings, partitions: list[int], client_id: str) -> dict[int, PartitionFold]:

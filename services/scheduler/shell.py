@@ -24,8 +24,8 @@ from collections.abc import Mapping
 
 from infra.log.ownership import ConsumerOwnership, OwnershipTopics
 from infra.settings import Settings
-from infra.topics import topic_name
-from schemas import DAGS, EVENTS, HEARTBEATS, SchedulerStopped
+from infra.topics import topic_exists, topic_name
+from schemas import DAGS, EVENTS, HEARTBEATS, SNAPSHOTS, SchedulerStopped
 from services.scheduler.assignments import Assignments
 from services.scheduler.clients import SchedulerClients, connect
 from services.scheduler.committing import Committing
@@ -38,7 +38,7 @@ from services.scheduler.launching import Executor, Launcher
 from services.scheduler.memory import PartitionMemory, logical_topics
 from services.scheduler.metrics import SchedulerMetrics
 from services.scheduler.pod_tending import PodTending
-from services.scheduler.snapshots import Snapshots, snapshot_topic_exists
+from services.scheduler.snapshots import Snapshots
 from services.scheduler.takeover import BackgroundTakeovers, TakeoverConfig
 
 log = logging.getLogger("tock.scheduler")
@@ -104,7 +104,8 @@ class Scheduler:
         settings = self.settings
         self.evidence = HeartbeatEvidence(clients.side, topic_name(settings.topic_prefix, HEARTBEATS))
         self._snapshots = Snapshots(settings, self.holdings, self.metrics,
-                                    on=snapshot_topic_exists(settings, clients.events.consumer))
+                                    on=topic_exists(clients.events.consumer, settings.topic_prefix, SNAPSHOTS,
+                                                    "scheduler"))
         self._committing = Committing(clients, self.holdings, self._snapshots, self.evidence, self.launcher,
                                       self.metrics)
         ownership = ConsumerOwnership(clients.events, clients.side,

@@ -10,12 +10,8 @@ from __future__ import annotations
 import logging
 import time
 
-from confluent_kafka import Consumer
-
 from infra.log import RawRecord
 from infra.settings import Settings
-from infra.topics import topic_name
-from schemas import SNAPSHOTS
 from services.scheduler.core.snapshot import snapshot_due
 from services.scheduler.holdings import Holdings
 from services.scheduler.memory import snapshot_of
@@ -24,17 +20,6 @@ from services.scheduler.snapshot_store import RECORD_BYTES, parts_written, snaps
 
 log = logging.getLogger("tock.scheduler")
 
-
-def snapshot_topic_exists(settings: Settings, consumer: Consumer) -> bool:
-    """Whether tock.snapshots exists: writing to a missing topic would abort every transaction
-    (an upgrade that did not run `tock topics create`). Without it, no snapshots."""
-    topic = topic_name(settings.topic_prefix, SNAPSHOTS)
-    found = consumer.list_topics(topic, timeout=10).topics.get(topic)
-    if found is None or found.error is not None or not found.partitions:
-        log.error("topic %s does not exist: no snapshots are written, every takeover replays the full "
-                  "history (`tock topics create` creates it)", topic)
-        return False
-    return True
 
 
 class Snapshots:
