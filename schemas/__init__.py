@@ -64,6 +64,7 @@ from schemas.tasks import (
                               TaskStarted,
                               TaskSucceeded,
                               TaskUpstreamFailed,
+                              TryInput,
 )
 from schemas.union import (
                               DagsTopicEvent,
@@ -144,6 +145,7 @@ __all__ = [
     "TaskStarted",
     "TaskSucceeded",
     "TaskUpstreamFailed",
+    "TryInput",
     "TokenCreated",
     "TokenRevoked",
     "TriggerDagRun",

@@ -93,5 +93,16 @@ def plannable(schedule: str, start: float, end: float) -> bool:
     return last is not None and next_fire(schedule, last) is not None
 
 
+def data_interval(schedule: str | None, run_type: str, logical_date: float) -> tuple[float, float]:
+    """The data interval of a run: for a scheduled or backfill run of a cron schedule (or preset), from
+    the schedule's previous fire time to the run's logical date (the fire time it runs for); else
+    (a manual run, ``@once``, no schedule) empty, at the logical date. Tock's logical date is the end
+    of the interval, as in Airflow 3, where a scheduled run runs at its logical date."""
+    if schedule is None or schedule == ONCE or run_type not in ("scheduled", "backfill"):
+        return logical_date, logical_date
+    start = latest_fire(schedule, logical_date - 1e-3)
+    return (logical_date if start is None else start), logical_date
+
+
 def _cron(schedule: str, start: float) -> croniter:
     return croniter(schedule, datetime.fromtimestamp(start, tz=UTC))

@@ -7,13 +7,30 @@ recorded but changes nothing.
 
 from __future__ import annotations
 
-from schemas.declare import EVENTS, HEARTBEATS, EventBase, event
+from dataclasses import field
+
+from schemas.declare import EVENTS, HEARTBEATS, EventBase, event, record
 from schemas.routing import BY_DAG, BY_TASK_INSTANCE
 
 
-@event(EVENTS, route=BY_DAG)
+@record
+class TryInput:
+    """The values of one upstream try a queued try reads (its provenance): ``values_json`` is that
+    try's TaskSucceeded ``values_json`` (a JSON object, key -> value as tock/values.py encodes it)."""
+
+    task_id: str
+    try_number: int
+    map_index: int = -1
+    values_json: str
+
+
+@event(EVENTS, route=BY_DAG, version=2)
 class TaskQueued(EventBase):
-    """A try was decided. Who owns it and on which executor is written here once."""
+    """A try was decided. Who owns it and on which executor is written here once, and so is the
+    context its user code runs with: the run's dates, type and conf, the params resolved for it, and
+    the values of its upstream tries (``inputs``), so the same try can be run again with exactly
+    these inputs. Dates are seconds since the epoch (UTC).
+    v2 added the context (v1 records decode with it empty: tries queued before it knew none)."""
 
     dag_id: str
     run_id: str
@@ -22,6 +39,15 @@ class TaskQueued(EventBase):
     executor: str
     queue: str
     scheduler_id: str
+    run_type: str = ""
+    logical_date: float | None = None
+    data_interval_start: float | None = None
+    data_interval_end: float | None = None
+    conf_json: str = "{}"
+    params_json: str = "{}"  # the params as the try sees them: the DAG's and task's defaults, then the conf
+    prev_data_interval_start_success: float | None = None  # of the DAG's latest successful run before this one
+    prev_data_interval_end_success: float | None = None
+    inputs: list[TryInput] = field(default_factory=list)
     at: float
 
 
@@ -70,21 +96,30 @@ class TaskHeartbeat(EventBase):
     at: float
 
 
-@event(EVENTS, route=BY_DAG)
+@event(EVENTS, route=BY_DAG, version=2)
 class TaskSucceeded(EventBase):
+    """The try succeeded. Its values (a ``@task``'s return value, what it pushed) are part of this one
+    record, so a success never lacks its values and a value never belongs to a try that did not
+    succeed: ``values_json`` is a JSON object, key -> value as tock/values.py encodes it ("" none).
+    ``rendered_json``: its templated fields as rendered (a JSON object, secrets masked; "" none).
+    v2 added values_json and rendered_json."""
+
     dag_id: str
     run_id: str
     task_id: str
     try_number: int
     runner_id: str
+    values_json: str = ""
+    rendered_json: str = ""
     at: float
 
 
-@event(EVENTS, route=BY_DAG, version=2)
+@event(EVENTS, route=BY_DAG, version=3)
 class TaskFailed(EventBase):
     """The try failed: the user code raised, exited non-zero, crashed or timed out.
 
     v2 added ``traceback`` (v1 records decode with it empty).
+    v3 added ``rendered_json``: its templated fields as rendered, secrets masked ("" none).
     """
 
     dag_id: str
@@ -94,6 +129,7 @@ class TaskFailed(EventBase):
     runner_id: str
     error: str
     traceback: str = ""
+    rendered_json: str = ""
     at: float
 
 
