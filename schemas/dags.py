@@ -25,6 +25,7 @@ class TaskDefinition:
     pod_override_json: str | None = None
     # Seconds after the task instance was first queued in a run by which it must have ended.
     deadline: float | None = None
+    params_json: str = "{}"  # the task's own params, over the DAG's (schemas/params.py)
 
 
 @record
@@ -47,15 +48,18 @@ class DagDefinition:
     on_deadline_missed: str | None = None  # webhook URL or module:function called when a run misses its deadline
     # Finished runs the scheduler keeps for clear, mark and backfill; None: TOCK_SCHEDULER_FINISHED_RUNS_KEPT.
     finished_runs_kept: int | None = None
+    timezone: str = "UTC"  # IANA name its schedule is evaluated in (the start_date's zone)
+    end_date: float | None = None  # no scheduled run has a logical date after it
 
 
-@event(DAGS, route=BY_DAG, version=5)
+@event(DAGS, route=BY_DAG, version=6)
 class DagParsed(EventBase):
     """The latest definition of a DAG; written only when its fingerprint changed.
     v2: the definition has on_failure and on_deadline_missed (webhook URLs).
     v3: each task definition has a deadline (per-task deadline, seconds after first queued).
     v4: the definition has deadline_from ("start" or "logical_date").
-    v5: the definition has finished_runs_kept (the scheduler's retention of its finished runs)."""
+    v5: the definition has finished_runs_kept (the scheduler's retention of its finished runs).
+    v6: the definition has timezone and end_date, each task definition its own params_json."""
 
     dag_id: str
     file_path: str

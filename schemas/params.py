@@ -10,8 +10,10 @@ import json
 from typing import Any
 
 
-def resolved(params_json: str, conf_json: str) -> dict[str, Any]:
-    """The params' values, with the conf's keys over them (Airflow's dag_run_conf_overrides_params)."""
-    values = dict(json.loads(params_json or "{}"))
+def for_task(dag_params_json: str, task_params_json: str, conf_json: str) -> dict[str, Any]:
+    """The params' values a try of a task sees: the DAG's, the task's over them, then the conf's keys
+    over both (Airflow's dag_run_conf_overrides_params)."""
+    values = dict(json.loads(dag_params_json or "{}"))
+    values.update(json.loads(task_params_json or "{}"))
     values.update(json.loads(conf_json or "{}"))
     return values

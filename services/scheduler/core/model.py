@@ -120,6 +120,7 @@ class TaskInstance:
     pending_request: str = ""  # the request id of the command that set ``pending``
     kill_requested: bool = False  # a TaskKillRequested of the current try was committed
     pod_ended: str = ""      # the current try's pod ended with no outcome from its runner (PodFinished): why
+    values_json: str = ""    # what its succeeded try returned and pushed (TaskSucceeded.values_json)
 
 
 @dataclass(slots=True)
