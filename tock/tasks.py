@@ -6,15 +6,18 @@ import functools
 import json
 import math
 import re
+import typing
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+from tock.values import RETURN_VALUE
 
 if TYPE_CHECKING:
     from tock.dag import DAG
 
-Downstream = TypeVar("Downstream", bound="Task | Iterable[Task]")
+Downstream = TypeVar("Downstream", bound="Task | XComArg | Iterable[Task | XComArg]")
 
 EXECUTORS = ("local", "celery", "kubernetes")
 # "|" separates dag, run and task ids in heartbeat keys, so ids stay to a safe alphabet.
@@ -47,6 +50,8 @@ class TaskOptions:
     executor: str = "local"
     queue: str = "default"
     pod_override: dict[str, Any] | None = None
+    multiple_outputs: bool | None = None  # None: True when the function is annotated to return a dict
+    do_xcom_push: bool = True  # its return value (a bash task's last line of output) is passed on
 
     def problems(self) -> list[str]:
         """What is wrong with these options, in words (empty when valid)."""
@@ -64,6 +69,9 @@ class TaskOptions:
             found.append(f"unknown executor {self.executor!r} (known: {', '.join(EXECUTORS)})")
         if not isinstance(self.queue, str) or not self.queue:
             found.append(f"queue must be a non-empty string, got {self.queue!r}")
+        for name in ("multiple_outputs", "do_xcom_push"):
+            if not isinstance(getattr(self, name), bool | None):
+                found.append(f"{name} must be True or False, got {getattr(self, name)!r}")
         found.extend(_pod_override_problems(self.pod_override))
         return found
 
@@ -144,13 +152,39 @@ class Task:
     def pod_override(self) -> dict[str, Any] | None:
         return self.options.pod_override
 
-    def set_downstream(self, others: Task | Iterable[Task]) -> None:
+    @property
+    def multiple_outputs(self) -> bool:
+        """Whether a returned dict is passed on key by key too (``result["key"]``)."""
+        if self.options.multiple_outputs is not None:
+            return self.options.multiple_outputs
+        return _returns_dict(self.python_callable)
+
+    @property
+    def do_xcom_push(self) -> bool:
+        return self.options.do_xcom_push
+
+    @property
+    def output(self) -> XComArg:
+        """This task's return value, as the argument of another task (Airflow's ``task.output``)."""
+        return XComArg(self)
+
+    @property
+    def operator(self) -> Task:
+        """The task itself (what Airflow's XComArg.operator names), so a @task call's result reads
+        the same whether it is treated as a task or as its value."""
+        return self
+
+    def __getitem__(self, key: str) -> XComArg:
+        """The value this task passes on under ``key`` (with ``multiple_outputs``: a key of its dict)."""
+        return XComArg(self, key)
+
+    def set_downstream(self, others: Task | XComArg | Iterable[Task | XComArg]) -> None:
         for other in _tasks_of(others):
             self.dag.check_same_dag(self, other)
             self.downstream_task_ids.add(other.task_id)
             other.upstream_task_ids.add(self.task_id)
 
-    def set_upstream(self, others: Task | Iterable[Task]) -> None:
+    def set_upstream(self, others: Task | XComArg | Iterable[Task | XComArg]) -> None:
         for other in _tasks_of(others):
             other.set_downstream(self)
 
@@ -174,12 +208,66 @@ class Task:
         return f"<Task {self.dag.dag_id}.{self.task_id} ({self.kind})>"
 
 
-def _tasks_of(others: Task | Iterable[Task]) -> list[Task]:
-    items = [others] if isinstance(others, Task) else list(others)
-    for item in items:
+@dataclass(frozen=True, eq=False)
+class XComArg:
+    """A value a task passes on (its return value, or one key of it), used as another task's argument:
+    ``load(transform(extract())["total"])`` makes the dependencies and passes the values at run time.
+    It links like its task (``>>``, ``<<``)."""
+
+    operator: Task
+    key: str = RETURN_VALUE
+
+    def __getitem__(self, key: str) -> XComArg:
+        return XComArg(self.operator, key)
+
+    def __rshift__(self, other: Downstream) -> Downstream:
+        return self.operator.__rshift__(other)
+
+    def __lshift__(self, other: Downstream) -> Downstream:
+        return self.operator.__lshift__(other)
+
+    def __rrshift__(self, other: Iterable[Task]) -> Task:
+        return self.operator.__rrshift__(other)
+
+    def __rlshift__(self, other: Iterable[Task]) -> Task:
+        return self.operator.__rlshift__(other)
+
+    def __repr__(self) -> str:
+        return f"<XComArg {self.operator.task_id}[{self.key!r}]>"
+
+
+def value_references(value: Any) -> list[Task]:
+    """The tasks whose values ``value`` (an argument of a task, containers included) refers to."""
+    if isinstance(value, Task):
+        return [value]
+    if isinstance(value, XComArg):
+        return [value.operator]
+    if isinstance(value, list | tuple | set | frozenset):
+        return [task for item in value for task in value_references(item)]
+    if isinstance(value, dict):
+        return [task for item in value.values() for task in value_references(item)]
+    return []
+
+
+def _returns_dict(function: Callable[..., Any] | None) -> bool:
+    """Whether ``function`` is annotated to return a dict (Airflow infers multiple_outputs from it)."""
+    if function is None:
+        return False
+    try:
+        returns = typing.get_type_hints(function).get("return")
+    except Exception:  # noqa: BLE001 - an annotation that does not evaluate says nothing
+        returns = function.__annotations__.get("return")
+    origin = typing.get_origin(returns) or returns
+    return isinstance(origin, type) and issubclass(origin, dict) or returns in ("dict", "Dict")
+
+
+def _tasks_of(others: Task | XComArg | Iterable[Task | XComArg]) -> list[Task]:
+    items = [others] if isinstance(others, Task | XComArg) else list(others)
+    found = [item.operator if isinstance(item, XComArg) else item for item in items]
+    for item in found:
         if not isinstance(item, Task):
             raise TypeError(f"dependencies link tasks, not {item!r}")
-    return items
+    return found
 
 
 def _new_task(dag: DAG | None, task_id: str, kind: str, options: TaskOptions, **fields: Any) -> Task:
@@ -189,7 +277,10 @@ def _new_task(dag: DAG | None, task_id: str, kind: str, options: TaskOptions, **
     if owner is None:
         raise RuntimeError(f"task {task_id!r} must be created inside a `with DAG(...)` block or given dag=")
     owner.check_task(task_id, options)
-    return Task(task_id=task_id, kind=kind, dag=owner, options=options, **fields)
+    created = Task(task_id=task_id, kind=kind, dag=owner, options=options, **fields)
+    arguments = [*created.args, *created.kwargs.values()]
+    created.set_upstream([upstream for value in arguments for upstream in value_references(value)])
+    return created
 
 
 def BashTask(task_id: str, command: str, *, dag: DAG | None = None, **options: Any) -> Task:  # noqa: N802
@@ -213,12 +304,31 @@ class TaskFunction:
         self.options = options
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Inside a DAG: a new task of it (its value, when given to another task, is this task's return
+        value; a task id already taken gets ``__1``, ``__2``... as in Airflow). Outside: the function."""
         from tock.dag import current_dag
 
-        if current_dag() is None:
+        dag = current_dag()
+        if dag is None:
             return self.function(*args, **kwargs)
-        return _new_task(None, self.task_id, "python", self.options, python_callable=self.function,
-                         args=args, kwargs=kwargs)
+        return _new_task(None, _unique_id(dag, self.task_id), "python", self.options,
+                         python_callable=self.function, args=args, kwargs=kwargs)
+
+    def override(self, **changes: Any) -> TaskFunction:
+        """This task function with other options (``task_id``, ``retries``...), as Airflow's ``override``."""
+        task_id = changes.pop("task_id", self.task_id)
+        options = {item.name: getattr(self.options, item.name) for item in fields(TaskOptions)}
+        return TaskFunction(self.function, task_id, TaskOptions(**{**options, **changes}))
+
+
+def _unique_id(dag: DAG, task_id: str) -> str:
+    if task_id not in dag.tasks:
+        return task_id
+    stem = re.sub(r"__\d+$", "", task_id)
+    number = 1
+    while f"{stem}__{number}" in dag.tasks:
+        number += 1
+    return f"{stem}__{number}"
 
 
 @overload
@@ -237,7 +347,10 @@ def task(function: Callable[..., Any] | None = None, *, task_id: str | None = No
     Options: retries, retry_delay (seconds or timedelta), execution_timeout, deadline (seconds or a
     timedelta after the task instance is first queued in a run: `tock monitor` writes a
     TaskDeadlineMissed if it has not ended by then), executor ("local" | "celery" | "kubernetes"),
-    queue, pod_override ({"image", "resources"}).
+    queue, pod_override ({"image", "resources"}), multiple_outputs (a returned dict is also passed on
+    key by key; default: whether the function is annotated ``-> dict``), do_xcom_push (default True).
+    Called inside a DAG with other tasks (or their ``["key"]``) as arguments, it depends on them and
+    receives their values when it runs.
     """
     task_options = TaskOptions(**options)
 
