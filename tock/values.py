@@ -108,7 +108,7 @@ def _encoder_of(value: Any) -> Encoder | None:
     if isinstance(value, dt.time):
         return "time", lambda moment, _where: moment.isoformat()
     if isinstance(value, dt.timedelta):
-        return "timedelta", lambda delta, _where: delta.total_seconds()
+        return "timedelta", lambda delta, _where: [delta.days, delta.seconds, delta.microseconds]  # exact
     if isinstance(value, tuple):
         return "tuple", _items
     if isinstance(value, frozenset):
@@ -151,7 +151,7 @@ _DECODERS: dict[str, Callable[[Any], Any]] = {
     "datetime": dt.datetime.fromisoformat,
     "date": dt.date.fromisoformat,
     "time": dt.time.fromisoformat,
-    "timedelta": lambda seconds: dt.timedelta(seconds=seconds),
+    "timedelta": lambda parts: dt.timedelta(*parts),
     "tuple": lambda items: tuple(_decode(item) for item in items),
     "set": lambda items: {_decode(item) for item in items},
     "frozenset": lambda items: frozenset(_decode(item) for item in items),
