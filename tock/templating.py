@@ -275,19 +275,18 @@ def rendered_for_record(rendered: Mapping[str, Any], limit: int = RECORD_LIMIT) 
     text = _dumps(plain)
     if len(text.encode()) <= limit:
         return text
-    longest = _longest_string(plain)
-    low, high, best = 0, longest, None
+    low, high, best = 0, _longest_string(plain), None
     while low <= high:  # the largest length every string may keep for the whole to fit
         middle = (low + high) // 2
-        candidate = _dumps(_cut_strings(plain, middle))
+        candidate = _dumps({name: _cut_strings(value, middle) for name, value in plain.items()})
         if len(candidate.encode()) <= limit:
             best, low = candidate, middle + 1
         else:
             high = middle - 1
     if best is not None:
         return best
-    note = f"[cut: the rendered fields take {len(text.encode()):,} bytes as JSON, over the {limit:,}-byte limit]"
-    return _dumps({name: note for name in rendered})
+    note = f"[cut: {len(text.encode()):,} bytes as JSON, over the {limit:,}-byte limit]"
+    return _dumps({name: note for name in plain})
 
 
 def _jsonable(value: Any, open_ids: frozenset[int] = frozenset()) -> Any:
