@@ -146,13 +146,17 @@ FILTERS: dict[str, Callable[..., Any]] = {
 class SandboxedEnvironment(jinja2.sandbox.SandboxedEnvironment):
     """Jinja's sandbox, with Airflow's rule for ``_name`` attributes (allowed; ``__name`` not) and one
     more: from a module, only its own submodules are reached (``macros.dateutil.relativedelta``, not
-    ``macros.uuid.os``). A template is DAG author code, so this guards against slips, not authors."""
+    ``macros.uuid.os``), but for the modules the DAG hands templates itself (``macros``, and those of
+    its ``user_defined_macros``: ``os.path``). A template is DAG author code: this guards against
+    slips, not authors."""
+
+    open_modules: frozenset[int] = frozenset()  # ids of the modules whose modules may be reached
 
     def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
         if jinja2.sandbox.is_internal_attribute(obj, attr):
             return False
-        if isinstance(obj, types.ModuleType) and isinstance(value, types.ModuleType) and obj is not macros:
-            return value.__name__.startswith(obj.__name__ + ".")
+        if isinstance(value, types.ModuleType) and isinstance(obj, types.ModuleType):
+            return id(obj) in self.open_modules or value.__name__.startswith(obj.__name__ + ".")
         return True
 
 
@@ -178,6 +182,8 @@ def environment(options: TemplateOptions, folder: str | None) -> jinja2.Environm
         settings["finalize"] = _native_finalize
     settings.update(options.jinja_environment_kwargs)
     env = (SandboxedNativeEnvironment if native else SandboxedEnvironment)(**settings)
+    env.open_modules = frozenset(id(value) for value in [macros, *options.user_defined_macros.values()]
+                                 if isinstance(value, types.ModuleType))
     env.filters.update(FILTERS)
     env.filters.update(options.user_defined_filters)
     env.globals["macros"] = macros

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from collections import namedtuple
 from datetime import UTC, datetime, timedelta
@@ -310,6 +311,12 @@ def test_the_sandbox_refuses_reaching_python_internals(template):
     error = failure(lambda: bash(template))
     assert "SecurityError" in str(error) or "unsafe" in str(error), str(error)
     assert error.line == 1
+
+
+def test_modules_the_dag_hands_templates_open_their_modules_and_no_further():
+    arguments = {"user_defined_macros": {"os": os}}
+    assert bash("{{ os.path.join('a', ds) }}", dag_arguments=arguments)["bash_command"] == "a/2024-03-09"
+    assert "SecurityError" in str(failure(lambda: bash("{{ os.path.os }}", dag_arguments=arguments)))
 
 
 def test_the_sandbox_allows_single_underscore_attributes_as_airflows_does():
