@@ -96,7 +96,11 @@ class TemplateOptions:
             raise TypeError(f"user_defined_filters must map names to functions, got {filters!r}")
         if not isinstance(native, bool):
             raise TypeError(f"render_template_as_native_obj must be True or False, got {native!r}")
-        environment(options, None)  # Jinja refuses unknown jinja_environment_kwargs now, not at run time
+        try:  # Jinja refuses bad jinja_environment_kwargs now, not when a try runs
+            environment(options, None)
+        except Exception as error:  # noqa: BLE001 - an extension that fails to import, an unknown option
+            problem = f"{type(error).__name__}: {error}"
+            raise ValueError(f"jinja_environment_kwargs {environment_kwargs!r}: {problem}") from error
         return options
 
 

@@ -374,6 +374,7 @@ def test_text_around_a_template_is_kept_exactly(text):
     ({"user_defined_filters": {"f": "not callable"}}, "user_defined_filters must map names to functions"),
     ({"user_defined_filters": {1: len}}, "user_defined_filters must be a dict with string keys"),
     ({"jinja_environment_kwargs": {"no_such_option": 1}}, "unexpected keyword argument 'no_such_option'"),
+    ({"jinja_environment_kwargs": {"extensions": ["no_such.extension"]}}, "ModuleNotFoundError"),
     ({"render_template_as_native_obj": "yes"}, "render_template_as_native_obj must be True or False"),
 ])
 def test_bad_template_arguments_fail_the_dag(arguments, problem):
