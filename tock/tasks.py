@@ -52,6 +52,10 @@ class TaskOptions:
     pod_override: dict[str, Any] | None = None
     multiple_outputs: bool | None = None  # None: True when the function is annotated to return a dict
     do_xcom_push: bool = True  # its return value (a bash task's last line of output) is passed on
+    # Python tasks (Airflow's PythonOperator arguments): a dict rendered as templates, given to the
+    # task as ``templates_dict``; file extensions whose strings in templated fields name template files.
+    templates_dict: dict[str, Any] | None = None
+    templates_exts: tuple[str, ...] | list[str] | None = None
 
     def problems(self) -> list[str]:
         """What is wrong with these options, in words (empty when valid)."""
@@ -73,6 +77,7 @@ class TaskOptions:
             if not isinstance(getattr(self, name), bool | None):
                 found.append(f"{name} must be True or False, got {getattr(self, name)!r}")
         found.extend(_pod_override_problems(self.pod_override))
+        found.extend(_template_option_problems(self.templates_dict, self.templates_exts))
         return found
 
     def pod_override_json(self) -> str | None:
@@ -104,6 +109,21 @@ def _pod_override_problems(pod_override: Any) -> list[str]:
     return found
 
 
+def _template_option_problems(templates_dict: Any, templates_exts: Any) -> list[str]:
+    found = []
+    if templates_dict is not None and not isinstance(templates_dict, dict):
+        found.append(f"templates_dict must be a dict, got {templates_dict!r}")
+    if templates_exts is not None and (not isinstance(templates_exts, list | tuple)
+                                       or not all(isinstance(ext, str) and ext for ext in templates_exts)):
+        found.append(f"templates_exts must be a list of file extensions like '.sql', got {templates_exts!r}")
+    return found
+
+
+# Airflow's templated fields and template file extensions, per kind of task (tock/templating.py).
+TEMPLATE_FIELDS = {"bash": ("bash_command", "env", "cwd"), "python": ("templates_dict", "op_args", "op_kwargs")}
+BASH_TEMPLATE_EXT = (".sh", ".bash")
+
+
 @dataclass(eq=False)
 class Task:
     """One task of a DAG. Build it with ``@task`` or ``BashTask``, not directly."""
@@ -116,6 +136,9 @@ class Task:
     command: str = ""
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] | None = None  # bash: None inherits the environment; else it is the environment,
+    append_env: bool = False  # or, with append_env, is added to it (Airflow's BashOperator)
+    cwd: str | None = None  # bash: the folder the command runs in
     upstream_task_ids: set[str] = field(default_factory=set)
     downstream_task_ids: set[str] = field(default_factory=set)
 
@@ -178,6 +201,31 @@ class Task:
         """The value this task passes on under ``key`` (with ``multiple_outputs``: a key of its dict)."""
         return XComArg(self, key)
 
+    # Templating (tock/templating.py): the fields rendered before the try runs, by Airflow's names.
+    @property
+    def template_fields(self) -> tuple[str, ...]:
+        return TEMPLATE_FIELDS[self.kind]
+
+    @property
+    def template_ext(self) -> tuple[str, ...]:
+        return BASH_TEMPLATE_EXT if self.kind == "bash" else tuple(self.options.templates_exts or ())
+
+    @property
+    def bash_command(self) -> str:
+        return self.command
+
+    @property
+    def op_args(self) -> list[Any]:
+        return list(self.args)
+
+    @property
+    def op_kwargs(self) -> dict[str, Any]:
+        return self.kwargs
+
+    @property
+    def templates_dict(self) -> dict[str, Any] | None:
+        return self.options.templates_dict
+
     def set_downstream(self, others: Task | XComArg | Iterable[Task | XComArg]) -> None:
         for other in _tasks_of(others):
             self.dag.check_same_dag(self, other)
@@ -236,17 +284,21 @@ class XComArg:
         return f"<XComArg {self.operator.task_id}[{self.key!r}]>"
 
 
-def value_references(value: Any) -> list[Task]:
-    """The tasks whose values ``value`` (an argument of a task, containers included) refers to."""
+def value_references(value: Any, seen: set[int] | None = None) -> list[Task]:
+    """The tasks whose values ``value`` (an argument of a task, containers included) refers to; a
+    container that holds itself is walked once."""
     if isinstance(value, Task):
         return [value]
     if isinstance(value, XComArg):
         return [value.operator]
-    if isinstance(value, list | tuple | set | frozenset):
-        return [task for item in value for task in value_references(item)]
-    if isinstance(value, dict):
-        return [task for item in value.values() for task in value_references(item)]
-    return []
+    if not isinstance(value, list | tuple | set | frozenset | dict):
+        return []
+    seen = set() if seen is None else seen
+    if id(value) in seen:
+        return []
+    seen.add(id(value))
+    items = value.values() if isinstance(value, dict) else value
+    return [task for item in items for task in value_references(item, seen)]
 
 
 def _returns_dict(function: Callable[..., Any] | None) -> bool:
@@ -283,11 +335,34 @@ def _new_task(dag: DAG | None, task_id: str, kind: str, options: TaskOptions, **
     return created
 
 
-def BashTask(task_id: str, command: str, *, dag: DAG | None = None, **options: Any) -> Task:  # noqa: N802
-    """A task that runs ``command`` with bash. Options as for ``@task``."""
+def BashTask(task_id: str, command: str | None = None, *, bash_command: str | None = None,  # noqa: N802
+             env: dict[str, str] | None = None, append_env: bool = False, cwd: str | None = None,
+             dag: DAG | None = None, **options: Any) -> Task:
+    """A task that runs ``command`` (or Airflow's ``bash_command=``) with bash. ``env``: the command's
+    whole environment, or with ``append_env=True`` added to the inherited one; ``cwd``: where it runs.
+    Command, env and cwd are templates (tock/templating.py); a command ending in ``.sh`` or ``.bash`` names
+    a template file next to the DAG file or in its ``template_searchpath``. Options as for ``@task``."""
+    if (command is None) == (bash_command is None):
+        raise ValueError(f"BashTask {task_id!r} takes its command once: as command or as bash_command=")
+    command = command if command is not None else bash_command
     if not isinstance(command, str) or not command.strip():
         raise ValueError(f"BashTask {task_id!r} needs a non-empty command string")
-    return _new_task(dag, task_id, "bash", TaskOptions(**options), command=command)
+    _check_bash_fields(task_id, env, append_env, cwd, options)
+    return _new_task(dag, task_id, "bash", TaskOptions(**options), command=command, env=env,
+                     append_env=append_env, cwd=cwd)
+
+
+def _check_bash_fields(task_id: str, env: Any, append_env: Any, cwd: Any, options: dict[str, Any]) -> None:
+    if env is not None and (not isinstance(env, dict) or not all(isinstance(key, str) and isinstance(value, str)
+                                                                 for key, value in env.items())):
+        raise ValueError(f"BashTask {task_id!r}: env must be a dict of strings to strings, got {env!r}")
+    if not isinstance(append_env, bool):
+        raise ValueError(f"BashTask {task_id!r}: append_env must be True or False, got {append_env!r}")
+    if cwd is not None and (not isinstance(cwd, str) or not cwd):
+        raise ValueError(f"BashTask {task_id!r}: cwd must be a non-empty string, got {cwd!r}")
+    python_only = sorted(name for name in ("templates_dict", "templates_exts") if options.get(name) is not None)
+    if python_only:
+        raise ValueError(f"BashTask {task_id!r}: {', '.join(python_only)} is for Python tasks")
 
 
 class TaskFunction:

@@ -8,7 +8,6 @@ bash command, its last line of output kept; then the values the try passes on, e
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -17,11 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas import TaskQueued
+from tock import macros
 from tock.context import Context, build_context, context_arguments, current, resolve_references
 from tock.tasks import Task
+from tock.templating import render_template_fields, rendered_for_record
 from tock.values import RETURN_VALUE, encode_values
-
-RENDERED_LIMIT = 64 * 1024  # characters of a try's rendered fields recorded (TaskSucceeded/TaskFailed)
 
 
 @dataclass
@@ -47,29 +46,22 @@ def run_task_code(task: Task, run_id: str, try_number: int, queued: TaskQueued |
     """Run the try's user code to its end; raises what the user code raises (or a value that cannot be
     passed on: ValueNotSerializable, ValueTooLarge, with the task named)."""
     progress = progress or TryProgress()
-    context = build_context(task, run_id, try_number, queued, progress.extras)
+    context = build_context(task, run_id, try_number, queued, {"macros": macros, **progress.extras})
     with current(context):
         rendered = render_fields(task, context)
-        progress.rendered_json = rendered_record(rendered)
+        progress.rendered_json = rendered_for_record(rendered)
         if task.kind == "bash":
             return _run_bash(task, rendered, xcom_max_bytes, progress.rendered_json)
         return _run_python(task, context, rendered, xcom_max_bytes, progress.rendered_json)
 
 
 def render_fields(task: Task, context: Context) -> dict[str, Any]:
-    """The task's templated fields as they run."""
-    if task.kind == "bash":
-        return {"bash_command": task.command}
-    return {"op_args": task.args, "op_kwargs": task.kwargs}
-
-
-def rendered_record(rendered: Mapping[str, Any]) -> str:
-    """The rendered fields as recorded with the try (JSON; what is not JSON as its repr; bounded)."""
-    text = json.dumps({name: value for name, value in rendered.items()}, default=repr, sort_keys=True)
-    if len(text) <= RENDERED_LIMIT:
-        return text
-    return json.dumps({"cut": f"the rendered fields were {len(text):,} characters; the first {RENDERED_LIMIT:,}",
-                       "text": text[:RENDERED_LIMIT]})
+    """The task's templated fields as they run (tock/templating.py); a python task's ``templates_dict``
+    becomes the context's."""
+    rendered = render_template_fields(task, context)
+    if "templates_dict" in rendered:
+        context["templates_dict"] = rendered["templates_dict"]
+    return rendered
 
 
 def _run_python(task: Task, context: Context, rendered: Mapping[str, Any], xcom_max_bytes: int,
@@ -111,8 +103,7 @@ def _run_bash(task: Task, rendered: Mapping[str, Any], xcom_max_bytes: int, rend
     Bash starts with every signal at its default and an empty mask (the child set both, and
     ``restore_signals`` resets the two Python ignores), in the child's process group."""
     env = rendered.get("env")
-    environment = dict(os.environ) if env is None else {**(os.environ if rendered.get("append_env") else {}),
-                                                        **env}
+    environment = dict(os.environ) if env is None else {**(os.environ if task.append_env else {}), **env}
     process = subprocess.Popen(["/bin/bash", "-c", rendered["bash_command"]], stdout=subprocess.PIPE,
                                stderr=sys.stderr.fileno(), stdin=subprocess.DEVNULL, env=environment,
                                cwd=rendered.get("cwd"), restore_signals=True)

@@ -93,6 +93,15 @@ with DAG("flow", params={"factor": 2}) as dag:
     BashTask("bash_fails", "echo partial; exit 3")
     BashTask("bash_killed", "kill -TERM $$")
     BashTask("bash_quiet", "echo value", do_xcom_push=False)
+    BashTask("bash_templated", 'echo "{{ ds }} $GREETING {{ params.factor }} {{ dag_run.conf.k }}"',
+             env={"GREETING": "hello {{ ds_nodash }}"})
+    BashTask("bash_bad_template", "echo {{ no_such_name }}")
+
+    @task(templates_dict={"day": "{{ macros.ds_add(ds, 1) }}"})
+    def templated(word, templates_dict=None):
+        return [word, templates_dict["day"]]
+
+    templated("{{ ds_nodash }}-{{ ti.try_number }}")
 '''
 
 LOGICAL = datetime(2026, 5, 4, 3, 2, 1, tzinfo=UTC)
@@ -206,6 +215,23 @@ def test_a_bash_task_passes_its_last_line_on(tmp_path, dag_file, task_id, expect
     assert outcome.succeeded and decode_values(outcome.values_json) == expected
     if task_id == "bash_last_line":
         assert log.splitlines()[-2:] == ["first", "the last line"]
+
+
+def test_a_bash_task_is_rendered_with_its_context_and_the_rendering_recorded(tmp_path, dag_file):
+    outcome, log = run(tmp_path, dag_file, "bash_templated", queued_of("bash_templated", conf={"k": "v"}))
+    assert log.strip() == "2026-05-04 hello 20260504 2 v"
+    assert json.loads(outcome.rendered_json)["env"] == {"GREETING": "hello 20260504"}
+
+
+def test_a_python_tasks_arguments_and_templates_dict_are_rendered(tmp_path, dag_file):
+    outcome, _log = run(tmp_path, dag_file, "templated")
+    assert decode_values(outcome.values_json) == {"return_value": ["20260504-1", "2026-05-05"]}
+
+
+def test_a_template_error_fails_the_try_naming_the_field_and_line(tmp_path, dag_file):
+    outcome, _log = run(tmp_path, dag_file, "bash_bad_template")
+    assert not outcome.succeeded
+    assert "field bash_command, template <string>, line 1" in outcome.error and "no_such_name" in outcome.error
 
 
 @pytest.mark.parametrize(("task_id", "error"), [
