@@ -87,6 +87,16 @@ def _details(payload: dict[str, Any]) -> str:
                      if name not in _QUIET and value not in (None, "", [], {}))
 
 
+def pretty_json(value: Any) -> str:
+    """A JSON value (or JSON text) indented for reading; text that is not JSON as it is."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+
+
 def duration(seconds: float | None) -> str:
     """A duration for people: "850 ms", "12.3 s", "4m 05s", "2h 03m"."""
     if seconds is None:

@@ -29,6 +29,7 @@ templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
 STATIC = Path(__file__).parent / "static"
 templates.env.filters["when"] = lambda at: time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at)) if at else "—"
 templates.env.filters["duration"] = views.duration
+templates.env.filters["pretty_json"] = views.pretty_json
 templates.env.globals["row_cells"] = grid_html.row_cells
 web = APIRouter(include_in_schema=False)
 
