@@ -93,7 +93,7 @@ def pretty_json(value: Any) -> str:
         try:
             value = json.loads(value)
         except ValueError:
-            return value
+            return str(value)
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
 
 
