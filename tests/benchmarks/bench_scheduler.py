@@ -64,6 +64,31 @@ with DAG("chain") as dag:
         previous = current
 '''
 
+# The same two shapes passing values (W1: each task returns a small dict; W2: each step takes the one
+# before's value and returns the next), for the cost of values: in the same run as the two above.
+FAN_OUT_VALUES = '''
+from tock import DAG, task
+
+def value(index):
+    return {"index": index, "rows": [index] * 8, "note": "x" * 64}
+
+with DAG("fan_out_values") as dag:
+    for index in range(200):
+        task(value, task_id=f"value_{index}")(index)
+'''
+
+CHAIN_VALUES = '''
+from tock import DAG, task
+
+def step(previous=None):
+    return {"count": (previous or {"count": 0})["count"] + 1, "note": "x" * 64}
+
+with DAG("chain_values") as dag:
+    previous = task(step, task_id="step_00")()
+    for index in range(1, 50):
+        previous = task(step, task_id=f"step_{index:02d}")(previous)
+'''
+
 
 def start_scheduler(settings, logs: Path, name: str) -> subprocess.Popen:
     with open(logs / f"scheduler-{name}.log", "ab") as output:
@@ -100,6 +125,8 @@ def bench_w1_w2(tmp: Path, bootstrap: str | None = None) -> None:
     settings = bench_settings(tmp / "home", partitions=3, bootstrap=bootstrap, parallelism=64, warm_runners=64)
     publish_dags(settings, write_dag(tmp, "fan_out", FAN_OUT))
     publish_dags(settings, write_dag(tmp, "chain", CHAIN))
+    publish_dags(settings, write_dag(tmp, "fan_out_values", FAN_OUT_VALUES))
+    publish_dags(settings, write_dag(tmp, "chain_values", CHAIN_VALUES))
     scheduler, tail = start_scheduler(settings, tmp, "bench"), LogTail(settings)
     try:
         timed_run(settings, tail, "chain")  # warm-up: scheduler assigned, launcher forked
@@ -124,10 +151,24 @@ def bench_w1_w2(tmp: Path, bootstrap: str | None = None) -> None:
                statistics.median(reactions(tail, run_id)) * 1000, "ms")
         figure("W2 median try: TaskStarted -> TaskSucceeded (runner, fork, DAG load, no-op)",
                statistics.median(try_durations(tail, run_id)) * 1000, "ms")
+        bench_values(settings, tail, statistics.median(fan_out), chain_total)
     finally:
         stop(scheduler)
         tail.close()
         drop_topics(settings)
+
+
+def bench_values(settings, tail: LogTail, fan_out_seconds: float, chain_seconds: float) -> None:
+    """W1 and W2 again with each task passing a value on (returned, committed in its TaskSucceeded, read
+    from the downstream's TaskQueued): what values cost, beside the runs without them."""
+    with_values = [timed_run(settings, tail, "fan_out_values")[0] for _ in range(3)]
+    figure("W1 with values (200 tasks each returning a ~150-byte dict), median of 3", statistics.median(with_values),
+           "s", f"without: {fan_out_seconds:.2f} s")
+    chain_total, run_id = timed_run(settings, tail, "chain_values")
+    figure("W2 with values (each step reads the one before's), trigger -> success / 50", chain_total / 50 * 1000,
+           "ms/hop", f"without: {chain_seconds / 50 * 1000:.1f} ms/hop")
+    last = [event for event in tail.of_type(TaskSucceeded, run_id=run_id) if event.task_id == "step_49"]
+    print(f"     last value: {last[0].values_json if last else '(none)'}; {load()}")
 
 
 def breakdown(tail: LogTail, run_id: str) -> str:

@@ -5,13 +5,27 @@ no value (the value is in the success's own record; the next owner reads it from
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
+from sqlalchemy.exc import SQLAlchemyError
 
+from projections import queries
+from projections.db import open_engine
 from schemas import DagRunCreated, TaskQueued, TaskStarted, TaskSucceeded, TryInput
 from tests.scenarios.celery_support import Workers
 from tests.scenarios.kube_support import Agents, kube_settings
-from tests.scenarios.scheduler_support import LogTail, Processes, create_topics, kill_hard, publish_dags, trigger
+from tests.scenarios.scheduler_support import (
+    LogTail,
+    Processes,
+    create_topics,
+    environment,
+    kill_hard,
+    publish_dags,
+    trigger,
+    wait_until,
+)
 from tock.values import decode_values
 
 pytestmark = pytest.mark.scenario
@@ -112,3 +126,28 @@ def test_a_scheduler_killed_before_a_success_is_read_loses_no_value(make_setting
     assert tail.run_finished(run_id, 120).state == "success"
     assert _values(tail, run_id, "load") == {"return_value": f"total {TOTAL:.2f} read by try 1"}
     assert [item.task_id for item in _inputs(tail, run_id, "transform")] == ["extract"]
+    _replayed_alone_gives_the_same_value(settings, processes, run_id, tmp_path / "dags" / "tutorial.py")
+
+
+def _replayed_alone_gives_the_same_value(settings, processes: Processes, run_id: str, dag_path) -> None:
+    """`tock tasks test --replay`: transform, alone, with the TaskQueued its try was queued with."""
+    processes.start("projector", name="projector")
+    engine = open_engine(settings)
+    try:
+        wait_until(lambda: any(row["event_type"] == "TaskQueued" for row in
+                               _history(engine, run_id, "transform")), 60, "the projector to fold transform's history")
+    finally:
+        engine.dispose()
+    done = subprocess.run([sys.executable, "-m", "tock_cli", "tasks", "test", "taskflow_tutorial", "transform",
+                           "--replay", run_id, "--file", str(dag_path)], env=environment(settings),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert f'transform: success · {{"total_order_value":{TOTAL},"return_value":{{"total_order_value":{TOTAL}}}}}' \
+        in done.stdout
+
+
+def _history(engine, run_id: str, task_id: str) -> list:
+    try:
+        return queries.task_history(engine, "taskflow_tutorial", run_id, task_id)
+    except SQLAlchemyError:  # the projector has not created its tables yet
+        return []
