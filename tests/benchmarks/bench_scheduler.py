@@ -162,11 +162,12 @@ def bench_values(settings, tail: LogTail, fan_out_seconds: float, chain_seconds:
     """W1 and W2 again with each task passing a value on (returned, committed in its TaskSucceeded, read
     from the downstream's TaskQueued): what values cost, beside the runs without them."""
     with_values = [timed_run(settings, tail, "fan_out_values")[0] for _ in range(3)]
-    figure("W1 with values (200 tasks each returning a ~150-byte dict), median of 3", statistics.median(with_values),
-           "s", f"without: {fan_out_seconds:.2f} s")
+    figure("W1 with values (200 tasks, each returns a ~150-byte dict), median of 3", statistics.median(with_values),
+           "s")
+    print(f"     (without values, above: {fan_out_seconds:.3f} s; {spread(with_values)})")
     chain_total, run_id = timed_run(settings, tail, "chain_values")
-    figure("W2 with values (each step reads the one before's), trigger -> success / 50", chain_total / 50 * 1000,
-           "ms/hop", f"without: {chain_seconds / 50 * 1000:.1f} ms/hop")
+    figure("W2 with values (each step reads the one before's) / 50", chain_total / 50 * 1000, "ms/hop")
+    print(f"     (without values, above: {chain_seconds / 50 * 1000:.3f} ms/hop)")
     last = [event for event in tail.of_type(TaskSucceeded, run_id=run_id) if event.task_id == "step_49"]
     print(f"     last value: {last[0].values_json if last else '(none)'}; {load()}")
 
