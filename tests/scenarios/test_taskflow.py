@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy.exc import SQLAlchemyError
@@ -32,9 +33,9 @@ pytestmark = pytest.mark.scenario
 
 TUTORIAL = '''
 import time
-from tock import DAG, task
+from tock import DAG, BashTask, task
 
-with DAG("taskflow_tutorial") as dag:
+with DAG("taskflow_tutorial", params={{"currency": "EUR"}}) as dag:
     @task(executor="{extract_on}")
     def extract():
         time.sleep({extract_seconds})
@@ -48,7 +49,10 @@ with DAG("taskflow_tutorial") as dag:
     def load(total_order_value: float, ti=None, params=None):
         return f"total {{total_order_value:.2f}} read by try {{ti.try_number}}"
 
-    load(transform(extract())["total_order_value"])
+    summary = transform(extract())
+    load(summary["total_order_value"])
+    pulled = "ti.xcom_pull(task_ids='transform', key='total_order_value')"
+    summary >> BashTask("report", 'echo "day {{{{ ds }}}} total {{{{ ' + pulled + ' }}}} {{{{ params.currency }}}}"')
 '''
 
 TOTAL = 1236.7
@@ -94,7 +98,10 @@ def test_the_tutorial_passes_its_values_across_local_celery_and_kubernetes(make_
     run_id = trigger(settings, "taskflow_tutorial")
     assert tail.run_finished(run_id, 180).state == "success"
     assert {event.task_id: event.executor for event in tail.of_type(TaskStarted, run_id=run_id)} == {
-        "extract": "local", "transform": "celery", "load": "kubernetes"}
+        "extract": "local", "transform": "celery", "load": "kubernetes", "report": "local"}
+    [created] = tail.of_type(DagRunCreated, run_id=run_id)
+    day = datetime.fromtimestamp(created.logical_date, UTC).strftime("%Y-%m-%d")
+    assert _values(tail, run_id, "report") == {"return_value": f"day {day} total {TOTAL} EUR"}
     assert _values(tail, run_id, "transform") == {"total_order_value": TOTAL,
                                                  "return_value": {"total_order_value": TOTAL}}
     assert _values(tail, run_id, "load") == {"return_value": f"total {TOTAL:.2f} read by try 1"}
@@ -103,7 +110,6 @@ def test_the_tutorial_passes_its_values_across_local_celery_and_kubernetes(make_
     assert (extracted.task_id, extracted.try_number) == ("extract", 1)
     assert json.loads(extracted.values_json) == json.loads(
         tail.of_type(TaskSucceeded, run_id=run_id, task_id="extract")[0].values_json)
-    [created] = tail.of_type(DagRunCreated, run_id=run_id)
     [queued_load] = tail.of_type(TaskQueued, run_id=run_id, task_id="load")
     assert (queued_load.logical_date, queued_load.run_type) == (created.logical_date, "manual")
 
