@@ -26,9 +26,11 @@ from services.runner.child import ERROR_LIMIT, ChildSetup, cut_to_first, run_chi
 from services.runner.core.claim import TryKey
 
 KILL_CHECK_SECONDS = 0.5  # how often, at least, the supervision looks for kill requests
-# Bytes of a child's report kept at most; the child bounds its own well below (child.py): past it
-# the rest is read and dropped, so the child never blocks.
-REPORT_LIMIT_BYTES = 1 << 20
+# Bytes of a child's report kept at most: above what the child writes (child.py: an error and its traceback
+# under 40 KB, or a success's values, at most 8 MiB as TOCK_XCOM_MAX_BYTES allows, escaped once more as a JSON
+# string, and its rendered fields). Past it the rest is read and dropped, so the child never blocks, and a
+# success whose report is cut fails saying so: a value is never lost silently.
+REPORT_LIMIT_BYTES = 32 << 20
 
 KillRequests = Callable[[], Mapping[TryKey, str]]  # the tries asked to stop so far -> why; never waits
 
@@ -244,6 +246,8 @@ def _outcome(status: int, timed_out: bool, timeout: float | None, report: dict) 
     if timed_out:
         return Outcome(False, f"execution timeout: still running after {timeout:g} s, killed", rendered_json=rendered)
     if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+        if "error" in report:  # its report did not read back whole: what it passed on is unknown
+            return Outcome(False, f"the try's report could not be read ({report['error'][:200]})")
         return Outcome(True, values_json=str(report.get("values", "")), rendered_json=rendered)
     if "error" in report:
         return Outcome(False, report["error"], report.get("traceback", ""), rendered_json=rendered)

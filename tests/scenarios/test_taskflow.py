@@ -157,3 +157,43 @@ def _history(engine, run_id: str, task_id: str) -> list:
         return queries.task_history(engine, "taskflow_tutorial", run_id, task_id)
     except SQLAlchemyError:  # the projector has not created its tables yet
         return []
+
+
+BIG = '''
+from tock import DAG, task
+
+with DAG("big_values") as dag:
+    @task
+    def produce():
+        return "x" * 3_000_000
+
+    @task
+    def measure(text):
+        return len(text)
+
+    measure(produce())
+'''
+
+
+def test_a_value_of_megabytes_travels_past_the_brokers_default_record_size(make_settings, system, tmp_path):
+    # tock.events takes 16 MiB records (the broker's default is 1 MB): a 3 MB success, then a 3 MB
+    # TaskQueued, read by the scheduler, the runner's claim and the projector.
+    settings = make_settings(task_heartbeat_seconds=0.5, xcom_max_bytes=4 * 1024 * 1024)
+    create_topics(settings)
+    system["processes"], system["tail"] = Processes(settings, tmp_path / "logs"), LogTail(settings)
+    path = tmp_path / "dags" / "big.py"
+    path.parent.mkdir()
+    path.write_text(BIG)
+    publish_dags(settings, path)
+    system["processes"].scheduler("s1")
+    system["processes"].start("projector", name="projector")
+    run_id = trigger(settings, "big_values")
+    tail = system["tail"]
+    assert tail.run_finished(run_id, 120).state == "success"
+    assert _values(tail, run_id, "measure") == {"return_value": 3_000_000}
+    engine = open_engine(settings)
+    try:
+        wait_until(lambda: (queries.task_instance(engine, "big_values", run_id, "measure") or {}).get("state")
+                   == "success", 60, "the projector to fold the run")
+    finally:
+        engine.dispose()

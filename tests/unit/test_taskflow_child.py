@@ -78,6 +78,10 @@ with DAG("flow", params={"factor": 2}) as dag:
         return "x" * 5000
 
     @task
+    def returns_megabytes():
+        return "\\\\" * 3_000_000  # each escaped twice on its way to the runner
+
+    @task
     def returns_types():
         return (datetime.datetime(2026, 1, 2, 3, 4, tzinfo=datetime.timezone.utc), {1, 2},
                 datetime.timedelta(hours=1), Order(7, 9.5), {(1, 2): "pair"})
@@ -86,7 +90,7 @@ with DAG("flow", params={"factor": 2}) as dag:
     def returns_a_list_for_many():
         return [1, 2]
 
-    reads_context(); pulls_a_stranger(); returns_a_socket(); returns_too_much(); returns_types()
+    reads_context(); pulls_a_stranger(); returns_a_socket(); returns_too_much(); returns_types(); returns_megabytes()
     returns_a_list_for_many(); annotated()
     BashTask("bash_last_line", "echo first; echo 'the last line'")
     BashTask("bash_no_output", "true")
@@ -190,6 +194,12 @@ def test_values_over_the_limit_fail_the_try_naming_the_size(tmp_path, dag_file):
     assert not outcome.succeeded
     assert "ValueTooLarge: task 'returns_too_much': its values are 5,019 bytes encoded, more than the 2,048" \
         in outcome.error
+
+
+def test_a_value_of_megabytes_reaches_the_runner_whole(tmp_path, dag_file):
+    # The child's report was cut at 1 MiB: the try succeeded with its value silently lost.
+    outcome, _log = run(tmp_path, dag_file, "returns_megabytes", limit=8 << 20)
+    assert outcome.succeeded and decode_values(outcome.values_json) == {"return_value": "\\" * 3_000_000}
 
 
 def test_datetimes_sets_timedeltas_dataclasses_and_other_keys_come_back_as_themselves(tmp_path, dag_file):
