@@ -204,20 +204,22 @@ def context_arguments(function: Any, args: tuple[Any, ...], kwargs: dict[str, An
     return {key: context[key] for key in named if key in context and key not in bound}
 
 
-def resolve_references(value: Any, ti: RuntimeTaskInstance) -> Any:
+def resolve_references(value: Any, ti: RuntimeTaskInstance, walking: frozenset[int] = frozenset()) -> Any:
     """``value`` (a task's argument) with every reference to an upstream task's value replaced by that
-    value, as the try's inputs hold it (containers rebuilt, everything else as is)."""
+    value, as the try's inputs hold it (containers rebuilt, everything else as is; a container that
+    holds itself is passed as it is)."""
     from tock.tasks import Task, XComArg
 
     if isinstance(value, Task):
         return _referenced(ti, value.task_id, RETURN_VALUE)
     if isinstance(value, XComArg):
         return _referenced(ti, value.operator.task_id, value.key)
-    if isinstance(value, list | tuple | set | frozenset):
-        return type(value)(resolve_references(item, ti) for item in value)
+    if not isinstance(value, list | tuple | set | frozenset | dict) or id(value) in walking:
+        return value
+    inner = walking | {id(value)}
     if isinstance(value, dict):
-        return {key: resolve_references(item, ti) for key, item in value.items()}
-    return value
+        return {key: resolve_references(item, ti, inner) for key, item in value.items()}
+    return type(value)(resolve_references(item, ti, inner) for item in value)
 
 
 def _referenced(ti: RuntimeTaskInstance, task_id: str, key: str) -> Any:
