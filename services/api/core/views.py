@@ -72,11 +72,18 @@ def timeline(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if kind == "TaskHeartbeat" and items and items[-1]["event_type"] == "TaskHeartbeat":
             items[-1] = {**items[-1], "count": items[-1]["count"] + 1, "last_at": event["at"]}
             continue
-        items.append({**event, "count": 1, "last_at": event["at"], "details": _details(event.get("payload") or {})})
+        payload = event.get("payload") or {}
+        details = secret_access(payload) if kind == "SecretAccessed" else _details(payload)
+        items.append({**event, "count": 1, "last_at": event["at"], "details": details})
     return items
 
 
 _QUIET = {"dag_id", "run_id", "task_id", "try_number", "at"}
+
+
+def secret_access(payload: dict[str, Any]) -> str:
+    """A SecretAccessed in a task's history: "variable region read (env)"."""
+    return f"{payload.get('kind', '?')} {payload.get('name', '?')} read ({payload.get('backend', '?')})"
 
 
 def _details(payload: dict[str, Any]) -> str:
