@@ -134,7 +134,7 @@ class Connection:
 def parse_uri(uri: str) -> dict[str, Any]:
     """The fields of a connection URI (see the module's docstring)."""
     parts = urlsplit(uri)
-    if not parts.scheme:
+    if not parts.scheme or "://" not in uri:
         raise ValueError(f"not a connection URI (no scheme): {_redacted(uri)}")
     conn_type = "postgres" if parts.scheme == "postgresql" else parts.scheme.replace("-", "_")
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
@@ -144,7 +144,7 @@ def parse_uri(uri: str) -> dict[str, Any]:
     except ValueError as error:
         raise ValueError(f"connection URI {_redacted(uri)}: {error}") from None
     return {"conn_type": conn_type, "host": unquote(parts.hostname or "") or None,
-            "login": unquote(parts.username) if parts.username is not None else None,
+            "login": unquote(parts.username) if parts.username else None,  # "://:pw@h": a password alone
             "password": unquote(parts.password) if parts.password is not None else None,
             "schema": unquote(parts.path[1:]) or None, "port": port, "extra": extra}
 

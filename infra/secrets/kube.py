@@ -3,8 +3,9 @@ official client.
 
 Naming rule: variable ``key`` is the Secret ``tock-variable-<slug>`` with the value under data key
 ``value``; connection ``conn_id`` is ``tock-connection-<slug>`` with a URI or JSON under ``connection``.
-``<slug>`` is the name lower-cased, each character other than a-z, 0-9, '.' and '-' replaced by '-'
-(``my_api_key`` -> ``tock-variable-my-api-key``). Several names may share a slug: a Secret may carry
+``<slug>`` is the name lower-cased, each character other than a-z, 0-9, '.' and '-' replaced by '-', and
+leading or trailing '-' and '.' dropped (``my_api_key`` -> ``tock-variable-my-api-key``); a name with no
+letter or digit has no Secret. Several names may share a slug: a Secret may carry
 the exact name in its annotation ``tock.dev/name``, and then answers that name only.
 """
 
@@ -27,10 +28,11 @@ class KubeSecretsError(RuntimeError):
     """The API server refused or failed a Secret's read (other than not found)."""
 
 
-def secret_name(kind: str, name: str) -> str:
-    """The Secret holding variable or connection ``name`` (``kind``: "variable" or "connection")."""
-    slug = re.sub(r"[^a-z0-9.-]", "-", name.lower()).strip("-.") or "-"
-    return f"tock-{kind}-{slug}"[:253].rstrip("-.")
+def secret_name(kind: str, name: str) -> str | None:
+    """The Secret holding variable or connection ``name`` (``kind``: "variable" or "connection"), None if
+    the name makes none (a Secret's name is a DNS subdomain: 253 characters, letters or digits at its ends)."""
+    slug = re.sub(r"[^a-z0-9.-]", "-", name.lower()).strip("-.")
+    return f"tock-{kind}-{slug}"[:253].rstrip("-.") if slug else None
 
 
 class KubernetesSecrets:
@@ -47,6 +49,8 @@ class KubernetesSecrets:
 
     def _read(self, kind: str, name: str, data_key: str) -> str | None:
         secret_id = secret_name(kind, name)
+        if secret_id is None:
+            return None
         with self._api() as api:
             try:
                 secret = client.CoreV1Api(api).read_namespaced_secret(secret_id, self.namespace)

@@ -1,0 +1,57 @@
+"""masked_output: a try's output through a real pipe, masked into its log file, by a thread or (for a
+bash task, which execs) by a forked reader."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tock.secrets.masking import Masker, masked_output
+
+SECRET = "hunter2-secret"
+
+
+def masker_of(*secrets: object) -> Masker:
+    masker = Masker()
+    for secret in secrets:
+        masker.add(secret)
+    return masker
+
+
+def _log(tmp_path):
+    path = tmp_path / "try.log"
+    return path, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+
+def test_masked_output_writes_what_comes_through_the_pipe_masked_to_the_log(tmp_path):
+    path, log_fd = _log(tmp_path)
+    masker = masker_of(SECRET)
+    write_fd, finish = masked_output(log_fd, masker)
+    for piece in (b"the pass is hun", b"ter2-sec", b"ret!\nno newline at the end"):
+        os.write(write_fd, piece)
+    finish()
+    os.close(log_fd)
+    assert path.read_bytes() == b"the pass is ***!\nno newline at the end"
+
+
+def test_masked_output_survives_an_exec_of_the_writer(tmp_path):
+    """A bash task: the process execs, its reader (a forked process) goes on masking until bash ends."""
+    path, log_fd = _log(tmp_path)
+    script = f"""
+import os, sys
+sys.path.insert(0, {os.getcwd()!r})
+from tock.secrets.masking import Masker, masked_output
+masker = Masker(); masker.add({SECRET!r})
+log_fd = os.open({str(path)!r}, os.O_WRONLY | os.O_APPEND)
+write_fd, _finish = masked_output(log_fd, masker, survive_exec=True)
+os.dup2(write_fd, 1); os.dup2(write_fd, 2); os.close(write_fd)
+os.execv("/bin/bash", ["bash", "-c", "printf 'echo {SECRET[:4]}'; sleep 0.2; printf '{SECRET[4:]} done\\\\n' >&2"])
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=30)
+    os.close(log_fd)
+    for _ in range(100):  # the reader ends just after bash: at the pipe's end
+        if path.read_bytes().endswith(b"\n"):
+            break
+        subprocess.run(["sleep", "0.05"], check=True)
+    assert path.read_bytes() == b"echo *** done\n"
