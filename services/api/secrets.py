@@ -26,7 +26,6 @@ secrets = APIRouter(tags=["variables and connections"], dependencies=[Depends(AD
                     responses={401: {"description": "missing or wrong bearer token"},
                                403: {"description": "the caller is not an admin"},
                                503: {"description": "the store cannot be read (broker down, no Fernet key)"}})
-NAME = Path(pattern=manage.KEY_PATTERN)
 
 
 class VariableBody(BaseModel):
@@ -89,7 +88,7 @@ def get_variable(key: str, request: Request) -> dict[str, Any]:
 
 
 @secrets.put("/api/v1/variables/{key}", response_model=Change, summary="Set a variable")
-def put_variable(body: VariableBody, request: Request, key: str = NAME) -> dict[str, Any]:
+def put_variable(body: VariableBody, request: Request, key: str = Path(pattern=manage.KEY_PATTERN)) -> dict[str, Any]:
     fernet, state = _read(request)
     return _append(request, key, manage.set_variable(state, fernet, key, body.value, body.description,
                                                      by=requester(request), at=time.time()))
@@ -124,7 +123,8 @@ def get_connection(conn_id: str, request: Request, reveal: bool = Query(False)) 
 
 @secrets.put("/api/v1/connections/{conn_id}", response_model=Change, summary="Set a connection",
              responses={422: {"description": "both a uri and fields, or a bad uri"}})
-def put_connection(body: ConnectionBody, request: Request, conn_id: str = NAME) -> dict[str, Any]:
+def put_connection(body: ConnectionBody, request: Request,
+                   conn_id: str = Path(pattern=manage.KEY_PATTERN)) -> dict[str, Any]:
     connection = _connection(conn_id, body)
     fernet, state = _read(request)
     return _append(request, conn_id, manage.set_connection(state, fernet, conn_id, connection.to_dict(),
