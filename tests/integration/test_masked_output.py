@@ -55,3 +55,37 @@ os.execv("/bin/bash", ["bash", "-c", "printf 'echo {SECRET[:4]}'; sleep 0.2; pri
             break
         subprocess.run(["sleep", "0.05"], check=True)
     assert path.read_bytes() == b"echo *** done\n"
+
+
+def test_the_child_recipe_masks_what_user_code_prints_of_its_secrets(tmp_path):
+    """What the runner's child does: build and install the chain from its environment before clearing it,
+    route fds 1 and 2 through masked_output, run user code, finish, and report the accesses."""
+    path = tmp_path / "try.log"
+    path.touch()
+    script = f"""
+import json, os, sys
+from infra.secrets import secrets_backends
+from infra.settings import load_settings
+from tock import Connection, Variable
+from tock.secrets import SecretsChain, accesses, install, masker, masked_output
+install(SecretsChain(secrets_backends(load_settings({{"TOCK_HOME": {str(tmp_path)!r}}}), os.environ)))
+report = os.dup(1)
+os.environ.clear()
+log_fd = os.open({str(path)!r}, os.O_WRONLY | os.O_APPEND)
+write_fd, finish = masked_output(log_fd, masker())
+os.dup2(write_fd, 1); os.dup2(write_fd, 2); os.close(write_fd)
+sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+print("password:", Connection.get("db").password, "key:", Variable.get("api_key"), "region:", Variable.get("region"))
+print("environment has", sorted(name for name in os.environ if name.startswith("TOCK_")), file=sys.stderr)
+sys.stdout.flush(); sys.stderr.flush()
+finish()
+os.write(report, json.dumps(accesses()).encode())
+"""
+    environ = {"PATH": os.environ["PATH"], "PYTHONPATH": os.getcwd(), "TOCK_VAR_API_KEY": "key-5678-abcd",
+               "TOCK_VAR_REGION": "eu-west-1", "TOCK_CONN_DB": "postgres://etl:db-pass-1234@db/dw"}
+    done = subprocess.run([sys.executable, "-c", script], env=environ, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr.decode()
+    assert path.read_text() == "password: *** key: *** region: eu-west-1\nenvironment has []\n"
+    assert [tuple(access) for access in __import__("json").loads(done.stdout)] == [
+        ("connection", "db", "env"), ("variable", "api_key", "env"), ("variable", "region", "env")]

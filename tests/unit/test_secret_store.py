@@ -117,3 +117,14 @@ def test_a_shown_connection_hides_its_password():
 ])
 def test_kubernetes_secret_names_follow_the_documented_rule(kind, name, expected):
     assert secret_name(kind, name) == expected
+
+
+def test_a_runner_inherits_tock_var_and_tock_conn_but_user_code_never_does():
+    from infra.executors.requests import TryRequest
+    from infra.task_environment import TaskEnvironment
+
+    environ = {"PATH": "/bin", "TOCK_VAR_REGION": "eu", "TOCK_CONN_DB": "postgres://h", "TOCK_API_TOKEN": "t"}
+    environment = TaskEnvironment.parse("PATH,TOCK_*")
+    assert environment.for_runner(environ) == {"PATH": "/bin", "TOCK_VAR_REGION": "eu", "TOCK_CONN_DB": "postgres://h"}
+    user_code = environment.for_try(environ, TryRequest("etl", "r1", "t1", 1, "/dags/etl.py"))
+    assert not [name for name in user_code if name.startswith("TOCK_")]

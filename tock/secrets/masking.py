@@ -134,6 +134,7 @@ def masked_output(log_fd: int, masker: Masker, *, survive_exec: bool = False) ->
     ``survive_exec`` makes it a forked process instead, which outlives an ``execve`` of this process
     (a bash task) and masks the secrets registered before the fork."""
     read_fd, write_fd = os.pipe()
+    pipe = os.fstat(write_fd)
     if survive_exec:
         wait = _reader_process(read_fd, write_fd, log_fd, masker)
     else:
@@ -143,7 +144,7 @@ def masked_output(log_fd: int, masker: Masker, *, survive_exec: bool = False) ->
         wait = lambda: thread.join(FINISH_TIMEOUT)  # noqa: E731
 
     def finish() -> None:
-        _release(write_fd)
+        _release(write_fd, pipe)
         wait()
 
     return write_fd, finish
@@ -180,21 +181,25 @@ def _reader_process(read_fd: int, write_fd: int, log_fd: int, masker: Masker) ->
     return wait
 
 
-def _release(write_fd: int) -> None:
-    """Close every copy of the pipe's write end this process holds (among 0-2 and ``write_fd``)."""
-    pipe = os.fstat(write_fd)
+def _release(write_fd: int, pipe: os.stat_result) -> None:
+    """Close every copy of the pipe's write end this process holds among 0-2 (pointed at /dev/null) and
+    ``write_fd`` itself, unless the caller closed it already (after dup2'ing it onto 1 and 2)."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         for fd in (0, 1, 2):
-            try:
-                same = os.path.samestat(os.fstat(fd), pipe)
-            except OSError:
-                continue
-            if same:
+            if _is_pipe(fd, pipe):
                 os.dup2(devnull, fd)
     finally:
         os.close(devnull)
+    if _is_pipe(write_fd, pipe):
         os.close(write_fd)
+
+
+def _is_pipe(fd: int, pipe: os.stat_result) -> bool:
+    try:
+        return os.path.samestat(os.fstat(fd), pipe)
+    except OSError:  # closed
+        return False
 
 
 def _write_all(fd: int, data: bytes) -> None:
