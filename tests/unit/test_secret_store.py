@@ -128,3 +128,11 @@ def test_a_runner_inherits_tock_var_and_tock_conn_but_user_code_never_does():
     assert environment.for_runner(environ) == {"PATH": "/bin", "TOCK_VAR_REGION": "eu", "TOCK_CONN_DB": "postgres://h"}
     user_code = environment.for_try(environ, TryRequest("etl", "r1", "t1", 1, "/dags/etl.py"))
     assert not [name for name in user_code if name.startswith("TOCK_")]
+
+
+def test_records_of_tock_secrets_are_keyed_by_kind_and_name_for_compaction():
+    from infra.log import routing_key
+
+    assert routing_key(VariableSet(key="region", value_encrypted="x", at=1.0)) == ("variable/region",) * 2
+    assert routing_key(VariableDeleted(key="region", at=2.0)) == ("variable/region",) * 2
+    assert routing_key(ConnectionDeleted(conn_id="region", at=2.0)) == ("connection/region",) * 2
