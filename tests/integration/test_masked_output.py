@@ -89,3 +89,33 @@ os.write(report, json.dumps(accesses()).encode())
     assert path.read_text() == "password: *** key: *** region: eu-west-1\nenvironment has []\n"
     assert [tuple(access) for access in __import__("json").loads(done.stdout)] == [
         ("connection", "db", "env"), ("variable", "api_key", "env"), ("variable", "region", "env")]
+
+
+def test_a_reader_process_masks_secrets_registered_after_it_started_and_outlives_a_killed_writer(tmp_path):
+    path = tmp_path / "try.log"
+    path.touch()
+    script = f"""
+import os, signal, sys
+from tock.secrets.masking import Masker, masked_output
+masker = Masker()
+log_fd = os.open({str(path)!r}, os.O_WRONLY | os.O_APPEND)
+write_fd, finish = masked_output(log_fd, masker, survive_exec=True)
+os.dup2(write_fd, 1); os.close(write_fd)
+sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+print("before: late-secret-1")
+masker.add("late-secret-1")
+for index in range(200):
+    print(f"after {{index}}: late-secret-1 and late-", end="")
+    print("secret-1")
+os.kill(os.getpid(), signal.SIGKILL)  # a crash: finish() never runs
+"""
+    done = subprocess.run([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": os.getcwd()},
+                          timeout=60)
+    assert done.returncode == -9
+    # What was written before the secret was registered may be masked too (the reader had not read it yet).
+    expected = "".join(f"after {index}: *** and ***\n" for index in range(200))
+    for _ in range(100):  # the reader ends at the pipe's end, just after the writer
+        if path.read_text().endswith(expected):
+            break
+        subprocess.run(["sleep", "0.05"], check=True)
+    assert path.read_text() in (f"before: late-secret-1\n{expected}", f"before: ***\n{expected}")

@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
+import struct
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -41,6 +43,7 @@ class Masker:
         self._lock = threading.Lock()
         self._text: re.Pattern[str] | None = None
         self._bytes: re.Pattern[bytes] | None = None
+        self._listeners: list[Callable[[str], None]] = []
 
     def add(self, secret: Any) -> None:
         """Register ``secret``: a text, or every text inside a dict, list or tuple."""
@@ -54,6 +57,19 @@ class Masker:
             ordered = sorted(self._secrets, key=len, reverse=True)  # the longest wins where several match
             self._text = re.compile("|".join(re.escape(text) for text in ordered))
             self._bytes = re.compile(b"|".join(re.escape(text.encode()) for text in ordered))
+            listeners = list(self._listeners)
+        for listener in listeners:  # a reader process masking this process's output (masked_output)
+            for form in sorted(forms):
+                listener(form)
+
+    def subscribe(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(secret)`` for each secret registered from now on."""
+        with self._lock:
+            self._listeners.append(listener)
+
+    def unsubscribe_all(self) -> None:
+        with self._lock:
+            self._listeners.clear()
 
     @property
     def secrets(self) -> frozenset[str]:
@@ -130,9 +146,10 @@ def masked_output(log_fd: int, masker: Masker, *, survive_exec: bool = False) ->
     copies (stdout, stderr, write_fd) at /dev/null, waits until the reader has written everything
     (at most FINISH_TIMEOUT seconds: a leftover grandchild may hold the pipe open) and returns.
 
-    The reader is a thread, so it masks secrets registered later (a variable read by the task);
-    ``survive_exec`` makes it a forked process instead, which outlives an ``execve`` of this process
-    (a bash task) and masks the secrets registered before the fork."""
+    The reader is a thread, or with ``survive_exec`` a forked process, which outlives an ``execve`` of
+    this process (a bash task) and a crash (a segfault's traceback from faulthandler still reaches the
+    log). Either masks the secrets registered later too: the process is sent each one over a second
+    pipe, and reads it before the output written after it."""
     read_fd, write_fd = os.pipe()
     pipe = os.fstat(write_fd)
     if survive_exec:
@@ -151,34 +168,102 @@ def masked_output(log_fd: int, masker: Masker, *, survive_exec: bool = False) ->
 
 
 FINISH_TIMEOUT = 10.0
+_LENGTH = struct.Struct("!I")
 
 
-def _copy_masked(read_fd: int, log_fd: int, masker: Masker) -> None:
-    stream = masker.stream()
+def _copy_masked(read_fd: int, log_fd: int, masker: Masker, control_fd: int | None = None) -> None:
+    """Copy ``read_fd`` to ``log_fd`` masked until its end; secrets sent over ``control_fd`` (framed by
+    :func:`_send_secret`) are registered before each chunk of output is masked."""
+    stream, control = masker.stream(), _Control(control_fd, masker)
     try:
-        while chunk := os.read(read_fd, READ_SIZE):
+        while True:
+            control.wait_for(read_fd)
+            chunk = os.read(read_fd, READ_SIZE)
+            control.drain()  # every secret sent before this output was written is in the pipe by now
+            if not chunk:
+                break
             _write_all(log_fd, stream.feed(chunk))
         _write_all(log_fd, stream.close())
     finally:
         os.close(read_fd)
+        control.close()
+
+
+class _Control:
+    """The reader process's end of the secrets pipe (none for a thread: it shares the masker)."""
+
+    def __init__(self, fd: int | None, masker: Masker) -> None:
+        self.fd, self.masker, self.pending = fd, masker, b""
+        if fd is not None:
+            os.set_blocking(fd, False)
+
+    def wait_for(self, read_fd: int) -> None:
+        while self.fd is not None:
+            ready, _, _ = select.select([read_fd, self.fd], [], [])
+            if read_fd in ready:
+                return
+            self.drain()
+
+    def drain(self) -> None:
+        while self.fd is not None:
+            try:
+                data = os.read(self.fd, READ_SIZE)
+            except BlockingIOError:
+                return
+            if not data:  # the writer exec'ed or ended: no more secrets can come
+                self.close()
+                return
+            self._take(data)
+
+    def _take(self, data: bytes) -> None:
+        self.pending += data
+        while len(self.pending) >= _LENGTH.size:
+            (size,) = _LENGTH.unpack_from(self.pending)
+            if len(self.pending) < _LENGTH.size + size:
+                return
+            self.masker.add(self.pending[_LENGTH.size:_LENGTH.size + size].decode())
+            self.pending = self.pending[_LENGTH.size + size:]
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 def _reader_process(read_fd: int, write_fd: int, log_fd: int, masker: Masker) -> Callable[[], None]:
+    control_read, control_write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the reader: never returns
         code = 1
         try:
+            masker.unsubscribe_all()  # what an earlier reader was sent is not this one's
             os.close(write_fd)
-            _copy_masked(read_fd, log_fd, masker)
+            os.close(control_write)
+            _copy_masked(read_fd, log_fd, masker, control_read)
             code = 0
         finally:
             os._exit(code)
     os.close(read_fd)
+    os.close(control_read)
+    masker.subscribe(lambda secret: _send_secret(control_write, secret))
 
     def wait() -> None:
+        masker.unsubscribe_all()
+        try:
+            os.close(control_write)
+        except OSError:
+            pass
         os.waitpid(pid, 0)
 
     return wait
+
+
+def _send_secret(control_fd: int, secret: str) -> None:
+    data = secret.encode()
+    try:
+        _write_all(control_fd, _LENGTH.pack(len(data)) + data)
+    except OSError:  # the reader is gone: nothing left to mask for
+        pass
 
 
 def _release(write_fd: int, pipe: os.stat_result) -> None:
