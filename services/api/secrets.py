@@ -9,9 +9,10 @@ is ``***`` unless ``?reveal=true``.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
+from cryptography.fernet import Fernet
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,6 +23,7 @@ from services.api.auth import ADMIN, requester
 from services.api.commands import NotAppended, not_appended
 from tock.connections import FIELDS, Connection
 
+T = TypeVar("T")
 secrets = APIRouter(tags=["variables and connections"], dependencies=[Depends(ADMIN)],
                     responses={401: {"description": "missing or wrong bearer token"},
                                403: {"description": "the caller is not an admin"},
@@ -54,12 +56,26 @@ class Change(BaseModel):
     event: str | None  # None: it was so already, nothing appended
 
 
-def _read(request: Request) -> tuple[Any, StoredSecrets]:
-    settings = request.app.state.settings
+def _read(request: Request) -> StoredSecrets:
+    """The store as the log has it (only names, types and descriptions are readable without the key)."""
     try:
-        return fernet_of(settings), read_store(settings)
-    except (FernetKeyMissing, NotDecrypted, RuntimeError) as error:
+        return read_store(request.app.state.settings)
+    except RuntimeError as error:
         raise HTTPException(status_code=503, detail=f"cannot read Tock's store: {error}") from None
+
+
+def _fernet(request: Request) -> Fernet:
+    try:
+        return fernet_of(request.app.state.settings)
+    except FernetKeyMissing as error:
+        raise HTTPException(status_code=503, detail=f"cannot decrypt or encrypt Tock's store: {error}") from None
+
+
+def _decrypted(read: Callable[[], T]) -> T:
+    try:
+        return read()
+    except NotDecrypted as error:
+        raise HTTPException(status_code=503, detail=str(error)) from None
 
 
 def _append(request: Request, name: str, events: Sequence[Any]) -> dict[str, Any]:
@@ -73,32 +89,32 @@ def _append(request: Request, name: str, events: Sequence[Any]) -> dict[str, Any
 
 @secrets.get("/api/v1/variables", summary="List variables (keys and descriptions, never values)")
 def list_variables(request: Request) -> list[dict[str, Any]]:
-    _fernet, state = _read(request)
+    state = _read(request)
     return [{"key": key, "description": stored.description, "set_by": stored.set_by, "set_at": stored.at}
             for key, stored in sorted(state.variables.items())]
 
 
 @secrets.get("/api/v1/variables/{key}", summary="A variable and its value", responses={404: {"description": "none"}})
 def get_variable(key: str, request: Request) -> dict[str, Any]:
-    fernet, state = _read(request)
-    stored = state.variables.get(key)
+    stored = _read(request).variables.get(key)
     if stored is None:
         raise HTTPException(status_code=404, detail=f"no variable {key}")
-    return {"key": key, "value": variable_value(fernet, stored), "description": stored.description}
+    fernet = _fernet(request)
+    return {"key": key, "value": _decrypted(lambda: variable_value(fernet, stored)),
+            "description": stored.description}
 
 
 @secrets.put("/api/v1/variables/{key}", response_model=Change, summary="Set a variable")
 def put_variable(body: VariableBody, request: Request, key: str = Path(pattern=manage.KEY_PATTERN)) -> dict[str, Any]:
-    fernet, state = _read(request)
-    return _append(request, key, manage.set_variable(state, fernet, key, body.value, body.description,
-                                                     by=requester(request), at=time.time()))
+    fernet, state = _fernet(request), _read(request)
+    return _append(request, key, _decrypted(lambda: manage.set_variable(
+        state, fernet, key, body.value, body.description, by=requester(request), at=time.time())))
 
 
 @secrets.delete("/api/v1/variables/{key}", response_model=Change, summary="Delete a variable",
                 responses={404: {"description": "no such variable"}})
 def delete_variable(key: str, request: Request) -> dict[str, Any]:
-    _fernet, state = _read(request)
-    events = manage.delete_variable(state, key, by=requester(request), at=time.time())
+    events = manage.delete_variable(_read(request), key, by=requester(request), at=time.time())
     if not events:
         raise HTTPException(status_code=404, detail=f"no variable {key}")
     return _append(request, key, events)
@@ -106,18 +122,18 @@ def delete_variable(key: str, request: Request) -> dict[str, Any]:
 
 @secrets.get("/api/v1/connections", summary="List connections (ids, types and descriptions)")
 def list_connections(request: Request) -> list[dict[str, Any]]:
-    _fernet, state = _read(request)
+    state = _read(request)
     return [{"conn_id": conn_id, "conn_type": stored.conn_type, "description": stored.description,
              "set_by": stored.set_by, "set_at": stored.at} for conn_id, stored in sorted(state.connections.items())]
 
 
 @secrets.get("/api/v1/connections/{conn_id}", summary="A connection", responses={404: {"description": "none"}})
 def get_connection(conn_id: str, request: Request, reveal: bool = Query(False)) -> dict[str, Any]:
-    fernet, state = _read(request)
-    stored = state.connections.get(conn_id)
+    stored = _read(request).connections.get(conn_id)
     if stored is None:
         raise HTTPException(status_code=404, detail=f"no connection {conn_id}")
-    fields = connection_fields(fernet, stored)
+    fernet = _fernet(request)
+    fields = _decrypted(lambda: connection_fields(fernet, stored))
     return {"conn_id": conn_id, **(fields if reveal else manage.redacted(fields))}
 
 
@@ -126,9 +142,9 @@ def get_connection(conn_id: str, request: Request, reveal: bool = Query(False)) 
 def put_connection(body: ConnectionBody, request: Request,
                    conn_id: str = Path(pattern=manage.KEY_PATTERN)) -> dict[str, Any]:
     connection = _connection(conn_id, body)
-    fernet, state = _read(request)
-    return _append(request, conn_id, manage.set_connection(state, fernet, conn_id, connection.to_dict(),
-                                                           by=requester(request), at=time.time()))
+    fernet, state = _fernet(request), _read(request)
+    return _append(request, conn_id, _decrypted(lambda: manage.set_connection(
+        state, fernet, conn_id, connection.to_dict(), by=requester(request), at=time.time())))
 
 
 def _connection(conn_id: str, body: ConnectionBody) -> Connection:
@@ -147,8 +163,7 @@ def _connection(conn_id: str, body: ConnectionBody) -> Connection:
 @secrets.delete("/api/v1/connections/{conn_id}", response_model=Change, summary="Delete a connection",
                 responses={404: {"description": "no such connection"}})
 def delete_connection(conn_id: str, request: Request) -> dict[str, Any]:
-    _fernet, state = _read(request)
-    events = manage.delete_connection(state, conn_id, by=requester(request), at=time.time())
+    events = manage.delete_connection(_read(request), conn_id, by=requester(request), at=time.time())
     if not events:
         raise HTTPException(status_code=404, detail=f"no connection {conn_id}")
     return _append(request, conn_id, events)
