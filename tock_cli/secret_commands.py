@@ -46,8 +46,10 @@ def _name(value: str) -> str:
 
 
 @contextmanager
-def _store(ctx: typer.Context, command: str) -> Iterator[tuple[Settings, Fernet, StoredSecrets]]:
-    """The settings, the Fernet key and the store read to its end; their failures exit 1 with the reason."""
+def _store(ctx: typer.Context, command: str, *,
+           keyed: bool = True) -> Iterator[tuple[Settings, Fernet | None, StoredSecrets]]:
+    """The settings, the Fernet key (``keyed``: lists and deletions need none, names are in clear) and the
+    store read to its end; their failures exit 1 with the reason."""
     from confluent_kafka import KafkaException
 
     from infra.secrets.keys import FernetKeyMissing, NotDecrypted, fernet_of
@@ -55,7 +57,7 @@ def _store(ctx: typer.Context, command: str) -> Iterator[tuple[Settings, Fernet,
 
     settings = settings_of(ctx)
     try:
-        yield settings, fernet_of(settings), read_store(settings)
+        yield settings, fernet_of(settings) if keyed else None, read_store(settings)
     except typer.Exit:  # a RuntimeError too (click's), raised by fail() inside the block
         raise
     except (FernetKeyMissing, NotDecrypted) as error:
@@ -116,7 +118,7 @@ def variables_get(ctx: typer.Context, key: str = typer.Argument(...)) -> None:
 @variables_app.command("list")
 def variables_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """Variables by key, with their descriptions (never their values)."""
-    with _store(ctx, "variables list") as (_settings, _fernet, state):
+    with _store(ctx, "variables list", keyed=False) as (_settings, _fernet, state):
         rows = [{"key": key, "description": stored.description, "set_by": stored.set_by, "set_at": stored.at}
                 for key, stored in sorted(state.variables.items())]
     _show(rows, ("key", "description", "set_by", "set_at"), as_json, title="variables")
@@ -127,7 +129,7 @@ def variables_delete(ctx: typer.Context, key: str = typer.Argument(...)) -> None
     """Delete a variable (appends VariableDeleted)."""
     from infra.secrets import manage
 
-    with _store(ctx, "variables delete") as (settings, _fernet, state):
+    with _store(ctx, "variables delete", keyed=False) as (settings, _fernet, state):
         events = manage.delete_variable(state, key, by=WRITER, at=time.time())
     if not events:
         fail("variables delete", f"no variable {key} in Tock's store (see `tock variables list`)")
@@ -206,7 +208,7 @@ def connections_get(ctx: typer.Context, conn_id: str = typer.Argument(...),
 @connections_app.command("list")
 def connections_list(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """Connections by id, type and description (never their fields)."""
-    with _store(ctx, "connections list") as (_settings, _fernet, state):
+    with _store(ctx, "connections list", keyed=False) as (_settings, _fernet, state):
         rows = [{"conn_id": conn_id, "conn_type": stored.conn_type, "description": stored.description,
                  "set_by": stored.set_by, "set_at": stored.at} for conn_id, stored in sorted(state.connections.items())]
     _show(rows, ("conn_id", "conn_type", "description", "set_by", "set_at"), as_json, title="connections")
@@ -217,7 +219,7 @@ def connections_delete(ctx: typer.Context, conn_id: str = typer.Argument(...)) -
     """Delete a connection (appends ConnectionDeleted)."""
     from infra.secrets import manage
 
-    with _store(ctx, "connections delete") as (settings, _fernet, state):
+    with _store(ctx, "connections delete", keyed=False) as (settings, _fernet, state):
         events = manage.delete_connection(state, conn_id, by=WRITER, at=time.time())
     if not events:
         fail("connections delete", f"no connection {conn_id} in Tock's store (see `tock connections list`)")

@@ -121,6 +121,9 @@ def test_a_task_process_reads_the_store_to_its_end_and_writes_through_it(setting
     assert not any(CLEAR[3].encode() in value for value in raw_values(settings))
 
 
-def test_without_a_fernet_key_the_cli_says_what_to_do(make_settings):
-    result = tock(make_settings(), "variables", "list")
+def test_without_a_fernet_key_the_cli_lists_names_and_says_what_to_do_for_values(make_settings, settings):
+    ok(settings, "variables", "set", "region", "eu")
+    keyless = make_settings()  # the same topics, no key
+    assert [row["key"] for row in json.loads(ok(keyless, "variables", "list", "--json"))] == ["region"]
+    result = tock(keyless, "variables", "get", "region")
     assert result.exit_code == 1 and "TOCK_FERNET_KEY" in result.output
