@@ -89,3 +89,22 @@ def test_kubernetes_secrets_answer_by_the_naming_rule_in_their_place_in_the_chai
                               ("variable", "db_password", "kubernetes"), ("connection", "warehouse", "kubernetes")]
     finally:
         install(SecretsChain(backends=()))
+
+
+def test_standalone_writes_a_fernet_key_once_readable_by_its_owner_only(tmp_path):
+    import stat
+
+    from infra.secrets.keys import ensure_key_file, fernet_of
+    from infra.settings import load_settings
+
+    settings = load_settings({"TOCK_HOME": str(tmp_path / "home")})
+    written = ensure_key_file(settings)
+    assert written == tmp_path / "home" / "fernet.key"
+    assert stat.S_IMODE(written.stat().st_mode) == 0o600
+    key = written.read_text()
+    assert ensure_key_file(settings) is None and written.read_text() == key  # once
+    token = fernet_of(settings).encrypt(b"x")
+    assert fernet_of(load_settings({"TOCK_HOME": str(tmp_path / "home")})).decrypt(token) == b"x"
+    assert ensure_key_file(load_settings({"TOCK_HOME": str(tmp_path / "other"), "TOCK_FERNET_KEY": key.strip()})) \
+        is None  # the setting is the key: no file
+    assert not (tmp_path / "other").exists()
