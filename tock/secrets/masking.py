@@ -5,9 +5,10 @@ connection registers its password (and its extra's values under sensitive keys),
 variable whose key holds a sensitive word registers its value. Values shorter than MIN_LENGTH are
 not masked (as Airflow's ``min_length_masked_secret``): masking "a" would garble every line.
 
-A try's output goes through :func:`masked_output`: a pipe whose reader writes the masked bytes to
-the log. The reader holds back only the longest tail that could begin a secret (so a secret written
-in pieces, or across lines, is still masked whole) and writes the rest at once.
+A try's output goes through :func:`masked_output`: a pipe whose reader (a thread, or a forked process
+that outlives an exec or a crash of the try) writes the masked bytes to the log. The reader holds back
+only the longest tail that could begin a secret (so a secret written in pieces, or across lines, is
+still masked whole) and writes the rest at once.
 """
 
 from __future__ import annotations
