@@ -16,6 +16,9 @@ from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "TOCK_"
+# Variables and connections given in the environment (infra/secrets/env.py), not settings:
+# TOCK_VAR_<KEY> and TOCK_CONN_<CONN_ID> pass the unknown-variable check.
+SECRET_ENV_PREFIXES = ("TOCK_VAR_", "TOCK_CONN_")
 MAX_BROKER_NODES = 9
 # Where the local broker remembers its node count (written when a cluster is first formatted).
 BROKER_NODES_FILE = Path("broker") / "nodes"
@@ -167,6 +170,16 @@ class Settings(BaseSettings):
     standalone_metrics_port: int = Field(default=9101, ge=0, le=65533, description="`tock standalone` serves "
                                          "the scheduler's, DAG processor's and projector's metrics on this port "
                                          "and the next two (unless their own port is set); 0 = off")
+    fernet_key: str | None = Field(default=None, description="Fernet key (urlsafe base64 of 32 bytes) encrypting "
+                                   "the variables and connections of Tock's store (tock.secrets); unset = the key "
+                                   "in <home>/fernet.key (`tock standalone` writes one the first time)")
+    secrets_file: Path | None = Field(default=None, description="a JSON or YAML file of variables and "
+                                      "connections (`variables:` and `connections:`), looked up after the "
+                                      "TOCK_VAR_*/TOCK_CONN_* variables")
+    secrets_kube_namespace: str | None = Field(default=None, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                                               description="namespace whose Secrets tock-variable-<key> and "
+                                                           "tock-connection-<conn_id> are looked up after the "
+                                                           "secrets file; unset = not at all")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     executors: str = Field(default="local,celery", pattern=r"^[a-z]+(,[a-z]+)*$",
                            description="executors this installation runs, comma-separated; a task on another "
@@ -277,7 +290,8 @@ def known_variables() -> set[str]:
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """Read and validate settings once. Unknown TOCK_* variables are an error naming them."""
     environ = os.environ if environ is None else environ
-    ours = {key: value for key, value in environ.items() if key.startswith(ENV_PREFIX)}
+    ours = {key: value for key, value in environ.items()
+            if key.startswith(ENV_PREFIX) and not key.startswith(SECRET_ENV_PREFIXES)}
     unknown = sorted(set(ours) - known_variables())
     if unknown:
         raise SettingsError(

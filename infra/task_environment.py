@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from infra.executors.requests import TryRequest
-from infra.settings import ENV_PREFIX, Settings
+from infra.settings import ENV_PREFIX, SECRET_ENV_PREFIXES, Settings
 
 TRY_PREFIX = "TOCKRUN_"  # the try's context, set by the runner (not settings: TOCK_* names are settings)
 # Settings no runner uses that may hold credentials: a process that forks user code never holds them.
@@ -64,8 +64,11 @@ class TaskEnvironment:
         return {name: value for name, value in environ.items() if self.passes(name)}
 
     def for_runner(self, environ: Mapping[str, str]) -> dict[str, str]:
-        """The environment to start a runner with: what passes, and what its interpreter needs."""
-        return self.inherited(environ) | {name: environ[name] for name in RUNNER_NEEDS if name in environ}
+        """The environment to start a runner with: what passes, what its interpreter needs, and the
+        variables and connections given as TOCK_VAR_* / TOCK_CONN_* (its child reads them into the
+        secrets chain before it clears them from user code's environment)."""
+        return (self.inherited(environ) | {name: environ[name] for name in RUNNER_NEEDS if name in environ}
+                | {name: value for name, value in environ.items() if name.startswith(SECRET_ENV_PREFIXES)})
 
     def for_try(self, environ: Mapping[str, str], request: TryRequest) -> dict[str, str]:
         """The whole environment of ``request``'s user code: what passes of ``environ``, and the try's context."""

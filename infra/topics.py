@@ -11,7 +11,7 @@ from confluent_kafka import Consumer, KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, TopicMetadata
 
 from infra.broker_config import replication_for
-from schemas.declare import DAGS, DEAD_LETTER, EVENTS, HEARTBEATS, LOGS, PARSING, SCHEDULERS, SNAPSHOTS, USERS
+from schemas.declare import DAGS, DEAD_LETTER, EVENTS, HEARTBEATS, LOGS, PARSING, SCHEDULERS, SECRETS, SNAPSHOTS, USERS
 
 # Every topic has TOCK_PARTITIONS partitions, so partition p of each concerns the same DAGs.
 
@@ -55,6 +55,8 @@ SPECS: tuple[TopicSpec, ...] = (
     TopicSpec(DEAD_LETTER, "delete", {"retention.ms": "-1"}),
     TopicSpec(LOGS, "delete", {"retention.ms": str(7 * 24 * 3600 * 1000)}),  # see log_retention_hours
     TopicSpec(USERS, "delete", {"retention.ms": "-1"}),  # accounts: every change kept, like tock.events
+    # Variables and connections (values encrypted): compaction keeps the latest record of each.
+    TopicSpec(SECRETS, "compact"),
     # One key per partition (the partition number), in that partition: compaction keeps the latest.
     # A big partition's snapshot is megabytes (compressed), beyond the broker's 1 MB default.
     TopicSpec(SNAPSHOTS, "compact", {"max.message.bytes": str(SNAPSHOT_MAX_BYTES),

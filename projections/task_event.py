@@ -3,7 +3,8 @@
 Append-only: one row per record, keyed by its log position. Heartbeats are not history
 (the heartbeats topic is compacted; only the latest matters and it is in task_instance).
 Commands that name a task are history too (a run-wide ``ClearTask`` has task_id "");
-a task instance's ``TaskDeadlineMissed`` (from the monitor) is history too;
+a task instance's ``TaskDeadlineMissed`` (from the monitor) is history too, and so is each
+``SecretAccessed`` of its tries (a variable or connection read: its name and backend, no value);
 run-level events (runs, backfills, rejections) are not: they are in ``dag_run``,
 ``backfill`` and ``command``.
 """
@@ -17,6 +18,7 @@ from schemas import (
     MarkTask,
     PodFinished,
     PodStarted,
+    SecretAccessed,
     TaskAdopted,
     TaskCleared,
     TaskDeadlineMissed,
@@ -37,7 +39,8 @@ from schemas import (
 TABLE = "task_event"
 _EVENTS = (TaskQueued, TaskLaunched, TaskStarted, TaskAdopted, TaskSucceeded, TaskFailed,
            TaskRetryScheduled, TaskDeclaredDead, TaskUpstreamFailed, PodStarted, PodFinished, ClearTask, MarkTask,
-           KillTask, TaskCleared, TaskKillRequested, TaskKilled, TaskSkipped, TaskRemoved, TaskDeadlineMissed)
+           KillTask, TaskCleared, TaskKillRequested, TaskKilled, TaskSkipped, TaskRemoved, TaskDeadlineMissed,
+           SecretAccessed)
 
 
 def rows_for(record: Record) -> list[Row]:

@@ -21,6 +21,7 @@ from schemas.declare import (
                               LOGS,
                               PARSING,
                               SCHEDULERS,
+                              SECRETS,
                               SNAPSHOTS,
                               USERS,
                               EventBase,
@@ -45,6 +46,7 @@ from schemas.runs import (
                               DeadlineMissed,
 )
 from schemas.schedulers import SchedulerHeartbeat, SchedulerStopped
+from schemas.secrets import ConnectionDeleted, ConnectionSet, SecretAccessed, VariableDeleted, VariableSet
 from schemas.tasks import (
                               PodFinished,
                               PodStarted,
@@ -74,6 +76,7 @@ from schemas.union import (
                               LogsTopicEvent,
                               ParsingTopicEvent,
                               SchedulersTopicEvent,
+                              SecretsTopicEvent,
                               UsersTopicEvent,
 )
 from schemas.users import TokenCreated, TokenRevoked, UserCreated, UserDeleted
@@ -86,6 +89,8 @@ __all__ = [
     "CancelBackfill",
     "ClearTask",
     "CommandRejected",
+    "ConnectionDeleted",
+    "ConnectionSet",
     "DAGS",
     "DEAD_LETTER",
     "DagDefinition",
@@ -127,6 +132,9 @@ __all__ = [
     "SchedulerHeartbeat",
     "SchedulerStopped",
     "SchedulersTopicEvent",
+    "SecretAccessed",
+    "SECRETS",
+    "SecretsTopicEvent",
     "TaskAdopted",
     "TaskCleared",
     "TaskDeadlineMissed",
@@ -155,6 +163,8 @@ __all__ = [
     "UserCreated",
     "UserDeleted",
     "UsersTopicEvent",
+    "VariableDeleted",
+    "VariableSet",
     "WorkerHeartbeat",
     "WorkerStopped",
     "decode",

@@ -26,6 +26,7 @@ SCHEDULERS = "schedulers"
 DEAD_LETTER = "dead-letter"
 LOGS = "logs"  # task log lines (schemas/logs.py)
 USERS = "users"  # accounts and API tokens (schemas/users.py)
+SECRETS = "secrets"  # variables and connections of Tock's own store, values encrypted (schemas/secrets.py)
 SNAPSHOTS = "snapshots"  # scheduler partition snapshots (services/scheduler/core/snapshot.py), not events
 
 

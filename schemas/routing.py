@@ -73,6 +73,16 @@ class OfUser(Protocol):
     def username(self) -> str: ...
 
 
+class OfVariable(Protocol):
+    @property
+    def key(self) -> str: ...
+
+
+class OfConnection(Protocol):
+    @property
+    def conn_id(self) -> str: ...
+
+
 def _by_dag(event: OfDag) -> tuple[str, str]:
     return event.dag_id, event.dag_id
 
@@ -103,6 +113,15 @@ def _by_user(event: OfUser) -> tuple[str, str]:
     return event.username, event.username
 
 
+def _by_variable(event: OfVariable) -> tuple[str, str]:
+    # Compaction of tock.secrets keeps the latest record of each variable and each connection.
+    return f"variable/{event.key}", f"variable/{event.key}"
+
+
+def _by_connection(event: OfConnection) -> tuple[str, str]:
+    return f"connection/{event.conn_id}", f"connection/{event.conn_id}"
+
+
 BY_DAG: Route[OfDag] = Route("dag", ("dag_id",), _by_dag)
 """Key and partition by dag_id (run and task lifecycle, commands, DAG definitions)."""
 BY_TASK_INSTANCE: Route[OfTaskInstance] = Route("task instance", ("dag_id", "run_id", "task_id"),
@@ -119,4 +138,9 @@ BY_WORKER: Route[OfWorker] = Route("worker", ("worker",), _by_worker)
 BY_USER: Route[OfUser] = Route("user", ("username",), _by_user)
 """Key and partition by user name (accounts and tokens)."""
 
-ROUTES = (BY_DAG, BY_TASK_INSTANCE, BY_TRY, BY_FILE, BY_SCHEDULER, BY_WORKER, BY_USER)
+BY_VARIABLE: Route[OfVariable] = Route("variable", ("key",), _by_variable)
+"""Key and partition ``variable/<key>`` (Tock's own store of variables, tock.secrets)."""
+BY_CONNECTION: Route[OfConnection] = Route("connection", ("conn_id",), _by_connection)
+"""Key and partition ``connection/<conn_id>`` (Tock's own store of connections, tock.secrets)."""
+
+ROUTES = (BY_DAG, BY_TASK_INSTANCE, BY_TRY, BY_FILE, BY_SCHEDULER, BY_WORKER, BY_USER, BY_VARIABLE, BY_CONNECTION)

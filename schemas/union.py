@@ -38,6 +38,13 @@ from schemas.runs import (
     DeadlineMissed,
 )
 from schemas.schedulers import SchedulerHeartbeat, SchedulerStopped
+from schemas.secrets import (
+    ConnectionDeleted,
+    ConnectionSet,
+    SecretAccessed,
+    VariableDeleted,
+    VariableSet,
+)
 from schemas.tasks import (
     PodFinished,
     PodStarted,
@@ -67,9 +74,10 @@ EventsTopicEvent: TypeAlias = (
     BackfillFinished | BackfillPlanned | CallbackCalled | CancelBackfill | ClearTask |
     CommandRejected | DagQuarantineLifted | DagQuarantined | DagRunCreated | DagRunFinished |
     DagRunReopened | DeadlineMissed | KillTask | MarkTask | PauseDag | PodFinished | PodStarted |
-    RequestBackfill | TaskAdopted | TaskCleared | TaskDeadlineMissed | TaskDeclaredDead | TaskFailed |
-    TaskKillRequested | TaskKilled | TaskLaunched | TaskQueued | TaskRemoved | TaskRetryScheduled |
-    TaskSkipped | TaskStarted | TaskSucceeded | TaskUpstreamFailed | TriggerDagRun
+    RequestBackfill | SecretAccessed | TaskAdopted | TaskCleared | TaskDeadlineMissed |
+    TaskDeclaredDead | TaskFailed | TaskKillRequested | TaskKilled | TaskLaunched | TaskQueued |
+    TaskRemoved | TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded | TaskUpstreamFailed |
+    TriggerDagRun
 )
 
 HeartbeatsTopicEvent: TypeAlias = TaskHeartbeat
@@ -83,29 +91,33 @@ ParsingTopicEvent: TypeAlias = (
 
 SchedulersTopicEvent: TypeAlias = SchedulerHeartbeat | SchedulerStopped | WorkerHeartbeat | WorkerStopped
 
+SecretsTopicEvent: TypeAlias = ConnectionDeleted | ConnectionSet | VariableDeleted | VariableSet
+
 UsersTopicEvent: TypeAlias = TokenCreated | TokenRevoked | UserCreated | UserDeleted
 
 Event: TypeAlias = (
     BackfillFinished | BackfillPlanned | CallbackCalled | CancelBackfill | ClearTask |
-    CommandRejected | DagFileProcessed | DagFileRemoved | DagParseFailed | DagParsed |
-    DagQuarantineLifted | DagQuarantined | DagRemoved | DagRunCreated | DagRunFinished |
-    DagRunReopened | DeadlineMissed | KillTask | MarkTask | PauseDag | PodFinished | PodStarted |
-    ProcessorFinished | ProcessorKilled | ProcessorStarted | RequestBackfill | SchedulerHeartbeat |
-    SchedulerStopped | TaskAdopted | TaskCleared | TaskDeadlineMissed | TaskDeclaredDead | TaskFailed |
-    TaskHeartbeat | TaskKillRequested | TaskKilled | TaskLaunched | TaskLogShipped | TaskQueued |
-    TaskRemoved | TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded | TaskUpstreamFailed |
-    TokenCreated | TokenRevoked | TriggerDagRun | UserCreated | UserDeleted | WorkerHeartbeat |
+    CommandRejected | ConnectionDeleted | ConnectionSet | DagFileProcessed | DagFileRemoved |
+    DagParseFailed | DagParsed | DagQuarantineLifted | DagQuarantined | DagRemoved | DagRunCreated |
+    DagRunFinished | DagRunReopened | DeadlineMissed | KillTask | MarkTask | PauseDag | PodFinished |
+    PodStarted | ProcessorFinished | ProcessorKilled | ProcessorStarted | RequestBackfill |
+    SchedulerHeartbeat | SchedulerStopped | SecretAccessed | TaskAdopted | TaskCleared |
+    TaskDeadlineMissed | TaskDeclaredDead | TaskFailed | TaskHeartbeat | TaskKillRequested |
+    TaskKilled | TaskLaunched | TaskLogShipped | TaskQueued | TaskRemoved | TaskRetryScheduled |
+    TaskSkipped | TaskStarted | TaskSucceeded | TaskUpstreamFailed | TokenCreated | TokenRevoked |
+    TriggerDagRun | UserCreated | UserDeleted | VariableDeleted | VariableSet | WorkerHeartbeat |
     WorkerStopped
 )
 
 EVENT_CLASSES: tuple[type[Event], ...] = (
     BackfillFinished, BackfillPlanned, CallbackCalled, CancelBackfill, ClearTask, CommandRejected,
-    DagFileProcessed, DagFileRemoved, DagParseFailed, DagParsed, DagQuarantineLifted, DagQuarantined,
-    DagRemoved, DagRunCreated, DagRunFinished, DagRunReopened, DeadlineMissed, KillTask, MarkTask,
-    PauseDag, PodFinished, PodStarted, ProcessorFinished, ProcessorKilled, ProcessorStarted,
-    RequestBackfill, SchedulerHeartbeat, SchedulerStopped, TaskAdopted, TaskCleared,
-    TaskDeadlineMissed, TaskDeclaredDead, TaskFailed, TaskHeartbeat, TaskKillRequested, TaskKilled,
-    TaskLaunched, TaskLogShipped, TaskQueued, TaskRemoved, TaskRetryScheduled, TaskSkipped,
-    TaskStarted, TaskSucceeded, TaskUpstreamFailed, TokenCreated, TokenRevoked, TriggerDagRun,
-    UserCreated, UserDeleted, WorkerHeartbeat, WorkerStopped
+    ConnectionDeleted, ConnectionSet, DagFileProcessed, DagFileRemoved, DagParseFailed, DagParsed,
+    DagQuarantineLifted, DagQuarantined, DagRemoved, DagRunCreated, DagRunFinished, DagRunReopened,
+    DeadlineMissed, KillTask, MarkTask, PauseDag, PodFinished, PodStarted, ProcessorFinished,
+    ProcessorKilled, ProcessorStarted, RequestBackfill, SchedulerHeartbeat, SchedulerStopped,
+    SecretAccessed, TaskAdopted, TaskCleared, TaskDeadlineMissed, TaskDeclaredDead, TaskFailed,
+    TaskHeartbeat, TaskKillRequested, TaskKilled, TaskLaunched, TaskLogShipped, TaskQueued,
+    TaskRemoved, TaskRetryScheduled, TaskSkipped, TaskStarted, TaskSucceeded, TaskUpstreamFailed,
+    TokenCreated, TokenRevoked, TriggerDagRun, UserCreated, UserDeleted, VariableDeleted, VariableSet,
+    WorkerHeartbeat, WorkerStopped
 )

@@ -38,6 +38,7 @@ COMMAND_MODULES = [
     "tock_cli.node_agent_commands",
     "tock_cli.user_commands",
     "tock_cli.local_commands",
+    "tock_cli.secret_commands",
 ]
 
 
@@ -65,6 +66,8 @@ COMMANDS: dict[str, list[str]] = {
     "users": ["tock_cli.user_commands"],
     "monitor": ["tock_cli.monitor_commands"],
     "tokens": ["tock_cli.user_commands"],
+    "variables": ["tock_cli.secret_commands"],
+    "connections": ["tock_cli.secret_commands"],
     **dict.fromkeys(["dags", "runs", "tasks", "commands", "projections", "schedulers"], _GROUPS),
 }
 _registered: set[str] = set()

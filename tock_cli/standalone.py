@@ -84,7 +84,17 @@ class Standalone:
                                 log_retention_hours=self.settings.task_log_retention_hours)
         if created:
             log.info("created topics %s", ", ".join(created))
+        self._fernet_key()
         self._admin = self._admin_banner()
+
+    def _fernet_key(self) -> None:
+        """A key for the store of variables and connections, written to the home once (unless set)."""
+        from infra.secrets.keys import ensure_key_file
+
+        written = ensure_key_file(self.settings)
+        if written is not None:
+            log.info("generated the Fernet key of variables and connections in %s (keep it: the store's values "
+                     "need it; TOCK_FERNET_KEY overrides it)", written)
 
     def _admin_banner(self) -> str | None:
         """The UI's address and the admin's login; the account is made on the first start."""

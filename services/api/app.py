@@ -29,6 +29,7 @@ from services.api.commands import CommandLog, commands
 from services.api.executors import executors
 from services.api.logs import FollowSlots, logs
 from services.api.metrics import ApiMetrics
+from services.api.secrets import secrets
 from services.api.targets import Refused
 from services.api.ui import logouts
 from services.api.ui.actions import actions
@@ -116,6 +117,7 @@ def create_app(settings: Settings) -> FastAPI:
                            responses={401: {"description": "missing or wrong bearer token"}})
     app.include_router(commands)
     app.include_router(users)
+    app.include_router(secrets)
     for router in (web, pages, actions):
         app.include_router(router)
     app.mount("/ui/static", StaticFiles(directory=STATIC), name="static")

@@ -23,6 +23,7 @@ from schemas import (
     PauseDag,
     PodFinished,
     PodStarted,
+    SecretAccessed,
     TaskAdopted,
     TaskCleared,
     TaskDeadlineMissed,
@@ -48,6 +49,7 @@ RunEvent: TypeAlias = (
     | MarkTask | PodFinished | PodStarted | TaskAdopted | TaskCleared | TaskDeadlineMissed | TaskDeclaredDead
     | TaskFailed | TaskHeartbeat | TaskKillRequested | TaskKilled | TaskLaunched | TaskLogShipped | TaskQueued
     | TaskRemoved | TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded | TaskUpstreamFailed
+    | SecretAccessed
 )
 EveryRunEvent: TypeAlias = DagParsed | DagTombstone | PauseDag  # may change what any run of the DAG does
 

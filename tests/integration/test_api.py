@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from cryptography.fernet import Fernet
 from fastapi.testclient import TestClient
 
 from infra.log import replay
@@ -31,7 +32,9 @@ def client(make_settings, projection_settings, engine):
     produce(projection_settings, example_run())
     with ProjectorThread(projection_settings):
         wait_for(lambda: offsets_reached(engine, log_end(projection_settings)), what="the projector to catch up")
-    settings = make_settings(db_url=projection_settings.db_url, api_token=TOKEN)
+    # An installation has a Fernet key (standalone writes one): the variables and connections work.
+    settings = make_settings(db_url=projection_settings.db_url, api_token=TOKEN,
+                             fernet_key=Fernet.generate_key().decode())
     with TestClient(create_app(settings), headers=AUTH) as client:
         yield client
 

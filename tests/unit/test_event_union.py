@@ -20,7 +20,7 @@ def test_the_union_holds_every_declared_event_and_nothing_else():
 def test_each_topic_union_holds_the_events_of_that_topic():
     topic_unions = [schemas.DagsTopicEvent, schemas.EventsTopicEvent, schemas.HeartbeatsTopicEvent,
                     schemas.LogsTopicEvent, schemas.ParsingTopicEvent, schemas.SchedulersTopicEvent,
-                    schemas.UsersTopicEvent]
+                    schemas.UsersTopicEvent, schemas.SecretsTopicEvent]
     members = [set(typing.get_args(union)) or {union} for union in topic_unions]
     for union_members in members:
         assert len({cls.TOPIC for cls in union_members}) == 1

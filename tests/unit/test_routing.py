@@ -19,9 +19,12 @@ from infra.log import routing_key
 from schemas import EVENT_TYPES, EVENTS, HEARTBEATS, LOGS, EventBase, TaskHeartbeat, TaskLogShipped, decode
 from schemas.declare import event
 from schemas.freeze import SAMPLES_DIR
-from schemas.routing import BY_DAG, BY_TASK_INSTANCE, BY_TRY, BY_WORKER, ROUTES
+from schemas.routing import BY_CONNECTION, BY_DAG, BY_TASK_INSTANCE, BY_TRY, BY_VARIABLE, BY_WORKER, ROUTES
 
 SAMPLES = sorted(SAMPLES_DIR.glob("*.json"))
+# Routes declared after the old rule was replaced: their events never had one (see test_secret_store.py).
+NEWER_ROUTES = (BY_VARIABLE, BY_CONNECTION)
+OLD_RULE_SAMPLES = [path for path in SAMPLES if EVENT_TYPES[path.name.split(".")[0]].ROUTE not in NEWER_ROUTES]
 
 
 def old_routing_key(event: Any) -> tuple[str, str]:
@@ -47,7 +50,7 @@ def test_there_is_a_sample_of_every_event() -> None:
     assert {path.name.split(".")[0] for path in SAMPLES} == set(EVENT_TYPES)
 
 
-@pytest.mark.parametrize("path", SAMPLES, ids=lambda path: path.stem)
+@pytest.mark.parametrize("path", OLD_RULE_SAMPLES, ids=lambda path: path.stem)
 def test_declared_route_keys_the_frozen_sample_as_the_old_rule_did(path: Path) -> None:
     sample = decode(bytes.fromhex(json.loads(path.read_text())["hex"]))
     assert routing_key(sample) == old_routing_key(sample)

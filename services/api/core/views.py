@@ -74,12 +74,18 @@ def timeline(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
             items[-1] = {**items[-1], "count": items[-1]["count"] + 1, "last_at": event["at"]}
             continue
         payload = event.get("payload") or {}
-        items.append({**event, "count": 1, "last_at": event["at"], "details": _details(payload),
+        details = secret_access(payload) if kind == "SecretAccessed" else _details(payload)
+        items.append({**event, "count": 1, "last_at": event["at"], "details": details,
                       "values": described_values(kind, payload)})
     return items
 
 
 _QUIET = {"dag_id", "run_id", "task_id", "try_number", "at", "values_json", "inputs"}  # values: their own column
+
+
+def secret_access(payload: dict[str, Any]) -> str:
+    """A SecretAccessed in a task's history: "variable region read (env)"."""
+    return f"{payload.get('kind', '?')} {payload.get('name', '?')} read ({payload.get('backend', '?')})"
 
 
 def _details(payload: dict[str, Any]) -> str:

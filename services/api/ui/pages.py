@@ -21,12 +21,14 @@ from services.api.core import dag_list, views
 from services.api.logs import log_response
 from services.api.task_logs import TryRef, shipped_texts, try_start
 from services.api.ui.dag_pages import dag_pages
+from services.api.ui.secret_pages import secret_pages
 from services.api.ui.system_pages import system_pages
 from services.api.ui.web import known_dag, live, page_user, render
 
 pages = APIRouter(include_in_schema=False)
 pages.include_router(dag_pages)
 pages.include_router(system_pages)
+pages.include_router(secret_pages)
 GRID_RUNS, GRID_MOST_RUNS = 25, 100
 DOTS = 8
 

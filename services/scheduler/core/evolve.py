@@ -31,6 +31,7 @@ from schemas import (
     PodFinished,
     PodStarted,
     RequestBackfill,
+    SecretAccessed,
     TaskAdopted,
     TaskCleared,
     TaskDeadlineMissed,
@@ -86,7 +87,7 @@ class UnknownEvent(TypeError):
 _OfCommands: TypeAlias = (TaskKillRequested | TaskKilled | TaskCleared | TaskRemoved | ClearTask | MarkTask
                           | KillTask | RequestBackfill | CancelBackfill | CommandRejected | DagRunReopened
                           | BackfillPlanned | BackfillFinished)
-_RecordedOnly: TypeAlias = PodStarted | DeadlineMissed | TaskDeadlineMissed | CallbackCalled
+_RecordedOnly: TypeAlias = PodStarted | DeadlineMissed | TaskDeadlineMissed | CallbackCalled | SecretAccessed
 """Events the scheduler keeps in the log but does not act on (yet)."""
 _Rarer: TypeAlias = (DagParsed | DagTombstone | PauseDag | TriggerDagRun | DagQuarantined | DagQuarantineLifted
                      | _RecordedOnly | _OfCommands)
@@ -149,7 +150,7 @@ def _fold_rarer(state: SchedulerState, event: _Rarer) -> None:
             quarantine.quarantined(state, event)
         case DagQuarantineLifted():
             quarantine.lifted(state, event)
-        case PodStarted() | DeadlineMissed() | TaskDeadlineMissed() | CallbackCalled():
+        case PodStarted() | DeadlineMissed() | TaskDeadlineMissed() | CallbackCalled() | SecretAccessed():
             pass  # recorded only
         case _:
             _fold_command(state, event)
