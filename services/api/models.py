@@ -24,10 +24,15 @@ def _model_of(table_name: str, model_name: str) -> type[BaseModel]:
     return create_model(model_name, __config__=ConfigDict(extra="forbid"), **fields)
 
 
+_INTERVAL_DOC = ("the data interval's start: a scheduled or backfill run's previous fire time in the DAG's "
+                 "time zone (never before its start date); a manual run's logical date (empty interval)")
 Dag = _model_of("dag", "Dag")
 DagRun = create_model("DagRun", __base__=_model_of("dag_run", "DagRunRow"),
                       duration=(float | None, Field(None, description="seconds from the run's creation to its "
-                                                                      "(latest) end; null while it runs")))
+                                                                      "(latest) end; null while it runs")),
+                      data_interval_start=(float | None, Field(None, description=_INTERVAL_DOC)),
+                      data_interval_end=(float | None, Field(None, description="the data interval's end: the "
+                                                                               "logical date")))
 TaskInstance = _model_of("task_instance", "TaskInstance")
 TaskEvent = _model_of(TASK_EVENT, "TaskEvent")
 ImportError_ = _model_of("import_error", "ImportError")
