@@ -57,6 +57,24 @@ def computable(moment: float) -> bool:
     return EARLIEST <= moment < LATEST
 
 
+def parse_date(text: str) -> float:
+    """Seconds since the epoch of an ISO 8601 date or date-time (``2024-01-31``, ``2024-01-31T06:00``,
+    ``2024-01-31T06:00:00+02:00``, ``...Z``; without an offset: UTC), within the dates the SDK accepts.
+    ValueError naming the problem otherwise."""
+    try:
+        parsed = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(f"not an ISO 8601 date or date-time: {text!r} (e.g. 2024-01-31, 2024-01-31T06:00:00 "
+                         "or 2024-01-31T06:00:00+02:00; without an offset it is UTC)") from None
+    try:
+        moment = (parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)).timestamp()
+    except (OverflowError, ValueError, OSError):
+        moment = math.nan
+    if not computable(moment):
+        raise ValueError(f"{text!r} is outside the dates schedules are computed for (years 1 to 9999)")
+    return moment
+
+
 def valid(schedule: str) -> bool:
     """Whether croniter reads ``schedule`` (a cron expression or one of its presets)."""
     try:
