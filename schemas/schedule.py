@@ -209,7 +209,10 @@ def _offset_name(offset: timedelta) -> str:
 
 # -- fire times on a zone's wall clock --------------------------------------------------------
 
-_DAY = timedelta(days=1)
+_DAY, _MICROSECOND = timedelta(days=1), timedelta(microseconds=1)
+# Wall times a step may pass over before it finds its answer: the fire times of the wall clock that a
+# fall-back repeats (every second of an hour, for a six-field schedule), and a few more.
+_MOST_STEPS = 4_000
 
 
 def _next(schedule: str, after: float, zone: tzinfo) -> float:
@@ -219,16 +222,17 @@ def _next(schedule: str, after: float, zone: tzinfo) -> float:
 
 
 def _latest(schedule: str, until: float, zone: tzinfo) -> float:
-    if zone is UTC:
-        return float(_cron(schedule, until + 1e-6).get_prev(float))
-    fire = _step(schedule, until + 1e-6, zone, forward=False)
-    # The second occurrence of a repeated wall time can be later than ``until`` (inside the repeated
-    # hour, before it comes round again): then the latest fire time is the one before it.
-    for _ in range(4):
-        if fire <= until:
-            break
-        fire = _step(schedule, fire, zone, forward=False)
-    return fire
+    if zone is UTC:  # (croniter's previous is strictly before: a microsecond later, it is at or before)
+        return float(croniter(schedule, _datetime(until, UTC) + _MICROSECOND).get_prev(float))
+    fire = _step(schedule, until, zone, forward=False)
+    # The fire times are the ones stepping forward finds (Airflow states its rule forward). Stepping back
+    # over a clock change of half an hour can land beside them: walk forward to the last one again.
+    for _ in range(_MOST_STEPS):
+        following = _step(schedule, fire, zone, forward=True)
+        if following > until:
+            return fire
+        fire = following
+    raise ValueError(f"no fire time of {schedule!r} found near {until!r}")
 
 
 def _following(schedule: str, after: float, zone: tzinfo) -> Callable[[], float]:
@@ -245,16 +249,35 @@ def _following(schedule: str, after: float, zone: tzinfo) -> Callable[[], float]
 
 
 def _step(schedule: str, moment: float, zone: tzinfo, *, forward: bool) -> float:
-    """The fire time after (or before) ``moment``, croniter reading the wall clock of ``zone``."""
-    current = datetime.fromtimestamp(moment, zone)
+    """The first fire time after ``moment`` (or the last at or before it), croniter reading the wall
+    clock of ``zone``."""
+    current = _datetime(moment, zone)
     wall = current.replace(tzinfo=None, fold=0)
-    cron = croniter(schedule, wall)
-    fire: datetime = cron.get_next(datetime) if forward else cron.get_prev(datetime)
-    delta = fire - wall
-    if cron.expanded[1] == ["*"] and -_DAY < delta < _DAY:
-        # Every hour: step in absolute time, so a changed clock neither skips nor repeats an hour.
-        return (current.astimezone(UTC) + delta).timestamp()
-    return _localized(fire, zone)
+    # (croniter's previous is strictly before its start: a microsecond later, it is at or before)
+    start = wall if forward else wall + _MICROSECOND
+    cron = croniter(schedule, start)
+    if cron.expanded[1] == ["*"]:
+        fire: datetime = cron.get_next(datetime) if forward else cron.get_prev(datetime)
+        if -_DAY < fire - wall < _DAY:
+            # Every hour: step in absolute time, so a changed clock neither skips nor repeats an hour.
+            return (current.astimezone(UTC) + (fire - wall)).timestamp()
+    # In the first pass of a repeated hour, wall times already passed come round again (their second
+    # occurrence is the fire time): walk forward from where the repeated wall clock began.
+    cron = croniter(schedule, start - _repeated(current) if forward else start)
+    for _ in range(_MOST_STEPS):
+        found = _localized(cron.get_next(datetime) if forward else cron.get_prev(datetime), zone)
+        if (found > moment) if forward else (found <= moment):
+            return found
+    raise ValueError(f"no fire time of {schedule!r} found near {moment!r}")
+
+
+def _repeated(current: datetime) -> timedelta:
+    """How much of the wall clock comes round again after ``current``: in the first pass of a fall-back,
+    the fold's size; else nothing."""
+    early, late = current.utcoffset(), current.replace(fold=1).utcoffset()
+    if current.fold or early is None or late is None or early <= late:
+        return timedelta(0)
+    return early - late
 
 
 def _localized(wall: datetime, zone: tzinfo) -> float:
@@ -268,4 +291,12 @@ def _localized(wall: datetime, zone: tzinfo) -> float:
 
 
 def _cron(schedule: str, start: float) -> croniter:
-    return croniter(schedule, datetime.fromtimestamp(start, tz=UTC))
+    return croniter(schedule, _datetime(start, UTC))
+
+
+def _datetime(moment: float, zone: tzinfo) -> datetime:
+    """``moment`` in ``zone``, rounded down to the microsecond: rounding half a microsecond up onto a
+    fire time would step over it."""
+    whole = math.floor(moment)
+    exact = datetime.fromtimestamp(whole, UTC) + timedelta(microseconds=math.floor((moment - whole) * 1e6))
+    return exact.astimezone(zone)
