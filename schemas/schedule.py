@@ -236,10 +236,28 @@ def _latest(schedule: str, until: float, zone: tzinfo) -> float:
 
 
 def _following(schedule: str, after: float, zone: tzinfo) -> Callable[[], float]:
-    """A function giving the fire times after ``after`` one by one (croniter's own walk in UTC)."""
+    """A function giving the fire times after ``after`` one by one: croniter's own walk in UTC, and
+    for a schedule with an hour field on a zone's wall clock (the times ``_step`` gives one by one)."""
     if zone is UTC:
         cron = _cron(schedule, after)
         return lambda: float(cron.get_next(float))
+    current = _datetime(after, zone)
+    wall = current.replace(tzinfo=None, fold=0)
+    if croniter(schedule, wall).expanded[1] == ["*"]:
+        return _stepping(schedule, after, zone)
+    walk, last = croniter(schedule, wall - _repeated(current)), [after]
+
+    def following() -> float:
+        for _ in range(_MOST_STEPS):
+            fire = _localized(walk.get_next(datetime), zone)
+            if fire > last[0]:  # (wall times moved forward out of a gap can land before the last)
+                last[0] = fire
+                return fire
+        raise ValueError(f"no fire time of {schedule!r} found after {last[0]!r}")
+    return following
+
+
+def _stepping(schedule: str, after: float, zone: tzinfo) -> Callable[[], float]:
     last = [after]
 
     def following() -> float:
