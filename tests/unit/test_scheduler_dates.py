@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from schemas import BackfillPlanned, DagParsed, DagRunCreated, RequestBackfill
+from services.api.core import dag_list
 from services.scheduler.core import decide_runs, evolve
 from services.scheduler.core.backfill import decide_backfills
 from tests.unit.scheduler_fixtures import parsed, state_of
@@ -89,3 +90,22 @@ def test_backfill_plans_in_the_zone_and_not_after_the_end_date(given, request_, 
     [plan] = [event for event in decide_backfills(state_of(given, request_), utc(2024, 6, 1), "s")
               if isinstance(event, BackfillPlanned)]
     assert iso(plan.logical_dates) == expected
+
+
+@pytest.mark.parametrize(("given", "now"), [
+    pytest.param(dag("0 2 * * *", utc(2024, 3, 29), timezone=BERLIN, catchup=True), utc(2024, 3, 28), id="before"),
+    pytest.param(dag("0 2 * * *", utc(2024, 3, 29), timezone=BERLIN, catchup=True), utc(2024, 3, 30, 12),
+                 id="catch-up due"),
+    pytest.param(dag("0 2 * * *", utc(2024, 3, 29), timezone=BERLIN), utc(2024, 4, 1, 12), id="overdue"),
+    pytest.param(dag("0 0 * * *", utc(2024, 1, 1), end=utc(2024, 1, 3)), utc(2024, 2, 1), id="past the end"),
+    pytest.param(dag("0 0 * * *", utc(2024, 1, 1), end=utc(2024, 1, 3)), utc(2023, 12, 1), id="before, with an end"),
+])
+def test_the_dag_lists_next_run_is_the_run_the_scheduler_creates(given, now):
+    definition = given.definition
+    row = {"schedule": definition.schedule, "start_date": definition.start_date, "timezone": definition.timezone,
+           "end_date": definition.end_date, "catchup": definition.catchup, "is_active": True, "parsed_at": 0.0}
+    listed = dag_list.next_run(row, None, now)
+    state = state_of(given)
+    due = state.next_due["etl"]
+    created = scheduled(state, max(now, due or now))
+    assert listed == (created[0].logical_date if created else None)  # (with catch-up: the oldest)
