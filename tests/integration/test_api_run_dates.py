@@ -68,3 +68,18 @@ def test_a_trigger_at_a_date_it_cannot_read_is_422(client, logical_date):
                          headers={**AUTH, "Content-Type": "application/json"})
     assert answer.status_code == 422, answer.text
     assert "logical_date" in answer.json()["detail"]
+
+
+def test_a_backfill_of_a_dag_whose_zone_is_unknown_here_is_409_naming_it(client, projection_settings, engine):
+    nowhere = _nightly_in_berlin(utc(2024, 1, 1))
+    nowhere = dataclasses.replace(nowhere, definition=dataclasses.replace(nowhere.definition, timezone="Nowhere/Never"))
+    _project(projection_settings, engine, [nowhere])
+    answer = post(client, "/api/v1/dags/nightly/backfills", {"start_date": "2024-02-01", "end_date": "2024-02-03"})
+    assert answer.status_code == 409, answer.text
+    assert "unknown time zone 'Nowhere/Never'" in answer.json()["detail"]
+
+
+def test_a_backfill_in_the_dags_zone_is_accepted(client, projection_settings, engine):
+    _project(projection_settings, engine, [_nightly_in_berlin(utc(2024, 1, 1))])
+    answer = post(client, "/api/v1/dags/nightly/backfills", {"start_date": "2024-03-30", "end_date": "2024-04-01"})
+    assert answer.status_code == 202, answer.text

@@ -109,3 +109,9 @@ def test_the_dag_lists_next_run_is_the_run_the_scheduler_creates(given, now):
     due = state.next_due["etl"]
     created = scheduled(state, max(now, due or now))
     assert listed == (created[0].logical_date if created else None)  # (with catch-up: the oldest)
+
+
+def test_a_zone_the_scheduler_does_not_know_quarantines_the_dag_naming_it():
+    state = state_of(dag("0 2 * * *", utc(2024, 1, 1), timezone="Nowhere/Never", catchup=True))
+    assert "unknown time zone 'Nowhere/Never'" in state.quarantined["etl"].reason
+    assert decide_runs(state, utc(2024, 2, 1), "s") == []
