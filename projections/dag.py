@@ -16,7 +16,8 @@ TABLE = "dag"
 
 def empty(dag_id: str) -> Row:
     return {"dag_id": dag_id, "file_path": None, "fingerprint": None, "schedule": None,
-            "start_date": None, "catchup": None, "max_active_runs": None, "deadline": None,
+            "start_date": None, "timezone": "UTC", "end_date": None, "catchup": None, "max_active_runs": None,
+            "deadline": None,
             "tags_json": "[]", "tasks_json": "[]", "parsed_at": None, "removed_at": None,
             "is_active": False, "is_paused": False, "paused_at": None}
 
@@ -52,6 +53,7 @@ def _parsed(row: Row, event: DagParsed) -> Row:
              for task in definition.tasks]
     return {**row, "file_path": event.file_path, "fingerprint": event.fingerprint,
             "schedule": definition.schedule, "start_date": definition.start_date,
+            "timezone": definition.timezone, "end_date": definition.end_date,
             "catchup": definition.catchup, "max_active_runs": definition.max_active_runs,
             "deadline": definition.deadline, "tags_json": as_json(definition.tags),
             "tasks_json": as_json(tasks), "parsed_at": max(event.at, row["parsed_at"] or event.at)}

@@ -14,6 +14,7 @@ from sqlalchemy import ColumnElement, Engine, Select, Table, and_, case, func, l
 from infra.settings import Settings
 from projections.db import open_engine
 from projections.tables import LIVE, OFFSETS, TASK_EVENT
+from schemas import schedule as cron
 
 Row = dict[str, Any]
 DEFAULT_LIMIT = 100
@@ -64,13 +65,38 @@ def runs(engine: Engine, *, dag_id: str | None = None, state: str | None = None,
         query = query.where(table.c.dag_id == dag_id)
     if state is not None:
         query = query.where(table.c.state == state)
-    return [with_duration(row) for row in _page(engine, query, limit, offset)]
+    return with_intervals(engine, [with_duration(row) for row in _page(engine, query, limit, offset)])
 
 
 def run(engine: Engine, dag_id: str, run_id: str) -> Row | None:
     table = LIVE["dag_run"]
     row = _one(engine, select(table).where(table.c.dag_id == dag_id, table.c.run_id == run_id))
-    return None if row is None else with_duration(row)
+    return None if row is None else with_intervals(engine, [with_duration(row)])[0]
+
+
+def with_intervals(engine: Engine, rows: list[Row]) -> list[Row]:
+    """Run rows with ``data_interval_start`` / ``data_interval_end``, computed by the scheduler's rule
+    (schemas/schedule.py ``data_interval``) from their DAG's current definition: its schedule, time
+    zone and start date."""
+    table = LIVE["dag"]
+    dag_ids = sorted({row["dag_id"] for row in rows})
+    query = select(table.c.dag_id, table.c.schedule, table.c.timezone, table.c.start_date).where(
+        table.c.dag_id.in_(dag_ids))
+    with engine.connect() as connection:
+        dags = {dag["dag_id"]: dag for dag in connection.execute(query).mappings()} if dag_ids else {}
+    return [{**row, **run_interval(row, dags.get(row["dag_id"]))} for row in rows]
+
+
+def run_interval(run: Row, dag: Any) -> Row:
+    """A run's data interval, or None for both when its logical date or its DAG's time zone is unknown."""
+    logical = run.get("logical_date")
+    try:
+        start, end = (None, None) if logical is None else cron.data_interval(
+            dag["schedule"] if dag else None, run.get("run_type") or "", logical,
+            (dag["timezone"] if dag else None) or cron.UTC_NAME, start_date=dag["start_date"] if dag else None)
+    except ValueError:  # a time zone this host's zoneinfo does not know
+        start, end = None, None
+    return {"data_interval_start": start, "data_interval_end": end}
 
 
 def with_duration(row: Row) -> Row:

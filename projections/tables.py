@@ -40,8 +40,8 @@ def _log_position() -> list[Column]:
 def _specs() -> dict[str, tuple[tuple[str, ...], list[Column]]]:
     """Table name -> (primary key columns, every column), built fresh for each MetaData."""
     return {
-        "dag": (("dag_id",), [*_strings("dag_id", "file_path", "fingerprint", "schedule"),
-                              *_floats("start_date", "deadline", "parsed_at", "removed_at", "paused_at"),
+        "dag": (("dag_id",), [*_strings("dag_id", "file_path", "fingerprint", "schedule", "timezone"),
+                              *_floats("start_date", "end_date", "deadline", "parsed_at", "removed_at", "paused_at"),
                               Column("catchup", Boolean), Column("max_active_runs", Integer),
                               Column("tags_json", Text), Column("tasks_json", Text),
                               Column("is_active", Boolean), Column("is_paused", Boolean)]),

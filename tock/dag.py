@@ -51,7 +51,9 @@ def current_dag() -> DAG | None:
 class DAG:
     """A DAG: ``with DAG("etl", schedule="@hourly") as dag: ...``.
 
-    Durations (retry_delay, deadline) are seconds or timedeltas; a naive start_date is UTC.
+    Durations (retry_delay, deadline) are seconds or timedeltas. The start_date's time zone is the
+    DAG's (``zoneinfo.ZoneInfo`` or ``datetime.timezone``; naive: UTC): the schedule is read on its
+    wall clock. No scheduled or backfill run has a logical date after ``end_date`` (naive: UTC).
     ``deadline`` counts from the run's start, or is a ``Deadline`` (e.g.
     ``Deadline.after_logical_date(timedelta(hours=1))``: scheduled runs count from their logical date).
     ``on_failure`` / ``on_deadline_missed``: webhook URLs `tock monitor` POSTs to when a run fails
@@ -75,12 +77,13 @@ class DAG:
                  user_defined_macros: dict[str, Any] | None = None,
                  user_defined_filters: dict[str, Callable[..., Any]] | None = None,
                  jinja_environment_kwargs: dict[str, Any] | None = None,
-                 render_template_as_native_obj: bool = False) -> None:
+                 render_template_as_native_obj: bool = False, end_date: datetime | date | None = None) -> None:
         # The file that defines the DAG, so errors can name it.
         self.fileloc: str | None = sys._getframe(1).f_code.co_filename
         self.dag_id = dag_id
         self.tasks: dict[str, Task] = {}
         self._set_fields(schedule, start_date, catchup, max_active_runs, retries)
+        self._set_end_date(end_date)
         self._set_more_fields(retry_delay, deadline, tags, params)
         self.on_failure = self._callback(on_failure, "on_failure")
         self.on_deadline_missed = self._callback(on_deadline_missed, "on_deadline_missed")
@@ -99,7 +102,7 @@ class DAG:
         if schedule is not None and not _valid_schedule(schedule):
             self._fail(f"bad schedule {schedule!r}: not a cron expression or one of {', '.join(SCHEDULE_PRESETS)}")
         self.schedule = schedule
-        self.start_date = self._guard(lambda: _utc(start_date))
+        self.start_date, self.timezone = self._guard(lambda: _start_of(start_date))
         self._check_dates()
         self.catchup = bool(catchup)
         if isinstance(max_active_runs, bool) or not isinstance(max_active_runs, int) or max_active_runs < 1:
@@ -118,9 +121,20 @@ class DAG:
         if self.schedule is None or self.schedule == cron.ONCE:
             return
         after = self.start_date - 1e-3 if self.start_date is not None else datetime.now(UTC).timestamp()
-        if cron.next_fire(self.schedule, after) is None:
+        if cron.next_fire(self.schedule, after, self.timezone) is None:
             since = f"on or after start_date {_iso(self.start_date)}" if self.start_date is not None else "from now on"
             self._fail(f"schedule {self.schedule!r} never fires {since} (in years 1-9999)")
+
+    def _set_end_date(self, end_date: datetime | date | None) -> None:
+        """No scheduled or backfill run has a logical date after ``end_date`` (naive: UTC)."""
+        self.end_date = self._guard(lambda: _moment(end_date, "end_date"))
+        if self.end_date is None:
+            return
+        if not cron.computable(self.end_date):
+            self._fail(f"end_date {_iso(self.end_date)} is outside the dates schedules are computed for "
+                       f"({_iso(cron.EARLIEST)} to {_iso(cron.LATEST)}, not included)")
+        if self.start_date is not None and self.end_date < self.start_date:
+            self._fail(f"end_date {_iso(self.end_date)} is before start_date {_iso(self.start_date)}")
 
     def _set_more_fields(self, retry_delay: float | timedelta, deadline: float | timedelta | Deadline | None,
                          tags: tuple[str, ...] | list[str], params: dict[str, Any] | None) -> None:
@@ -197,7 +211,7 @@ class DAG:
             tags=list(self.tags), params_json=self.params_json,
             tasks=[_task_definition(self.tasks[task_id]) for task_id in sorted(self.tasks)],
             on_failure=self.on_failure, on_deadline_missed=self.on_deadline_missed,
-            finished_runs_kept=self.finished_runs_kept,
+            finished_runs_kept=self.finished_runs_kept, timezone=self.timezone, end_date=self.end_date,
         )
 
     def test(self, run_after: datetime | None = None, logical_date: datetime | None = None,
@@ -216,8 +230,7 @@ class DAG:
                                       "set TOCK_CONN_<ID> / TOCK_VAR_<KEY> in the environment")
         from tock_cli.local_run import run_dag
 
-        moment = logical_date or run_after
-        return run_dag(self, logical_date=None if moment is None else _utc(moment), conf=run_conf,
+        return run_dag(self, logical_date=_moment(logical_date or run_after, "logical_date"), conf=run_conf,
                        report=lambda line: print(line, flush=True))
 
     def __repr__(self) -> str:
@@ -253,16 +266,31 @@ def _seconds(value: float | timedelta, what: str) -> float:
     return seconds
 
 
-def _utc(start: datetime | date | None) -> float | None:
-    if start is None:
+def _start_of(start: datetime | date | None) -> tuple[float | None, str]:
+    """The start date's moment and the DAG's time zone, Airflow's rule: the start date's own zone
+    (a naive start date, a date or none: UTC)."""
+    moment = _moment(start, "start_date")
+    if not isinstance(start, datetime) or start.tzinfo is None or moment is None:
+        return moment, cron.UTC_NAME
+    try:
+        return moment, cron.zone_name(start.tzinfo, start)
+    except ValueError as error:
+        raise ValueError(f"start_date {start.isoformat()}: {error}") from None
+
+
+def _moment(when: datetime | date | None, name: str) -> float | None:
+    """Seconds since the epoch of a datetime (naive: UTC) or a date (its midnight, UTC)."""
+    if when is None:
         return None
-    if not isinstance(start, datetime):
-        if not isinstance(start, date):
-            raise TypeError(f"start_date must be a datetime, got {start!r}")
-        start = datetime.combine(start, time())
-    if start.tzinfo is None:
-        start = start.replace(tzinfo=UTC)
-    return start.timestamp()
+    if not isinstance(when, datetime):
+        if not isinstance(when, date):
+            raise TypeError(f"{name} must be a datetime, got {when!r}")
+        when = datetime.combine(when, time())
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    elif when.utcoffset() is None:
+        raise ValueError(f"{name} {when!r} has a tzinfo that gives no UTC offset")
+    return when.timestamp()
 
 
 def _iso(moment: float) -> str:

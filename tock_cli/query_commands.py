@@ -25,7 +25,7 @@ from tock_cli.groups import dags_app, projections_app, runs_app, schedulers_app,
 
 JSON_OPTION = typer.Option(False, "--json", help="Print JSON (one array of objects) for scripts.")
 LIMIT_OPTION = typer.Option(100, "--limit", min=1, help="At most this many rows.")
-TIME_COLUMNS = ("at", "first_seen", "last_heartbeat")  # besides *_at and *_date
+TIME_COLUMNS = ("at", "first_seen", "last_heartbeat", "data_interval_start", "data_interval_end")  # and *_at, *_date
 
 
 def register(app: typer.Typer) -> None:
@@ -92,8 +92,8 @@ def runs_list(ctx: typer.Context, dag_id: str | None = typer.Argument(None, help
               limit: int = LIMIT_OPTION, as_json: bool = JSON_OPTION) -> None:
     """DAG runs, newest first."""
     rows = _query(ctx, lambda engine: queries.runs(engine, dag_id=dag_id, state=state, limit=limit))
-    _show(rows, ["dag_id", "run_id", "state", "run_type", "logical_date", "created_at", "end_date", "duration",
-                 "deadline_missed_at"], as_json, title="DAG runs")
+    _show(rows, ["dag_id", "run_id", "state", "run_type", "logical_date", "data_interval_start", "created_at",
+                 "end_date", "duration", "deadline_missed_at"], as_json, title="DAG runs")
 
 
 @tasks_app.command("list")

@@ -56,6 +56,9 @@ def scheduler(ctx: typer.Context, scheduler_id: str | None = typer.Option(
 def dags_trigger(ctx: typer.Context,
                  dag_id: str = typer.Argument(..., help="The DAG to run."),
                  conf: str = typer.Option("{}", help="Run configuration, a JSON object."),
+                 logical_date: str | None = typer.Option(
+                     None, "--logical-date", "-l", help="The run's logical date: ISO 8601, e.g. 2024-01-31 or "
+                                                        "2024-01-31T06:00:00+02:00 (no offset: UTC). Default: now."),
                  wait: bool = typer.Option(False, "--wait", help="Wait for the run to finish; exit 1 if it fails."),
                  timeout: float | None = typer.Option(None, help="With --wait: give up after this many seconds "
                                                                     "(exit 2)."),
@@ -70,6 +73,7 @@ def dags_trigger(ctx: typer.Context,
     except ValueError as error:
         typer.echo(f"tock dags trigger: --conf must be a JSON object ({error})", err=True)
         raise typer.Exit(2) from None
+    logical = logical_date_option(logical_date)
     settings = settings_of(ctx)
     try:
         published = dag_is_published(settings, dag_id)
@@ -79,7 +83,7 @@ def dags_trigger(ctx: typer.Context,
         typer.echo(f"tock dags trigger: no DAG {dag_id!r} has been published (see `tock dags list`; is "
                    "`tock dag-processor` running on the folder that defines it?)", err=True)
         raise typer.Exit(1)
-    run_id, start = _trigger(settings, dag_id, request_id, conf)
+    run_id, start = _trigger(settings, dag_id, request_id, conf, logical)
     typer.echo(run_id)
     if not wait:
         return
@@ -91,14 +95,27 @@ def dags_trigger(ctx: typer.Context,
     raise typer.Exit(0 if state == "success" else 1)
 
 
-def _trigger(settings, dag_id: str, request_id: str, conf: str) -> tuple[str, int]:
+def logical_date_option(text: str | None) -> float | None:
+    """``--logical-date`` as seconds since the epoch (None: not given); a bad date exits 2 naming it."""
+    from schemas.schedule import parse_date
+
+    if text is None:
+        return None
+    try:
+        return parse_date(text)
+    except ValueError as error:
+        typer.echo(f"tock dags trigger: --logical-date: {error}", err=True)
+        raise typer.Exit(2) from None
+
+
+def _trigger(settings, dag_id: str, request_id: str, conf: str, logical_date: float | None) -> tuple[str, int]:
     """Append the trigger, retrying a delivery failure with the same request id (the scheduler creates
     the run once)."""
     from services.scheduler.trigger import trigger_run
 
     for attempt in range(1, ATTEMPTS + 1):
         try:
-            return trigger_run(settings, dag_id, request_id, conf)
+            return trigger_run(settings, dag_id, request_id, conf, logical_date=logical_date)
         except (KafkaException, RuntimeError) as error:
             if attempt == ATTEMPTS:
                 _cannot_append(settings, error, f"; run it again with --request-id {request_id} (it is applied once)")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, create_model
 
 from projections.tables import LIVE, TASK_EVENT
-from services.api.targets import bounded_instant, parse_instant
+from services.api.targets import parse_instant
 
 T = TypeVar("T")
 
@@ -24,10 +24,15 @@ def _model_of(table_name: str, model_name: str) -> type[BaseModel]:
     return create_model(model_name, __config__=ConfigDict(extra="forbid"), **fields)
 
 
+_INTERVAL_DOC = ("the data interval's start: a scheduled or backfill run's previous fire time in the DAG's "
+                 "time zone (never before its start date); a manual run's logical date (empty interval)")
 Dag = _model_of("dag", "Dag")
 DagRun = create_model("DagRun", __base__=_model_of("dag_run", "DagRunRow"),
                       duration=(float | None, Field(None, description="seconds from the run's creation to its "
-                                                                      "(latest) end; null while it runs")))
+                                                                      "(latest) end; null while it runs")),
+                      data_interval_start=(float | None, Field(None, description=_INTERVAL_DOC)),
+                      data_interval_end=(float | None, Field(None, description="the data interval's end: the "
+                                                                               "logical date")))
 TaskInstance = _model_of("task_instance", "TaskInstance")
 TaskEvent = _model_of(TASK_EVENT, "TaskEvent")
 ImportError_ = _model_of("import_error", "ImportError")
@@ -60,6 +65,11 @@ def _date(value: str | float) -> str | float:
     return value
 
 
+def _instant(value: Any) -> Any:
+    """A logical date given as ISO 8601 text or as seconds, as seconds (None stays None)."""
+    return value if value is None else parse_instant(value)
+
+
 Conf = Annotated[dict[str, Any], AfterValidator(_finite_json)]
 InstantOrDate = Annotated[str | float, AfterValidator(_date)]
 CONF_DOC = " (at most TOCK_API_CONF_LIMIT_BYTES as JSON; finite numbers)"
@@ -69,8 +79,9 @@ DATE_DOC = "; between the years 1970 and 9998"
 class TriggerRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     conf: Conf = Field(default_factory=dict, description="the run's conf (a JSON object)" + CONF_DOC)
-    logical_date: Annotated[float, AfterValidator(bounded_instant)] | None = Field(
-        default=None, description="seconds since the epoch" + DATE_DOC + "; default: now")
+    logical_date: Annotated[float, BeforeValidator(_instant)] | None = Field(
+        default=None, description="ISO 8601 date or date-time (UTC unless it names an offset), or seconds since "
+                                  "the epoch" + DATE_DOC + "; default: when the scheduler takes the trigger")
 
 
 class ClearRequest(BaseModel):

@@ -99,17 +99,27 @@ def backfill_range(dag: Row, start: float, end: float) -> None:
                                   f"(schedule {dag['schedule']!r}); trigger runs instead")
     if end < start:
         raise Refused(IMPOSSIBLE, f"the backfill ends ({iso(end)}) before it starts ({iso(start)})")
-    _plannable(dag["schedule"], start, end)
+    _plannable(dag["schedule"], start, end, dag.get("timezone") or cron.UTC_NAME)
 
 
-def _plannable(schedule: str, start: float, end: float) -> None:
+def _plannable(schedule: str, start: float, end: float, timezone: str) -> None:
     """Refuse (422) a range whose fire times the scheduler could not compute. Planning walks the fire
     times from ``start`` (core/backfill.py ``fire_times``), so its first and its last step are the ones
     that can leave the calendar (schemas/schedule.py ``plannable``, the scheduler's rule too)."""
-    if not cron.plannable(schedule, start, end):
+    _zone_known(timezone)
+    if not cron.plannable(schedule, start, end, timezone):
         raise Refused(INVALID, f"the schedule {schedule!r} cannot be planned from {iso(start)} to {iso(end)}: "
                                "its next fire time is past the year 9999 or cannot be computed; "
                                "end the backfill earlier")
+
+
+def _zone_known(timezone: str) -> None:
+    """Refuse (409) a backfill of a DAG whose time zone this host's zoneinfo does not know (its fire
+    times cannot be computed here; the scheduler quarantines such a DAG)."""
+    try:
+        cron.zone_of(timezone)
+    except ValueError as error:
+        raise Refused(IMPOSSIBLE, f"{error}: update the host's tzdata, or give the DAG a known zone") from None
 
 
 def conf_text(conf: dict[str, Any], limit: int) -> str:

@@ -19,14 +19,15 @@ MISSING_TOPIC_GRACE = 5.0
 
 
 def trigger_run(settings: Settings, dag_id: str, request_id: str, conf_json: str = "{}",
-                requested_by: str = "cli") -> tuple[str, int]:
-    """Append TriggerDagRun; returns (the run id, the offset of tock.events to follow the run from)."""
+                requested_by: str = "cli", *, logical_date: float | None = None) -> tuple[str, int]:
+    """Append TriggerDagRun (``logical_date``: the run's; None: when the scheduler takes it); returns
+    (the run id, the offset of tock.events to follow the run from)."""
     # The producer first: a new idempotent producer waits ~0.5 s for its producer id, and
     # that wait overlaps with reading the end offset (taken before appending, to follow from).
     with KafkaEventLog(settings, client_id="tock-trigger") as event_log:
         start = _end_offset(settings, dag_id)
         event_log.append(TriggerDagRun(dag_id=dag_id, request_id=request_id, conf_json=conf_json,
-                                       requested_by=requested_by, at=time.time()))
+                                       logical_date=logical_date, requested_by=requested_by, at=time.time()))
     return manual_run_id(request_id), start
 
 

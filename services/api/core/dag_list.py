@@ -61,8 +61,9 @@ def all_tags(dags: list[Row]) -> list[str]:
 
 def next_run(dag: Row, latest_scheduled: float | None, now: float) -> float | None:
     """The logical date of the DAG's next scheduled run, as the scheduler decides it (runs.first_due):
-    the fire time after its latest scheduled run, not before its start date. Without catch-up an
-    overdue DAG gets the latest fire time now. None without a schedule, or once ``@once`` has run."""
+    the fire time (in the DAG's time zone) after its latest scheduled run, not before its start date
+    nor after its end date. Without catch-up an overdue DAG gets the latest fire time now. None
+    without a schedule, once ``@once`` has run, or when its time zone is unknown here."""
     schedule = dag.get("schedule")
     start_value = dag.get("start_date") if dag.get("start_date") is not None else dag.get("parsed_at")
     start = float(start_value) if start_value is not None else None
@@ -70,10 +71,18 @@ def next_run(dag: Row, latest_scheduled: float | None, now: float) -> float | No
         return None
     if schedule == cron.ONCE:
         return start if latest_scheduled is None else None
-    fire = cron.next_fire(schedule, latest_scheduled if latest_scheduled is not None else start - 1e-3)
-    if fire is None:  # no fire time left in the calendar, or a schedule croniter cannot read: no run due
+    try:
+        return _next_fire(dag, schedule, start, latest_scheduled, now)
+    except ValueError:  # a time zone this host's zoneinfo does not know (the scheduler quarantines it)
+        return None
+
+
+def _next_fire(dag: Row, schedule: str, start: float, latest_scheduled: float | None, now: float) -> float | None:
+    zone, end = dag.get("timezone") or cron.UTC_NAME, dag.get("end_date")
+    fire = cron.next_fire(schedule, latest_scheduled if latest_scheduled is not None else start - 1e-3, zone)
+    if fire is None or (end is not None and fire > end):  # no fire time left (in the calendar, before the end)
         return None
     due = max(start, fire)
     if due <= now and not dag.get("catchup"):
-        return cron.latest_fire(schedule, now)
+        return cron.latest_fire(schedule, now if end is None else min(now, end), zone)
     return due

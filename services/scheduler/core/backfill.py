@@ -1,4 +1,5 @@
-"""Backfills: plan the logical dates of a RequestBackfill, then create (or re-run) their runs
+"""Backfills: plan the logical dates of a RequestBackfill (fire times in the DAG's time zone, none
+after the DAG's end date), then create (or re-run) their runs
 as max_active_runs allows, and say when the backfill is over.
 
 A date that already has an open run is left alone; one whose run finished is left alone
@@ -69,10 +70,11 @@ def _plan(state: SchedulerState, request: RequestBackfill, now: float,
     problem = _problem(dag, request)
     if problem or dag is None or not dag.definition.schedule:  # (no DAG or no schedule: a problem)
         return _refused(request, problem, now, scheduler_id)
-    schedule = dag.definition.schedule
+    schedule, zone, dag_end = dag.definition.schedule, dag.definition.timezone, dag.definition.end_date
     since = max(request.start_date - 1e-3, cron.CALENDAR_START)  # (the calendar's first moment has no before)
-    dates, _past_calendar = cron.fire_times(schedule, since, request.end_date, MOST_RUNS + 1)
-    if not cron.plannable(schedule, request.start_date, request.end_date):  # the API's rule too
+    until = request.end_date if dag_end is None else min(request.end_date, dag_end)  # none after the DAG's end
+    dates, _past_calendar = cron.fire_times(schedule, since, until, MOST_RUNS + 1, zone)
+    if not cron.plannable(schedule, request.start_date, request.end_date, zone):  # the API's rule too
         last = logical_date_iso(dates[-1] if dates else request.start_date)
         problem = (f"the range runs past the calendar: the schedule has no fire time after {last} in years "
                    f"1-9999, yet the end date is {logical_date_iso(request.end_date)}; end the backfill earlier")

@@ -56,7 +56,9 @@ class Queuing:
 
     def interval(self) -> tuple[float, float]:
         if self._interval is None:
-            self._interval = data_interval(self.dag.definition.schedule, self.run.run_type, self.run.logical_date)
+            definition = self.dag.definition
+            self._interval = data_interval(definition.schedule, self.run.run_type, self.run.logical_date,
+                                           definition.timezone, start_date=definition.start_date)
         return self._interval
 
     def previous_interval(self) -> Interval:
@@ -89,7 +91,9 @@ def previous_success(state: SchedulerState, dag: DagEntry, run: DagRun) -> Inter
             latest = packed
     if latest is None:
         return None, None
-    return data_interval(dag.definition.schedule, latest.run_type, latest.logical_date)
+    definition = dag.definition
+    return data_interval(definition.schedule, latest.run_type, latest.logical_date, definition.timezone,
+                         start_date=definition.start_date)
 
 
 def _params(dag_params_json: str, task_params_json: str, conf_json: str) -> str:

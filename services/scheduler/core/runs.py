@@ -3,6 +3,7 @@
 A scheduled run's logical date is the cron fire time; it is created once that time has
 passed. Without catch-up only the latest missed fire time gets a run (no storm after
 downtime); with ``catchup=True`` every fire time since the start date does, oldest first.
+Fire times are read in the DAG's time zone; none after its end date gets a run.
 """
 
 from __future__ import annotations
@@ -59,8 +60,10 @@ def first_due(dag: DagEntry, latest: float | None) -> float | None:
         return start if latest is None else None
     # A start on the calendar's first day is looked up from there (a millisecond before it is no date).
     after = latest if latest is not None else max(start - 1e-3, cron.CALENDAR_START)
-    fire = cron.next_fire(definition.schedule, after)
-    return None if fire is None else max(start, fire)  # None: it never fires again (in the calendar)
+    fire = cron.next_fire(definition.schedule, after, definition.timezone)
+    if fire is None or (definition.end_date is not None and fire > definition.end_date):
+        return None  # it never fires again (in the calendar, or before its end date)
+    return max(start, fire)
 
 
 def due_logical_dates(dag: DagEntry, latest: float | None, now: float, room: int) -> list[float]:
@@ -71,10 +74,12 @@ def due_logical_dates(dag: DagEntry, latest: float | None, now: float, room: int
         return []
     if schedule == cron.ONCE:
         return [candidate]
+    until = now if definition.end_date is None else min(now, definition.end_date)  # (candidate <= both)
     if not definition.catchup:
-        latest = cron.latest_fire(schedule, now)
+        latest = cron.latest_fire(schedule, until, definition.timezone)
         return [] if latest is None else [latest]
-    return [candidate, *cron.fire_times(schedule, candidate, now, min(room, CATCHUP_BATCH) - 1)[0]]
+    return [candidate, *cron.fire_times(schedule, candidate, until, min(room, CATCHUP_BATCH) - 1,
+                                        definition.timezone)[0]]
 
 
 def created_run(dag: DagEntry, run_id: str, logical: float, run_type: str, conf_json: str,
