@@ -47,6 +47,7 @@ class TaskOptions:
     executor: str = "local"
     queue: str = "default"
     pod_override: dict[str, Any] | None = None
+    params: dict[str, Any] | None = None  # the task's own params (values or tock.Param), over the DAG's
 
     def problems(self) -> list[str]:
         """What is wrong with these options, in words (empty when valid)."""
@@ -65,10 +66,22 @@ class TaskOptions:
         if not isinstance(self.queue, str) or not self.queue:
             found.append(f"queue must be a non-empty string, got {self.queue!r}")
         found.extend(_pod_override_problems(self.pod_override))
+        found.extend(_params_problems(self.params))
         return found
 
     def pod_override_json(self) -> str | None:
         return None if self.pod_override is None else json.dumps(self.pod_override, sort_keys=True)
+
+
+def _params_problems(params: Any) -> list[str]:
+    from tock.params import definition_problems, params_of, to_params_json
+
+    try:
+        checked = params_of(params, "params")
+        to_params_json(checked)
+    except (TypeError, ValueError) as error:
+        return [str(error)]
+    return definition_problems(checked, scheduled=False)
 
 
 def _pod_override_problems(pod_override: Any) -> list[str]:
