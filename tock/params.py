@@ -147,10 +147,10 @@ class ParamsDict(MutableMapping[str, Any]):
         """The Param kept under ``key`` (not its value)."""
         return self._params[key]
 
-    def items(self) -> ItemsView[str, Param]:  # type: ignore[override]  # Airflow's: the Params themselves
+    def items(self) -> ItemsView[str, Param]:  # Airflow's: the Params themselves, not their values
         return ItemsView(self._params)
 
-    def values(self) -> ValuesView[Param]:  # type: ignore[override]  # Airflow's: the Params themselves
+    def values(self) -> ValuesView[Param]:  # Airflow's: the Params themselves, not their values
         return ValuesView(self._params)
 
     def update(self, *args: Any, **kwargs: Any) -> None:
@@ -197,6 +197,8 @@ def definition_problems(params: ParamsDict, *, scheduled: bool) -> list[str]:
     found = []
     for name, spec in _specs(params):
         broken = rules.schema_problems(spec.schema)
+        if spec.description is not None and not isinstance(spec.description, str):
+            broken.append(f"description must be a string, not {spec.description!r}")
         if not broken and scheduled and not spec.has_default:
             broken = ["it has no default, which a DAG with a schedule needs (its scheduled runs have no conf)"]
         elif not broken and scheduled:
@@ -212,6 +214,6 @@ def to_params_json(params: ParamsDict) -> str:
 
 
 def _specs(params: ParamsDict) -> list[tuple[str, rules.ParamSpec]]:
-    return [(name, rules.ParamSpec(name, dict(param.schema), param.description, param.value is not NOTSET,
+    return [(name, rules.ParamSpec(name, param.schema, param.description, param.value is not NOTSET,
                                    None if param.value is NOTSET else param.value))
             for name, param in params.items()]
