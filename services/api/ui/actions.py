@@ -114,8 +114,6 @@ def act(action: str, request: Request, dag_id: str = Form(...), run_id: str = Fo
     except (Refused, HTTPException, ValueError) as error:
         detail = getattr(error, "reason", None) or getattr(error, "detail", None) or str(error)
         status = 503 if getattr(error, "status_code", None) == 503 else 409  # 503: not lost, retry
-        if isinstance(error, Refused) and error.status == INVALID:
-            status = INVALID
         # The same request id again: confirming once more retries the same command. Every input holds
         # what was posted, with the params' rules it breaks beside it.
         problems = _form_problems(engine, dag_id, form) if action == "trigger" else {}
