@@ -81,6 +81,9 @@ class Settings(BaseSettings):
     task_log_ship_limit_bytes: int = Field(default=10 * 1024 * 1024, ge=0,
                                            description="bytes of a try's output shipped to tock.logs at most; "
                                                        "past it a truncation marker (the local file keeps all)")
+    xcom_max_bytes: int = Field(default=1024 * 1024, ge=1024, le=8 * 1024 * 1024,
+                                description="bytes a try's values (return value and pushes), JSON-encoded, may "
+                                            "take; more fails the try saying so (they travel in its TaskSucceeded)")
     task_env_allow: str = Field(
         default="PATH,HOME,USER,LOGNAME,SHELL,LANG,LANGUAGE,LC_*,TZ,TMPDIR,PYTHONPATH,VIRTUAL_ENV",
         pattern=r"^[A-Za-z0-9_.*?,\s-]*$",

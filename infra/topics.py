@@ -16,6 +16,9 @@ from schemas.declare import DAGS, DEAD_LETTER, EVENTS, HEARTBEATS, LOGS, PARSING
 # Every topic has TOCK_PARTITIONS partitions, so partition p of each concerns the same DAGs.
 
 SNAPSHOT_MAX_BYTES = 64 * 1024 * 1024  # largest snapshot record (topic max.message.bytes, producer message.max.bytes)
+# Largest record of tock.events: a try's success carries its values (TOCK_XCOM_MAX_BYTES, at most 8 MiB),
+# a queued try its context and upstream values (the scheduler keeps those under 12 MiB).
+EVENTS_MAX_BYTES = 16 * 1024 * 1024
 
 
 log = logging.getLogger("tock.topics")
@@ -42,7 +45,8 @@ class TopicSpec:
 
 
 SPECS: tuple[TopicSpec, ...] = (
-    TopicSpec(EVENTS, "delete", {"retention.ms": "-1"}, upheld=LOG_APPEND_TIME),
+    TopicSpec(EVENTS, "delete", {"retention.ms": "-1"},
+              upheld={**LOG_APPEND_TIME, "max.message.bytes": str(EVENTS_MAX_BYTES)}),
     TopicSpec(HEARTBEATS, "compact,delete", {"retention.ms": str(6 * 3600 * 1000),
                                                    "segment.ms": str(600 * 1000)}, upheld=LOG_APPEND_TIME),
     TopicSpec(DAGS, "compact"),

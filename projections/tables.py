@@ -55,6 +55,7 @@ def _specs() -> dict[str, tuple[tuple[str, ...], list[Column]]]:
                                      "hostname", "runner_id", "scheduler_id", "marked_by", "kill_request_id"),
                            Column("try_number", Integer), Column("pid", Integer), Column("error", Text),
                            Column("reason", Text), Column("heartbeat_try", Integer), Column("kill_try", Integer),
+                           Column("values_json", Text), Column("rendered_json", Text),
                            *_floats("queued_at", "start_date", "end_date", "retry_not_before", "updated_at",
                                     "last_heartbeat", "marked_at", "cleared_at", "kill_requested_at")]),
         TASK_EVENT: (("topic", "partition", "offset"),

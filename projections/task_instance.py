@@ -62,7 +62,8 @@ def empty(dag_id: str, run_id: str, task_id: str) -> Row:
             "runner_id": None, "scheduler_id": None, "queued_at": None, "start_date": None,
             "end_date": None, "retry_not_before": None, "error": None, "reason": None, "updated_at": None,
             "heartbeat_try": None, "last_heartbeat": None, "marked_at": None, "marked_by": None,
-            "cleared_at": None, "kill_requested_at": None, "kill_request_id": None, "kill_try": None}
+            "cleared_at": None, "kill_requested_at": None, "kill_request_id": None, "kill_try": None,
+            "values_json": None, "rendered_json": None}
 
 
 def key_of(record: Record) -> Key | None:
@@ -102,7 +103,8 @@ def _queued(row: Row, event: TaskQueued) -> Row:
             "queue": event.queue, "scheduler_id": event.scheduler_id, "queued_at": event.at,
             "handle": None, "hostname": None, "pid": None, "runner_id": None, "start_date": None,
             "end_date": None, "retry_not_before": None, "error": None, "reason": None, "updated_at": event.at,
-            "marked_at": None, "marked_by": None, "cleared_at": None, "kill_requested_at": None}
+            "marked_at": None, "marked_by": None, "cleared_at": None, "kill_requested_at": None,
+            "values_json": None, "rendered_json": None}
 
 
 def _heartbeat(row: Row, event: TaskHeartbeat) -> Row:
@@ -172,8 +174,10 @@ _CURRENT_TRY = {
                                 "runner_id": event.runner_id, "start_date": event.at},
     TaskAdopted: lambda event: {"state": "running", "handle": event.handle,
                                 "scheduler_id": event.by_scheduler},
-    TaskSucceeded: lambda event: {"state": "success", "end_date": event.at},
-    TaskFailed: lambda event: {"state": "failed", "end_date": event.at, "error": event.error},
+    TaskSucceeded: lambda event: {"state": "success", "end_date": event.at, "values_json": event.values_json or None,
+                                  "rendered_json": event.rendered_json or None},
+    TaskFailed: lambda event: {"state": "failed", "end_date": event.at, "error": event.error,
+                               "rendered_json": event.rendered_json or None},
     TaskRetryScheduled: lambda event: {"state": "up_for_retry", "retry_not_before": event.not_before},
     TaskDeclaredDead: lambda event: {"state": "dead", "end_date": event.at, "error": event.reason},
     PodFinished: lambda event: {},  # the outcome events that follow it change the state

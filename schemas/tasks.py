@@ -16,12 +16,15 @@ from schemas.routing import BY_DAG, BY_TASK_INSTANCE
 @record
 class TryInput:
     """The values of one upstream try a queued try reads (its provenance): ``values_json`` is that
-    try's TaskSucceeded ``values_json`` (a JSON object, key -> value as tock/values.py encodes it)."""
+    try's TaskSucceeded ``values_json`` (a JSON object, key -> value as tock/values.py encodes it).
+    ``left_out``: the try's inputs were too large together to carry, so these values are not here
+    (a try that reads them fails, saying so)."""
 
     task_id: str
     try_number: int
     map_index: int = -1
     values_json: str
+    left_out: bool = False
 
 
 @event(EVENTS, route=BY_DAG, version=2)

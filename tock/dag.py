@@ -6,7 +6,7 @@ import hashlib
 import json
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from datetime import UTC, date, datetime, time, timedelta
 from types import TracebackType
@@ -17,6 +17,7 @@ from schemas.dags import DagDefinition, TaskDefinition
 from tock.deadline import Deadline, deadline_of
 from tock.params import ParamsDict, definition_problems, params_of, to_params_json
 from tock.tasks import ID_PATTERN, Task, TaskOptions, seconds_of
+from tock.templating import TemplateOptions
 
 # Presets croniter understands, plus "@once" (one run at start_date).
 SCHEDULE_PRESETS = ("@once", "@hourly", "@daily", "@midnight", "@weekly", "@monthly", "@yearly", "@annually")
@@ -58,6 +59,10 @@ class DAG:
     or misses its deadline, or ``"package.module:function"`` paths it calls (in a subprocess).
     ``finished_runs_kept``: how many of its finished runs the scheduler keeps for clear, mark and
     backfill (older ones are forgotten); None: the installation's TOCK_SCHEDULER_FINISHED_RUNS_KEPT.
+    Templating, as Airflow's (tock/templating.py): ``template_searchpath`` (folders searched for template
+    files after the DAG file's own), ``template_undefined`` (default ``jinja2.StrictUndefined``: an
+    undefined name fails the try), ``user_defined_macros``, ``user_defined_filters``,
+    ``jinja_environment_kwargs`` and ``render_template_as_native_obj``.
     """
 
     def __init__(self, dag_id: str, schedule: str | None = None, start_date: datetime | date | None = None,
@@ -65,7 +70,13 @@ class DAG:
                  retry_delay: float | timedelta = 300, deadline: float | timedelta | Deadline | None = None,
                  tags: tuple[str, ...] | list[str] = (), params: dict[str, Any] | ParamsDict | None = None,
                  on_failure: str | None = None, on_deadline_missed: str | None = None,
-                 finished_runs_kept: int | None = None) -> None:
+                 finished_runs_kept: int | None = None,
+                 template_searchpath: str | Iterable[str] | None = None,
+                 template_undefined: type[Any] | None = None,
+                 user_defined_macros: dict[str, Any] | None = None,
+                 user_defined_filters: dict[str, Callable[..., Any]] | None = None,
+                 jinja_environment_kwargs: dict[str, Any] | None = None,
+                 render_template_as_native_obj: bool = False) -> None:
         # The file that defines the DAG, so errors can name it.
         self.fileloc: str | None = sys._getframe(1).f_code.co_filename
         self.dag_id = dag_id
@@ -75,6 +86,9 @@ class DAG:
         self.on_failure = self._callback(on_failure, "on_failure")
         self.on_deadline_missed = self._callback(on_deadline_missed, "on_deadline_missed")
         self.finished_runs_kept = self._runs_kept(finished_runs_kept)
+        self.template_options = self._guard(lambda: TemplateOptions.of(
+            template_searchpath, template_undefined, user_defined_macros, user_defined_filters,
+            jinja_environment_kwargs, render_template_as_native_obj))
         if _collectors:
             _collectors[-1].append(self)
 

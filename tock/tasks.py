@@ -6,15 +6,18 @@ import functools
 import json
 import math
 import re
+import typing
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+from tock.values import RETURN_VALUE
 
 if TYPE_CHECKING:
     from tock.dag import DAG
 
-Downstream = TypeVar("Downstream", bound="Task | Iterable[Task]")
+Downstream = TypeVar("Downstream", bound="Task | XComArg | Iterable[Task | XComArg]")
 
 EXECUTORS = ("local", "celery", "kubernetes")
 # "|" separates dag, run and task ids in heartbeat keys, so ids stay to a safe alphabet.
@@ -47,6 +50,12 @@ class TaskOptions:
     executor: str = "local"
     queue: str = "default"
     pod_override: dict[str, Any] | None = None
+    multiple_outputs: bool | None = None  # None: True when the function is annotated to return a dict
+    do_xcom_push: bool = True  # its return value (a bash task's last line of output) is passed on
+    # Python tasks (Airflow's PythonOperator arguments): a dict rendered as templates, given to the
+    # task as ``templates_dict``; file extensions whose strings in templated fields name template files.
+    templates_dict: dict[str, Any] | None = None
+    templates_exts: tuple[str, ...] | list[str] | None = None
     params: dict[str, Any] | None = None  # the task's own params (values or tock.Param), over the DAG's
 
     def problems(self) -> list[str]:
@@ -65,7 +74,11 @@ class TaskOptions:
             found.append(f"unknown executor {self.executor!r} (known: {', '.join(EXECUTORS)})")
         if not isinstance(self.queue, str) or not self.queue:
             found.append(f"queue must be a non-empty string, got {self.queue!r}")
+        for name in ("multiple_outputs", "do_xcom_push"):
+            if not isinstance(getattr(self, name), bool | None):
+                found.append(f"{name} must be True or False, got {getattr(self, name)!r}")
         found.extend(_pod_override_problems(self.pod_override))
+        found.extend(_template_option_problems(self.templates_dict, self.templates_exts))
         found.extend(_params_problems(self.params))
         return found
 
@@ -109,6 +122,21 @@ def _pod_override_problems(pod_override: Any) -> list[str]:
     return found
 
 
+def _template_option_problems(templates_dict: Any, templates_exts: Any) -> list[str]:
+    found = []
+    if templates_dict is not None and not isinstance(templates_dict, dict):
+        found.append(f"templates_dict must be a dict, got {templates_dict!r}")
+    if templates_exts is not None and (not isinstance(templates_exts, list | tuple)
+                                       or not all(isinstance(ext, str) and ext for ext in templates_exts)):
+        found.append(f"templates_exts must be a list of file extensions like '.sql', got {templates_exts!r}")
+    return found
+
+
+# Airflow's templated fields and template file extensions, per kind of task (tock/templating.py).
+TEMPLATE_FIELDS = {"bash": ("bash_command", "env", "cwd"), "python": ("templates_dict", "op_args", "op_kwargs")}
+BASH_TEMPLATE_EXT = (".sh", ".bash")
+
+
 @dataclass(eq=False)
 class Task:
     """One task of a DAG. Build it with ``@task`` or ``BashTask``, not directly."""
@@ -121,6 +149,9 @@ class Task:
     command: str = ""
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] | None = None  # bash: None inherits the environment; else it is the environment,
+    append_env: bool = False  # or, with append_env, is added to it (Airflow's BashOperator)
+    cwd: str | None = None  # bash: the folder the command runs in
     upstream_task_ids: set[str] = field(default_factory=set)
     downstream_task_ids: set[str] = field(default_factory=set)
 
@@ -157,13 +188,64 @@ class Task:
     def pod_override(self) -> dict[str, Any] | None:
         return self.options.pod_override
 
-    def set_downstream(self, others: Task | Iterable[Task]) -> None:
+    @property
+    def multiple_outputs(self) -> bool:
+        """Whether a returned dict is passed on key by key too (``result["key"]``)."""
+        if self.options.multiple_outputs is not None:
+            return self.options.multiple_outputs
+        return _returns_dict(self.python_callable)
+
+    @property
+    def do_xcom_push(self) -> bool:
+        return self.options.do_xcom_push
+
+    @property
+    def output(self) -> XComArg:
+        """This task's return value, as the argument of another task (Airflow's ``task.output``)."""
+        return XComArg(self)
+
+    @property
+    def operator(self) -> Task:
+        """The task itself (what Airflow's XComArg.operator names), so a @task call's result reads
+        the same whether it is treated as a task or as its value."""
+        return self
+
+    def __getitem__(self, key: str) -> XComArg:
+        """The value this task passes on under ``key`` (with ``multiple_outputs``: a key of its dict)."""
+        return XComArg(self, key)
+
+    # Templating (tock/templating.py): the fields rendered before the try runs, by Airflow's names.
+    @property
+    def template_fields(self) -> tuple[str, ...]:
+        return TEMPLATE_FIELDS[self.kind]
+
+    @property
+    def template_ext(self) -> tuple[str, ...]:
+        return BASH_TEMPLATE_EXT if self.kind == "bash" else tuple(self.options.templates_exts or ())
+
+    @property
+    def bash_command(self) -> str:
+        return self.command
+
+    @property
+    def op_args(self) -> list[Any]:
+        return list(self.args)
+
+    @property
+    def op_kwargs(self) -> dict[str, Any]:
+        return self.kwargs
+
+    @property
+    def templates_dict(self) -> dict[str, Any] | None:
+        return self.options.templates_dict
+
+    def set_downstream(self, others: Task | XComArg | Iterable[Task | XComArg]) -> None:
         for other in _tasks_of(others):
             self.dag.check_same_dag(self, other)
             self.downstream_task_ids.add(other.task_id)
             other.upstream_task_ids.add(self.task_id)
 
-    def set_upstream(self, others: Task | Iterable[Task]) -> None:
+    def set_upstream(self, others: Task | XComArg | Iterable[Task | XComArg]) -> None:
         for other in _tasks_of(others):
             other.set_downstream(self)
 
@@ -187,12 +269,70 @@ class Task:
         return f"<Task {self.dag.dag_id}.{self.task_id} ({self.kind})>"
 
 
-def _tasks_of(others: Task | Iterable[Task]) -> list[Task]:
-    items = [others] if isinstance(others, Task) else list(others)
-    for item in items:
+@dataclass(frozen=True, eq=False)
+class XComArg:
+    """A value a task passes on (its return value, or one key of it), used as another task's argument:
+    ``load(transform(extract())["total"])`` makes the dependencies and passes the values at run time.
+    It links like its task (``>>``, ``<<``)."""
+
+    operator: Task
+    key: str = RETURN_VALUE
+
+    def __getitem__(self, key: str) -> XComArg:
+        return XComArg(self.operator, key)
+
+    def __rshift__(self, other: Downstream) -> Downstream:
+        return self.operator.__rshift__(other)
+
+    def __lshift__(self, other: Downstream) -> Downstream:
+        return self.operator.__lshift__(other)
+
+    def __rrshift__(self, other: Iterable[Task]) -> Task:
+        return self.operator.__rrshift__(other)
+
+    def __rlshift__(self, other: Iterable[Task]) -> Task:
+        return self.operator.__rlshift__(other)
+
+    def __repr__(self) -> str:
+        return f"<XComArg {self.operator.task_id}[{self.key!r}]>"
+
+
+def value_references(value: Any, seen: set[int] | None = None) -> list[Task]:
+    """The tasks whose values ``value`` (an argument of a task, containers included) refers to; a
+    container that holds itself is walked once."""
+    if isinstance(value, Task):
+        return [value]
+    if isinstance(value, XComArg):
+        return [value.operator]
+    if not isinstance(value, list | tuple | set | frozenset | dict):
+        return []
+    seen = set() if seen is None else seen
+    if id(value) in seen:
+        return []
+    seen.add(id(value))
+    items = value.values() if isinstance(value, dict) else value
+    return [task for item in items for task in value_references(item, seen)]
+
+
+def _returns_dict(function: Callable[..., Any] | None) -> bool:
+    """Whether ``function`` is annotated to return a dict (Airflow infers multiple_outputs from it)."""
+    if function is None:
+        return False
+    try:
+        returns = typing.get_type_hints(function).get("return")
+    except Exception:  # noqa: BLE001 - an annotation that does not evaluate says nothing
+        returns = function.__annotations__.get("return")
+    origin = typing.get_origin(returns) or returns
+    return isinstance(origin, type) and issubclass(origin, dict) or returns in ("dict", "Dict")
+
+
+def _tasks_of(others: Task | XComArg | Iterable[Task | XComArg]) -> list[Task]:
+    items = [others] if isinstance(others, Task | XComArg) else list(others)
+    found = [item.operator if isinstance(item, XComArg) else item for item in items]
+    for item in found:
         if not isinstance(item, Task):
             raise TypeError(f"dependencies link tasks, not {item!r}")
-    return items
+    return found
 
 
 def _new_task(dag: DAG | None, task_id: str, kind: str, options: TaskOptions, **fields: Any) -> Task:
@@ -202,14 +342,40 @@ def _new_task(dag: DAG | None, task_id: str, kind: str, options: TaskOptions, **
     if owner is None:
         raise RuntimeError(f"task {task_id!r} must be created inside a `with DAG(...)` block or given dag=")
     owner.check_task(task_id, options)
-    return Task(task_id=task_id, kind=kind, dag=owner, options=options, **fields)
+    created = Task(task_id=task_id, kind=kind, dag=owner, options=options, **fields)
+    arguments = [*created.args, *created.kwargs.values()]
+    created.set_upstream([upstream for value in arguments for upstream in value_references(value)])
+    return created
 
 
-def BashTask(task_id: str, command: str, *, dag: DAG | None = None, **options: Any) -> Task:  # noqa: N802
-    """A task that runs ``command`` with bash. Options as for ``@task``."""
+def BashTask(task_id: str, command: str | None = None, *, bash_command: str | None = None,  # noqa: N802
+             env: dict[str, str] | None = None, append_env: bool = False, cwd: str | None = None,
+             dag: DAG | None = None, **options: Any) -> Task:
+    """A task that runs ``command`` (or Airflow's ``bash_command=``) with bash. ``env``: the command's
+    whole environment, or with ``append_env=True`` added to the inherited one; ``cwd``: where it runs.
+    Command, env and cwd are templates (tock/templating.py); a command ending in ``.sh`` or ``.bash`` names
+    a template file next to the DAG file or in its ``template_searchpath``. Options as for ``@task``."""
+    if (command is None) == (bash_command is None):
+        raise ValueError(f"BashTask {task_id!r} takes its command once: as command or as bash_command=")
+    command = command if command is not None else bash_command
     if not isinstance(command, str) or not command.strip():
         raise ValueError(f"BashTask {task_id!r} needs a non-empty command string")
-    return _new_task(dag, task_id, "bash", TaskOptions(**options), command=command)
+    _check_bash_fields(task_id, env, append_env, cwd, options)
+    return _new_task(dag, task_id, "bash", TaskOptions(**options), command=command, env=env,
+                     append_env=append_env, cwd=cwd)
+
+
+def _check_bash_fields(task_id: str, env: Any, append_env: Any, cwd: Any, options: dict[str, Any]) -> None:
+    if env is not None and (not isinstance(env, dict) or not all(isinstance(key, str) and isinstance(value, str)
+                                                                 for key, value in env.items())):
+        raise ValueError(f"BashTask {task_id!r}: env must be a dict of strings to strings, got {env!r}")
+    if not isinstance(append_env, bool):
+        raise ValueError(f"BashTask {task_id!r}: append_env must be True or False, got {append_env!r}")
+    if cwd is not None and (not isinstance(cwd, str) or not cwd):
+        raise ValueError(f"BashTask {task_id!r}: cwd must be a non-empty string, got {cwd!r}")
+    python_only = sorted(name for name in ("templates_dict", "templates_exts") if options.get(name) is not None)
+    if python_only:
+        raise ValueError(f"BashTask {task_id!r}: {', '.join(python_only)} is for Python tasks")
 
 
 class TaskFunction:
@@ -226,12 +392,31 @@ class TaskFunction:
         self.options = options
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Inside a DAG: a new task of it (its value, when given to another task, is this task's return
+        value; a task id already taken gets ``__1``, ``__2``... as in Airflow). Outside: the function."""
         from tock.dag import current_dag
 
-        if current_dag() is None:
+        dag = current_dag()
+        if dag is None:
             return self.function(*args, **kwargs)
-        return _new_task(None, self.task_id, "python", self.options, python_callable=self.function,
-                         args=args, kwargs=kwargs)
+        return _new_task(None, _unique_id(dag, self.task_id), "python", self.options,
+                         python_callable=self.function, args=args, kwargs=kwargs)
+
+    def override(self, **changes: Any) -> TaskFunction:
+        """This task function with other options (``task_id``, ``retries``...), as Airflow's ``override``."""
+        task_id = changes.pop("task_id", self.task_id)
+        options = {item.name: getattr(self.options, item.name) for item in fields(TaskOptions)}
+        return TaskFunction(self.function, task_id, TaskOptions(**{**options, **changes}))
+
+
+def _unique_id(dag: DAG, task_id: str) -> str:
+    if task_id not in dag.tasks:
+        return task_id
+    stem = re.sub(r"__\d+$", "", task_id)
+    number = 1
+    while f"{stem}__{number}" in dag.tasks:
+        number += 1
+    return f"{stem}__{number}"
 
 
 @overload
@@ -250,7 +435,10 @@ def task(function: Callable[..., Any] | None = None, *, task_id: str | None = No
     Options: retries, retry_delay (seconds or timedelta), execution_timeout, deadline (seconds or a
     timedelta after the task instance is first queued in a run: `tock monitor` writes a
     TaskDeadlineMissed if it has not ended by then), executor ("local" | "celery" | "kubernetes"),
-    queue, pod_override ({"image", "resources"}).
+    queue, pod_override ({"image", "resources"}), multiple_outputs (a returned dict is also passed on
+    key by key; default: whether the function is annotated ``-> dict``), do_xcom_push (default True).
+    Called inside a DAG with other tasks (or their ``["key"]``) as arguments, it depends on them and
+    receives their values when it runs.
     """
     task_options = TaskOptions(**options)
 

@@ -19,6 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from projections import queries
 from projections.db import create_tables, open_engine
+from schemas.values_view import described_values
 from tock_cli import settings_of
 from tock_cli.groups import dags_app, projections_app, runs_app, schedulers_app, tasks_app
 
@@ -117,7 +118,8 @@ def tasks_history(ctx: typer.Context, dag_id: str = typer.Argument(..., help="Th
     if not rows:
         typer.echo(f"tock: no events of task {task_id} in {dag_id} / {run_id}", err=True)
         raise typer.Exit(1)
-    _show(rows, ["offset", "event_type", "try_number", "at", "payload"], as_json,
+    rows = [{**row, "values": described_values(row["event_type"], row.get("payload") or {})} for row in rows]
+    _show(rows, ["offset", "event_type", "try_number", "at", "values", "payload"], as_json,
           title=f"{dag_id} / {run_id} / {task_id}")
 
 

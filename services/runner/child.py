@@ -4,13 +4,14 @@ It leads its own process group, which the runner's group watcher kills should th
 die (infra/group_watcher.py), and starts user code with default signal dispositions and an
 empty signal mask, whoever started Tock, and with the environment the allow-list passes
 (infra/task_environment.py: ``TOCK_TASK_ENV_ALLOW``, never a TOCK_* setting) and its try's
-context (``TOCKRUN_*``). It reports an exception through a pipe as JSON and
-exits 1; any other way it ends (a segfault, os._exit, a signal) the supervisor reads from
-its exit status. The report is bounded: the error (``Type: message``) to its first ERROR_LIMIT
-characters, and the traceback to TRACEBACK_LIMIT (each line to ERROR_LIMIT, then its middle cut
-out), each with a note saying so when cut; the try's log keeps both whole. The supervisor reads
-the pipe while the child runs (supervise.py), so a report larger than the pipe's buffer never
-blocks the child.
+context (``TOCKRUN_*``). It runs the user code with the try's recorded context (task_code.py) and
+reports through a pipe, as JSON: the values the try passes on and its rendered fields when it ends,
+or an exception, and then exits 1; any other way it ends (a segfault, os._exit, a signal, a bash
+command's status) the supervisor reads from its exit status. The report is bounded: the error
+(``Type: message``) to its first ERROR_LIMIT characters, and the traceback to TRACEBACK_LIMIT (each
+line to ERROR_LIMIT, then its middle cut out), each with a note saying so when cut; the try's log
+keeps both whole. The supervisor reads the pipe while the child runs (supervise.py), so a report
+larger than the pipe's buffer never blocks the child.
 """
 
 from __future__ import annotations
@@ -21,10 +22,15 @@ import os
 import signal
 import sys
 import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import NoReturn
 
 from infra.executors.requests import TryRequest
 from infra.task_environment import TaskEnvironment
+from schemas import TaskQueued
+from services.runner.core.claim import TryKey
+from services.runner.task_code import TryProgress, TryResult, run_task_code
 
 ERROR_LIMIT = 2_000       # characters of a failed try's error (TaskFailed.error), note included
 TRACEBACK_LIMIT = 32_000  # characters of its traceback (TaskFailed.traceback), note included
@@ -33,22 +39,41 @@ TRACEBACK_LIMIT = 32_000  # characters of its traceback (TaskFailed.traceback), 
 PYTHON_IGNORES = frozenset({signal.SIGPIPE, signal.SIGXFSZ})
 
 
-def run_child(request: TryRequest, log_path: str, report_fd: int, environment: TaskEnvironment) -> NoReturn:
-    """Runs in the forked child; never returns. ``environment``: what user code may inherit."""
-    code = 1
+@dataclass(frozen=True, slots=True)
+class ChildSetup:
+    """What a child starts from besides its try: the environment user code may inherit, the limit of the
+    values a try passes on, and each try's TaskQueued (its recorded context), when the claim read it."""
+
+    environment: TaskEnvironment
+    xcom_max_bytes: int = 1 << 20
+    queued: Mapping[TryKey, TaskQueued] = field(default_factory=dict)
+
+
+def run_child(request: TryRequest, log_path: str, report_fd: int, setup: ChildSetup) -> NoReturn:
+    """Runs in the forked child; never returns. It reports the try's values (and rendered fields) when
+    the user code succeeds, the exception when it raises; a bash command's status is its exit status."""
+    code, progress = 1, TryProgress()
     try:
-        _prepare(request, log_path, environment)
+        _prepare(request, log_path, setup.environment)
         task = _find_task(request)
-        if task.kind == "bash":
-            _default_signals()  # what exec keeps (ignored signals, the mask) is bash's to start from
-            os.execve("/bin/bash", ["bash", "-c", task.command], dict(os.environ))
-        task.python_callable(*task.args, **task.kwargs)
-        code = 0
+        result = run_task_code(task, request.run_id, request.try_number, setup.queued.get(request.key),
+                               setup.xcom_max_bytes, progress)
+        code = _ended(result, report_fd)
     except BaseException as error:  # noqa: BLE001 - every failure of user code is reported
-        _report(report_fd, error)
+        _report(report_fd, error, progress.rendered_json)
     finally:
         _flush()
         os._exit(code)
+
+
+def _ended(result: TryResult, report_fd: int) -> int:
+    """Report a try that ran to its end; the child's exit code (a bash command's, or 0)."""
+    if result.signal:  # bash was killed: the child ends the same way, so the supervisor says which signal
+        _flush()
+        signal.signal(result.signal, signal.SIG_DFL)
+        os.kill(os.getpid(), result.signal)
+    _write(report_fd, {"values": result.values_json, "rendered": result.rendered_json})
+    return result.exit_code
 
 
 def _prepare(request: TryRequest, log_path: str, environment: TaskEnvironment) -> None:
@@ -90,12 +115,16 @@ def _find_task(request: TryRequest):
     raise LookupError(f"{request.dag_file} does not define DAG {request.dag_id!r}")
 
 
-def _report(report_fd: int, error: BaseException) -> None:
+def _report(report_fd: int, error: BaseException, rendered_json: str = "") -> None:
     text = _described(lambda: "".join(traceback.format_exception(error)), "(the traceback could not be formatted)")
     print(text, file=sys.stderr)
     message = _described(lambda: f"{type(error).__name__}: {error}", f"{type(error).__name__}: (unprintable)")
-    payload = json.dumps({"error": cut_to_first(message, ERROR_LIMIT), "traceback": _bounded_traceback(text)})
-    data = memoryview(payload.encode())
+    _write(report_fd, {"error": cut_to_first(message, ERROR_LIMIT), "traceback": _bounded_traceback(text),
+                       "rendered": rendered_json})
+
+
+def _write(report_fd: int, report: dict[str, str]) -> None:
+    data = memoryview(json.dumps(report).encode())
     try:
         while data:  # all of it, however long: the supervisor reads as we write
             data = data[os.write(report_fd, data):]

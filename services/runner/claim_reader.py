@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import replace
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, Message, TopicPartition
 
@@ -107,14 +108,18 @@ class ClaimReader(Closing):
         partitions = self._settings.partitions
         anchored = {key for key in own if starts[partition_for(key[0], partitions)] == OFFSET_BEGINNING}
         read: list[ClaimRead] = []
+        queued: dict[TryKey, TaskQueued] = {}  # each try's TaskQueued, its context (read from the beginning too)
         claims, waiting = Claims(pending=frozenset(own)), Every(10.0)
         while not claims.decided:
-            batch = _records(self._available(), _CLAIM_TYPES, own, {key[0].encode() for key in own.keys() - anchored})
+            batch = _records(self._available(), _CLAIM_TYPES, own, {key[0].encode() for key in own.keys() - queued})
             # Earlier batches held nothing of a try not anchored yet (its TaskQueued anchors it, and a claim
             # record before that ended this read), so the new batch alone says whether it is read too late.
             if unanchored(batch, own.keys() - anchored):
                 return None
-            anchored |= {try_key(record) for record in batch if isinstance(record, TaskQueued)}
+            for record in batch:
+                if isinstance(record, TaskQueued):
+                    queued.setdefault(try_key(record), record)
+            anchored |= queued.keys()
             read += batch
             gone = refused()
             claims = winners(read, {key: runner_id for key, runner_id in own.items() if key not in gone})
@@ -122,7 +127,7 @@ class ClaimReader(Closing):
                 log.warning("claim: still waiting to read the TaskStarted of %d tries (broker down, or an open "
                             "transaction holding the partition back?)",
                             len(claims.pending))
-        return claims, read
+        return replace(claims, queued=queued), read
 
     def kill_requests(self) -> Mapping[TryKey, str]:
         """The kill requests and deaths of the tries won by the last claim, read so far (try -> reason);

@@ -17,6 +17,7 @@ from confluent_kafka import KafkaError, Message
 
 from infra.log import KafkaEventLog, partition_for, routing_key
 from infra.settings import Settings
+from infra.topics import EVENTS_MAX_BYTES
 from schemas import DecodeError, decode, encode
 from services.runner.core.claim import TryKey
 from services.runner.every import Every
@@ -27,7 +28,8 @@ log = logging.getLogger("tock.runner")
 # The runner's producer: never drop a record; report each delivery (a handful per try), so
 # an outcome's spool file goes as soon as it is acknowledged; send at once (linger 0), so
 # the claim reads its TaskStarted back without a flush and an outcome leaves without delay.
-RUNNER_PRODUCER = {"message.timeout.ms": 0, "delivery.report.only.error": False, "linger.ms": 0}
+RUNNER_PRODUCER = {"message.timeout.ms": 0, "delivery.report.only.error": False, "linger.ms": 0,
+                   "message.max.bytes": EVENTS_MAX_BYTES}  # a success carries the try's values
 
 
 class Deliveries:

@@ -16,6 +16,7 @@ import logging
 import os
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException, Message
@@ -26,7 +27,8 @@ from infra.log import KafkaEventLog
 from infra.settings import Settings
 from infra.task_environment import TaskEnvironment
 from infra.try_paths import TryPaths
-from schemas import TaskFailed, TaskHeartbeat, TaskKilled, TaskStarted, TaskSucceeded
+from schemas import TaskFailed, TaskHeartbeat, TaskKilled, TaskQueued, TaskStarted, TaskSucceeded
+from services.runner.child import ChildSetup
 from services.runner.claim_reader import ClaimReader
 from services.runner.core.claim import Claims, TryKey
 from services.runner.delivery import RUNNER_PRODUCER, Deliveries
@@ -107,6 +109,7 @@ class _Runner:
         self.runner_ids: dict[TryKey, str] = {}
         self.requests: dict[TryKey, TryRequest] = {}
         self.unstarted: set[TryKey] = set()  # tries whose TaskStarted the broker refused
+        self.queued: Mapping[TryKey, TaskQueued] = {}  # the TaskQueued the claim read: each try's context
         self._heartbeat_trouble = Every(10.0, now=True)
 
     def run(self, tries: list[tuple[TryRequest, str]]) -> dict[TryRequest, int]:
@@ -130,6 +133,7 @@ class _Runner:
         queued_at = {key: request.queued_at for key, request in self.requests.items()}
         claims = self.clients.claims.claim(self.runner_ids, queued_at, self._refused)
         self._log_lost(claims)
+        self.queued = claims.queued
         return claims.won
 
     def _announce(self, request: TryRequest, queue: str) -> None:
@@ -180,7 +184,8 @@ class _Runner:
             supervise_all(running, self.settings.task_heartbeat_seconds,
                           lambda requests: self._heartbeat([request.key for request in requests]), ended,
                           self.clients.watcher, self.clients.claims.kill_requests,
-                          environment=TaskEnvironment.of(self.settings))
+                          setup=ChildSetup(TaskEnvironment.of(self.settings), self.settings.xcom_max_bytes,
+                                           self.queued))
         finally:
             self.clients.claims.stop_watching()
             shipping.close()
@@ -201,11 +206,12 @@ class _Runner:
 
 def _outcome_event(request: TryRequest, runner_id: str, outcome: Outcome):
     if outcome.succeeded:
-        return TaskSucceeded(**_ids(request), runner_id=runner_id, at=time.time())
+        return TaskSucceeded(**_ids(request), runner_id=runner_id, values_json=outcome.values_json,
+                             rendered_json=outcome.rendered_json, at=time.time())
     if outcome.killed:
         return TaskKilled(**_ids(request), runner_id=runner_id, reason=outcome.error, at=time.time())
     return TaskFailed(**_ids(request), runner_id=runner_id, error=outcome.error, traceback=outcome.traceback,
-                      at=time.time())
+                      rendered_json=outcome.rendered_json, at=time.time())
 
 
 def _described(outcome: Outcome) -> str:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from infra.executors.requests import TryRequest
 from infra.group_watcher import GroupWatcher
 from infra.task_environment import TaskEnvironment
-from services.runner.child import ERROR_LIMIT, cut_to_first, run_child
+from services.runner.child import ERROR_LIMIT, ChildSetup, cut_to_first, run_child
 from services.runner.core.claim import TryKey
 
 KILL_CHECK_SECONDS = 0.5  # how often, at least, the supervision looks for kill requests
@@ -39,6 +39,8 @@ class Outcome:
     error: str = ""  # for a killed try: the kill request's reason
     traceback: str = ""
     killed: bool = False  # its user code was killed as the log asked
+    values_json: str = ""    # what a succeeded try passes on (TaskSucceeded.values_json)
+    rendered_json: str = ""  # its templated fields as rendered
 
 
 def no_kill_requests() -> Mapping[TryKey, str]:
@@ -70,17 +72,16 @@ class Child:
         return True
 
 
-def start_child(request: TryRequest, log_path: str, watcher: GroupWatcher,
-                environment: TaskEnvironment) -> Child:
+def start_child(request: TryRequest, log_path: str, watcher: GroupWatcher, setup: ChildSetup) -> Child:
     """Fork the child that runs the try's user code, in a process group the watcher kills if the runner dies,
-    with the variables ``environment`` passes."""
+    with the variables ``setup.environment`` passes and the try's recorded context."""
     read_fd, write_fd = os.pipe()
     runner = os.getpid()
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
         _enter_group(watcher, runner)
-        run_child(request, log_path, write_fd, environment)
+        run_child(request, log_path, write_fd, setup)
     os.close(write_fd)
     os.set_blocking(read_fd, False)
     try:
@@ -104,7 +105,8 @@ def supervise(request: TryRequest, log_path: str, heartbeat_seconds: float, hear
     """Fork the child, heartbeat every ``heartbeat_seconds`` until it ends, and say how it ended."""
     outcomes: list[Outcome] = []
     supervise_all([(request, log_path)], heartbeat_seconds, lambda _running: heartbeat(),
-                  lambda _request, outcome: outcomes.append(outcome), environment=environment)
+                  lambda _request, outcome: outcomes.append(outcome),
+                  setup=ChildSetup(environment or TaskEnvironment.default()))
     return outcomes[0]
 
 
@@ -112,16 +114,16 @@ def supervise_all(tries: list[tuple[TryRequest, str]], heartbeat_seconds: float,
                   heartbeat: Callable[[list[TryRequest]], None],
                   ended: Callable[[TryRequest, Outcome], None], watcher: GroupWatcher | None = None,
                   kill_requests: KillRequests = no_kill_requests, *,
-                  environment: TaskEnvironment | None = None) -> None:
+                  setup: ChildSetup | None = None) -> None:
     """Fork a child per try (request, log path); every ``heartbeat_seconds`` call ``heartbeat`` with
     the tries still running, and call ``ended(request, outcome)`` as each ends. ``watcher``: one
     started earlier (a warm runner's; it stays open), else one of its own for these tries.
     ``kill_requests()``: the tries the log asks to stop (try -> reason); a try named there is killed,
-    or not started, and ends killed. ``environment``: what the user code may inherit (default: the
-    default settings' allow-list)."""
+    or not started, and ends killed. ``setup``: what the children start from (default: the default
+    settings' allow-list and limits, no recorded contexts)."""
     own_watcher = watcher is None
     supervision = _Supervision(heartbeat_seconds, heartbeat, ended, watcher or GroupWatcher.start(), kill_requests,
-                               environment or TaskEnvironment.default())
+                               setup or ChildSetup(TaskEnvironment.default()))
     # A runner told to stop takes its user code with it, then reports the tries failed.
     previous = signal.signal(signal.SIGTERM, supervision.stop)
     try:
@@ -139,9 +141,9 @@ class _Supervision:
 
     def __init__(self, heartbeat_seconds: float, heartbeat: Callable[[list[TryRequest]], None],
                  ended: Callable[[TryRequest, Outcome], None], watcher: GroupWatcher,
-                 kill_requests: KillRequests, environment: TaskEnvironment) -> None:
+                 kill_requests: KillRequests, setup: ChildSetup) -> None:
         self.every, self.heartbeat, self.ended, self.watcher = heartbeat_seconds, heartbeat, ended, watcher
-        self.kill_requests, self.environment = kill_requests, environment
+        self.kill_requests, self.setup = kill_requests, setup
         self.running: dict[int, Child] = {}  # by pidfd
         self.reporting: dict[int, Child] = {}  # by report_fd: children whose report pipe is still open
         self.stopping = False
@@ -154,7 +156,7 @@ class _Supervision:
         if reason is not None:  # asked to stop before its user code started: it never starts
             self.ended(request, Outcome(False, reason, killed=True))
             return
-        child = start_child(request, log_path, self.watcher, self.environment)
+        child = start_child(request, log_path, self.watcher, self.setup)
         self.running[child.pidfd] = child
         self.reporting[child.report_fd] = child
 
@@ -238,16 +240,17 @@ def _kill_group(pid: int) -> None:
 
 
 def _outcome(status: int, timed_out: bool, timeout: float | None, report: dict) -> Outcome:
+    rendered = str(report.get("rendered", ""))
     if timed_out:
-        return Outcome(False, f"execution timeout: still running after {timeout:g} s, killed")
+        return Outcome(False, f"execution timeout: still running after {timeout:g} s, killed", rendered_json=rendered)
     if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
-        return Outcome(True)
-    if report:
-        return Outcome(False, report.get("error", "the task failed"), report.get("traceback", ""))
+        return Outcome(True, values_json=str(report.get("values", "")), rendered_json=rendered)
+    if "error" in report:
+        return Outcome(False, report["error"], report.get("traceback", ""), rendered_json=rendered)
     if os.WIFSIGNALED(status):
         name = signal.Signals(os.WTERMSIG(status)).name
-        return Outcome(False, f"user code killed by signal {name} ({os.WTERMSIG(status)})")
-    return Outcome(False, f"user code exited with code {os.WEXITSTATUS(status)}")
+        return Outcome(False, f"user code killed by signal {name} ({os.WTERMSIG(status)})", rendered_json=rendered)
+    return Outcome(False, f"user code exited with code {os.WEXITSTATUS(status)}", rendered_json=rendered)
 
 
 def _parsed_report(data: bytes) -> dict:

@@ -63,9 +63,10 @@ def heartbeat(task_id: str, try_number: int = 1, at: float = 5.0, runner_id: str
                          at=at)
 
 
-def succeeded(task_id: str, try_number: int = 1, at: float = 6.0, runner_id: str = "r") -> TaskSucceeded:
-    return TaskSucceeded(dag_id="etl", run_id=RUN, task_id=task_id, try_number=try_number, runner_id=runner_id,
-                         at=at)
+def succeeded(task_id: str, try_number: int = 1, at: float = 6.0, runner_id: str = "r",
+              values_json: str = "", run_id: str = RUN) -> TaskSucceeded:
+    return TaskSucceeded(dag_id="etl", run_id=run_id, task_id=task_id, try_number=try_number, runner_id=runner_id,
+                         values_json=values_json, at=at)
 
 
 def failed(task_id: str, try_number: int = 1, at: float = 6.0) -> TaskFailed:

@@ -70,7 +70,8 @@ def test_task_decisions(given, expected):
 def test_queued_try_carries_executor_queue_and_owner_once():
     [event] = decide(state_of(parsed(), created()), now=7.0, policy=POLICY)
     assert event == TaskQueued(dag_id="etl", run_id=RUN, task_id="a", try_number=1, executor="local",
-                               queue="default", scheduler_id=ME, at=7.0)
+                               queue="default", scheduler_id=ME, run_type="manual", logical_date=1.0,
+                               data_interval_start=1.0, data_interval_end=1.0, at=7.0)
 
 
 def test_run_outcome_is_failed_when_a_task_failed_for_good():

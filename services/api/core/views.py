@@ -6,6 +6,7 @@ import json
 from typing import Any
 from urllib.parse import quote as url_quote
 
+from schemas.values_view import described_values
 from services.api.core.graph import Layout, label
 
 # state -> (symbol, css class). Colour is never the only cue: each state has its symbol.
@@ -72,11 +73,13 @@ def timeline(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if kind == "TaskHeartbeat" and items and items[-1]["event_type"] == "TaskHeartbeat":
             items[-1] = {**items[-1], "count": items[-1]["count"] + 1, "last_at": event["at"]}
             continue
-        items.append({**event, "count": 1, "last_at": event["at"], "details": _details(event.get("payload") or {})})
+        payload = event.get("payload") or {}
+        items.append({**event, "count": 1, "last_at": event["at"], "details": _details(payload),
+                      "values": described_values(kind, payload)})
     return items
 
 
-_QUIET = {"dag_id", "run_id", "task_id", "try_number", "at"}
+_QUIET = {"dag_id", "run_id", "task_id", "try_number", "at", "values_json", "inputs"}  # values: their own column
 
 
 def _details(payload: dict[str, Any]) -> str:

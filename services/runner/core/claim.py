@@ -40,6 +40,7 @@ class Claims:
     lost: Mapping[TryKey, str] = field(default_factory=dict)  # try -> the winner's runner id
     killed: Mapping[TryKey, str] = field(default_factory=dict)  # lost to a kill request: try -> its reason
     pending: frozenset[TryKey] = frozenset()  # nothing of the try read yet (not even our TaskStarted)
+    queued: Mapping[TryKey, TaskQueued] = field(default_factory=dict)  # each try's TaskQueued: its context
 
     @property
     def decided(self) -> bool:

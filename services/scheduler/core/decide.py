@@ -21,7 +21,6 @@ from schemas import (
     DagRunReopened,
     TaskCleared,
     TaskDeclaredDead,
-    TaskDefinition,
     TaskFailed,
     TaskKillRequested,
     TaskQueued,
@@ -59,6 +58,7 @@ from services.scheduler.core.operations import (
 )
 from services.scheduler.core.pods import failed_with_pod, pod_ended_without_outcome
 from services.scheduler.core.quarantine import Guard, decide_quarantines
+from services.scheduler.core.queuing import Previous, Queuing, no_previous, previous_success
 from services.scheduler.core.runs import decide_runs
 
 
@@ -109,15 +109,20 @@ def _decide_open_run(state: SchedulerState, run: DagRun, now: float, policy: Pol
                      dead: Collection[TryKey]) -> list[RunDecision]:
     dag, gone = state.dags.get(run.dag_id), state.removed_dags.get(run.dag_id)
     if dag is not None:
-        return decide_run(run, dag, now, policy, dead, paused=run.dag_id in state.paused)
+        return decide_run(run, dag, now, policy, dead, paused=run.dag_id in state.paused,
+                          previous=lambda: previous_success(state, dag, run))
     if gone is not None:
         return [*decide_deleted_dag_run(run, gone, now, policy, dead)]
     return []
 
 
 def decide_run(run: DagRun, dag: DagEntry, now: float, policy: Policy,
-               dead: Collection[TryKey] = (), *, paused: bool = False) -> list[RunDecision]:
-    """Walk the run's tasks in topological order, deciding each against its upstream's outcome."""
+               dead: Collection[TryKey] = (), *, paused: bool = False,
+               previous: Previous = no_previous) -> list[RunDecision]:
+    """Walk the run's tasks in topological order, deciding each against its upstream's outcome.
+    ``previous()``: the data interval of the DAG's latest successful run before this one, for the
+    context of the tries it queues (asked only when one is queued)."""
+    queuing = Queuing(run, dag, policy.scheduler_id, previous)
     view: dict[str, str] = {}
     events: list[RunDecision] = []
     if run.reopened_by is not None:
@@ -125,7 +130,7 @@ def decide_run(run: DagRun, dag: DagEntry, now: float, policy: Policy,
     for task_id in dag.order:
         instance = run.tasks.get(task_id) or TaskInstance(task_id)
         ups = [view[up] for up in dag.tasks[task_id].upstream if up in view]
-        decided, view[task_id] = _decide_task(run, dag, instance, ups, now, policy, dead, paused)
+        decided, view[task_id] = _decide_task(queuing, instance, ups, now, policy, dead, paused)
         events.extend(decided)
     events += decide_removed_tasks(run, dag, now, policy, dead)
     # A run ends when its tasks have, and no try of it (even of a removed task) still runs.
@@ -136,9 +141,10 @@ def decide_run(run: DagRun, dag: DagEntry, now: float, policy: Policy,
     return events
 
 
-def _decide_task(run: DagRun, dag: DagEntry, instance: TaskInstance, ups: list[str], now: float,
+def _decide_task(queuing: Queuing, instance: TaskInstance, ups: list[str], now: float,
                  policy: Policy, dead: Collection[TryKey], paused: bool) -> tuple[list[TaskDecision], str]:
     """(events, the instance's state once they are folded) for one task of the walk."""
+    run = queuing.run
     events: list[TaskDecision] = []
     dead_try, pod_ended = (run.dag_id, run.run_id, instance.task_id) in dead, pod_ended_without_outcome(instance)
     if dead_try or pod_ended:
@@ -154,14 +160,14 @@ def _decide_task(run: DagRun, dag: DagEntry, instance: TaskInstance, ups: list[s
         events.append(TaskCleared(dag_id=run.dag_id, run_id=run.run_id, task_id=instance.task_id,
                                   try_number=instance.try_number, request_id=instance.pending_request, at=now))
         instance = TaskInstance(instance.task_id, try_number=instance.try_number)
-    decided, state = _decide_instance(run, dag, instance, ups, now, policy, paused)
+    decided, state = _decide_instance(queuing, instance, ups, now, paused)
     return events + decided, state
 
 
-def _decide_instance(run: DagRun, dag: DagEntry, instance: TaskInstance, ups: list[str],
-                     now: float, policy: Policy, paused: bool) -> tuple[list[InstanceDecision], str]:
+def _decide_instance(queuing: Queuing, instance: TaskInstance, ups: list[str],
+                     now: float, paused: bool) -> tuple[list[InstanceDecision], str]:
     """(events, the instance's state once they are folded). A paused DAG starts no new try."""
-    task = dag.tasks[instance.task_id]
+    run, task = queuing.run, queuing.dag.tasks[instance.task_id]
     ids = {"dag_id": run.dag_id, "run_id": run.run_id, "task_id": task.task_id}
     if instance.state == NONE:
         if any(up in (FAILED, UPSTREAM_FAILED) for up in ups):
@@ -169,20 +175,14 @@ def _decide_instance(run: DagRun, dag: DagEntry, instance: TaskInstance, ups: li
         if any(up == SKIPPED for up in ups) and all(up in ENDED for up in ups):
             return [TaskSkipped(**ids, reason="an upstream task was skipped", at=now)], SKIPPED
         if all(up in (SUCCESS, REMOVED) for up in ups) and not paused:
-            return [_queued(run, instance, task, now, policy)], QUEUED
+            return [queuing.queued(instance, task, now)], QUEUED
     elif instance.state == FAILED and instance.retryable and instance.try_number <= task.retries:
         ended = instance.ended_at if instance.ended_at is not None else now
         return [TaskRetryScheduled(**ids, try_number=instance.try_number, next_try_number=instance.try_number + 1,
                                    not_before=ended + task.retry_delay, at=now)], UP_FOR_RETRY
     elif instance.state == UP_FOR_RETRY and now >= (instance.not_before or 0.0) and not paused:
-        return [_queued(run, instance, task, now, policy)], QUEUED
+        return [queuing.queued(instance, task, now)], QUEUED
     return [], instance.state
-
-
-def _queued(run: DagRun, instance: TaskInstance, task: TaskDefinition, now: float, policy: Policy) -> TaskQueued:
-    return TaskQueued(dag_id=run.dag_id, run_id=run.run_id, task_id=task.task_id,
-                      try_number=instance.try_number + 1, executor=task.executor, queue=task.queue,
-                      scheduler_id=policy.scheduler_id, at=now)
 
 
 def _still_running(run: DagRun, dead: Collection[TryKey]) -> bool:

@@ -314,6 +314,8 @@ def _ended(state: SchedulerState, event: TryEnded) -> None:
     instance, key = _current(state, event)
     if instance is not None and _from_claimant(instance, event):
         outcome = SUCCESS if isinstance(event, TaskSucceeded) else FAILED
+        if isinstance(event, TaskSucceeded):
+            instance.values_json = event.values_json  # what its downstream tries are given (context.py)
         end_try(state, state.runs[key[:2]], instance, outcome, event.at)
 
 

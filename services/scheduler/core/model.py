@@ -227,6 +227,11 @@ class FinishedRuns(MutableMapping[RunKey, DagRun]):
         found = self._runs[key]
         return found if isinstance(found, PackedRun) else PackedRun.of(found)
 
+    def of_dag(self, dag_id: str) -> Iterator[PackedRun]:
+        """The DAG's finished runs as rows, in the order they were stored (none built)."""
+        for key in self._by_dag.get(dag_id, ()):
+            yield self.packed_of(key)
+
     def count_of(self, dag_id: str) -> int:
         return len(self._by_dag.get(dag_id, ()))
 

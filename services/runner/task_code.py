@@ -1,0 +1,121 @@
+"""Running one try's user code with its context: what the child does once the DAG file is loaded.
+
+The same steps serve a runner's child and ``tock dags test`` (in one process): build the context from
+the try's TaskQueued, render the templated fields, call the ``@task`` function with its arguments
+(the upstream values its references stand for, resolved) and the context keys it names, or run the
+bash command, its last line of output kept; then the values the try passes on, encoded, bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from schemas import TaskQueued
+from tock import macros
+from tock.context import Context, build_context, context_arguments, current, resolve_references
+from tock.tasks import Task
+from tock.templating import render_template_fields, rendered_for_record
+from tock.values import RETURN_VALUE, encode_values
+
+
+@dataclass
+class TryResult:
+    """What a try of user code came to: the values it passes on (encoded) and its rendered fields."""
+
+    values_json: str = ""
+    rendered_json: str = ""
+    exit_code: int = 0  # a bash command's exit status (non-zero: the try failed)
+    signal: int = 0     # the signal that ended a bash command, if one did
+
+
+@dataclass
+class TryProgress:
+    """What is known of a try while it runs, for the report if it raises: its rendered fields."""
+
+    rendered_json: str = ""
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def run_task_code(task: Task, run_id: str, try_number: int, queued: TaskQueued | None, xcom_max_bytes: int,
+                  progress: TryProgress | None = None) -> TryResult:
+    """Run the try's user code to its end; raises what the user code raises (or a value that cannot be
+    passed on: ValueNotSerializable, ValueTooLarge, with the task named)."""
+    progress = progress or TryProgress()
+    context = build_context(task, run_id, try_number, queued, {"macros": macros, **progress.extras})
+    with current(context):
+        rendered = render_fields(task, context)
+        progress.rendered_json = rendered_for_record(rendered)
+        if task.kind == "bash":
+            return _run_bash(task, rendered, xcom_max_bytes, progress.rendered_json)
+        return _run_python(task, context, rendered, xcom_max_bytes, progress.rendered_json)
+
+
+def render_fields(task: Task, context: Context) -> dict[str, Any]:
+    """The task's templated fields as they run (tock/templating.py); a python task's ``templates_dict``
+    becomes the context's."""
+    rendered = render_template_fields(task, context)
+    if "templates_dict" in rendered:
+        context["templates_dict"] = rendered["templates_dict"]
+    return rendered
+
+
+def _run_python(task: Task, context: Context, rendered: Mapping[str, Any], xcom_max_bytes: int,
+                rendered_json: str) -> TryResult:
+    ti = context["ti"]
+    args = tuple(resolve_references(value, ti) for value in rendered["op_args"])
+    kwargs = {key: resolve_references(value, ti) for key, value in dict(rendered["op_kwargs"]).items()}
+    assert task.python_callable is not None  # a python task has its function
+    returned = task.python_callable(*args, **kwargs,
+                                    **context_arguments(task.python_callable, args, kwargs, context))
+    return TryResult(_encoded(task, _passed_on(task, returned, ti.pushed), xcom_max_bytes), rendered_json)
+
+
+def _passed_on(task: Task, returned: Any, pushed: dict[str, Any]) -> dict[str, Any]:
+    """What the try passes on: what it pushed, its return value (unless None or do_xcom_push=False) and,
+    with multiple_outputs, each key of the dict it returned."""
+    values = dict(pushed)
+    if returned is None or not task.do_xcom_push:
+        return values
+    if task.multiple_outputs:
+        if not isinstance(returned, dict) or not all(isinstance(key, str) for key in returned):
+            raise TypeError(f"task {task.task_id!r} has multiple_outputs=True but returned a "
+                            f"{type(returned).__name__}, not a dict with string keys")
+        values.update(returned)
+    values[RETURN_VALUE] = returned
+    return values
+
+
+def _encoded(task: Task, values: dict[str, Any], xcom_max_bytes: int) -> str:
+    try:
+        return encode_values(values, xcom_max_bytes)
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"task {task.task_id!r}: {error}") from None
+
+
+def _run_bash(task: Task, rendered: Mapping[str, Any], xcom_max_bytes: int, rendered_json: str) -> TryResult:
+    """Run the command with bash, its output to the try's log as it comes; its last line is its value.
+
+    Bash starts with every signal at its default and an empty mask (the child set both, and
+    ``restore_signals`` resets the two Python ignores), in the child's process group."""
+    env = rendered.get("env")
+    environment = dict(os.environ) if env is None else {**(os.environ if task.append_env else {}), **env}
+    process = subprocess.Popen(["/bin/bash", "-c", rendered["bash_command"]], stdout=subprocess.PIPE,
+                               stderr=sys.stderr.fileno(), stdin=subprocess.DEVNULL, env=environment,
+                               cwd=rendered.get("cwd"), restore_signals=True)
+    assert process.stdout is not None  # stdout=PIPE
+    last = b""
+    for line in process.stdout:
+        sys.stdout.write(line.decode(errors="replace"))
+        sys.stdout.flush()
+        last = line
+    status = process.wait()
+    if status != 0:
+        return TryResult(rendered_json=rendered_json, exit_code=max(status, 0), signal=max(-status, 0))
+    value = last.decode(errors="replace").rstrip("\n")
+    values = {RETURN_VALUE: value} if task.do_xcom_push and last else {}
+    return TryResult(_encoded(task, values, xcom_max_bytes), rendered_json)

@@ -1,0 +1,114 @@
+"""TaskFlow through the real system: values pass from task to task through the log, on the local, Celery
+and Kubernetes executors, and a scheduler killed between a success and its downstream's start loses
+no value (the value is in the success's own record; the next owner reads it from the log)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from schemas import DagRunCreated, TaskQueued, TaskStarted, TaskSucceeded, TryInput
+from tests.scenarios.celery_support import Workers
+from tests.scenarios.kube_support import Agents, kube_settings
+from tests.scenarios.scheduler_support import LogTail, Processes, create_topics, kill_hard, publish_dags, trigger
+from tock.values import decode_values
+
+pytestmark = pytest.mark.scenario
+
+TUTORIAL = '''
+import time
+from tock import DAG, task
+
+with DAG("taskflow_tutorial") as dag:
+    @task(executor="{extract_on}")
+    def extract():
+        time.sleep({extract_seconds})
+        return {{"1001": 301.27, "1002": 433.21, "1003": 502.22}}
+
+    @task(multiple_outputs=True, executor="{transform_on}")
+    def transform(order_data: dict):
+        return {{"total_order_value": round(sum(order_data.values()), 2)}}
+
+    @task(executor="{load_on}")
+    def load(total_order_value: float, ti=None, params=None):
+        return f"total {{total_order_value:.2f}} read by try {{ti.try_number}}"
+
+    load(transform(extract())["total_order_value"])
+'''
+
+TOTAL = 1236.7
+
+
+def _values(tail: LogTail, run_id: str, task_id: str) -> dict:
+    [succeeded] = tail.of_type(TaskSucceeded, run_id=run_id, task_id=task_id)
+    return decode_values(succeeded.values_json)
+
+
+def _inputs(tail: LogTail, run_id: str, task_id: str) -> list[TryInput]:
+    [queued] = tail.of_type(TaskQueued, run_id=run_id, task_id=task_id)
+    return queued.inputs
+
+
+@pytest.fixture
+def system():
+    parts: dict = {}
+    yield parts
+    for name in ("processes", "workers", "agents", "tail"):
+        if name in parts:
+            parts[name].close()
+
+
+def _dag(tmp_path, **choices) -> object:
+    path = tmp_path / "dags" / "tutorial.py"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(TUTORIAL.format(**{"extract_seconds": 0, **choices}))
+    return path
+
+
+def test_the_tutorial_passes_its_values_across_local_celery_and_kubernetes(make_settings, kube_namespace,
+                                                                           redis_url, system, tmp_path):
+    settings = kube_settings(make_settings, kube_namespace, redis_url, task_heartbeat_seconds=0.5)
+    create_topics(settings)
+    system["agents"], system["workers"] = Agents(settings, tmp_path / "nodes"), Workers(settings, tmp_path / "hosts")
+    system["processes"], system["tail"] = Processes(settings, tmp_path / "logs"), LogTail(settings)
+    system["agents"].start("node-a")
+    system["workers"].start("host-a")
+    publish_dags(settings, _dag(tmp_path, extract_on="local", transform_on="celery", load_on="kubernetes"))
+    system["processes"].scheduler("s1")
+    tail = system["tail"]
+    run_id = trigger(settings, "taskflow_tutorial")
+    assert tail.run_finished(run_id, 180).state == "success"
+    assert {event.task_id: event.executor for event in tail.of_type(TaskStarted, run_id=run_id)} == {
+        "extract": "local", "transform": "celery", "load": "kubernetes"}
+    assert _values(tail, run_id, "transform") == {"total_order_value": TOTAL,
+                                                 "return_value": {"total_order_value": TOTAL}}
+    assert _values(tail, run_id, "load") == {"return_value": f"total {TOTAL:.2f} read by try 1"}
+    # provenance: each downstream try names the upstream try whose values it read
+    [extracted] = _inputs(tail, run_id, "transform")
+    assert (extracted.task_id, extracted.try_number) == ("extract", 1)
+    assert json.loads(extracted.values_json) == json.loads(
+        tail.of_type(TaskSucceeded, run_id=run_id, task_id="extract")[0].values_json)
+    [created] = tail.of_type(DagRunCreated, run_id=run_id)
+    [queued_load] = tail.of_type(TaskQueued, run_id=run_id, task_id="load")
+    assert (queued_load.logical_date, queued_load.run_type) == (created.logical_date, "manual")
+
+
+def test_a_scheduler_killed_before_a_success_is_read_loses_no_value(make_settings, system, tmp_path):
+    settings = make_settings(task_heartbeat_seconds=0.5, scheduler_session_timeout=6)
+    create_topics(settings)
+    system["processes"], system["tail"] = Processes(settings, tmp_path / "logs"), LogTail(settings)
+    processes, tail = system["processes"], system["tail"]
+    publish_dags(settings, _dag(tmp_path, extract_on="local", transform_on="local", load_on="local",
+                                extract_seconds=3))
+    first = processes.scheduler("s1")
+    run_id = trigger(settings, "taskflow_tutorial")
+    tail.wait_for(lambda _events: tail.of_type(TaskStarted, run_id=run_id, task_id="extract"), 60, "extract to start")
+    kill_hard(first.pid)  # extract's runner outlives it; its success lands with no scheduler to read it
+    tail.wait_for(lambda _events: tail.of_type(TaskSucceeded, run_id=run_id, task_id="extract"), 60,
+                  "extract to succeed")
+    assert not tail.of_type(TaskQueued, run_id=run_id, task_id="transform")
+    processes.scheduler("s2")
+    assert tail.run_finished(run_id, 120).state == "success"
+    assert _values(tail, run_id, "load") == {"return_value": f"total {TOTAL:.2f} read by try 1"}
+    assert [item.task_id for item in _inputs(tail, run_id, "transform")] == ["extract"]
