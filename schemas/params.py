@@ -40,8 +40,14 @@ def specs(params_json: str) -> list[ParamSpec]:
     loaded = json.loads(params_json or "{}")
     if isinstance(loaded, dict):
         return [ParamSpec(str(name), {}, None, True, value) for name, value in loaded.items()]
-    return [ParamSpec(str(item["name"]), dict(item.get("schema") or {}), item.get("description"),
-                      "default" in item, item.get("default")) for item in loaded]
+    items = loaded if isinstance(loaded, list) else []  # (anything else was never written: no params)
+    return [ParamSpec(str(item["name"]), _object(item.get("schema")), item.get("description"),
+                      "default" in item, item.get("default"))
+            for item in items if isinstance(item, dict) and "name" in item]
+
+
+def _object(schema: Any) -> dict[str, Any]:
+    return dict(schema) if isinstance(schema, dict) else {}
 
 
 def to_json(params: Iterable[ParamSpec]) -> str:

@@ -189,6 +189,11 @@ def test_old_definitions_with_plain_values_are_params_with_those_defaults_and_no
     assert for_task("", "", "") == {}
 
 
+@pytest.mark.parametrize("params_json", ["null", "3", '["x", {"no": "name"}]'])
+def test_a_params_json_never_written_reads_as_no_params(params_json):
+    assert specs(params_json) == [] and problems(params_json, "{}") == []
+
+
 def test_for_task_merges_dag_then_task_then_conf():
     task_params = to_json([ParamSpec("x", {"type": "integer"}, None, True, 9), ParamSpec("t", {}, None, True, 1)])
     assert for_task(DAG_PARAMS, task_params, "{}") == {"x": 9, "who": None, "free": "d", "t": 1}
