@@ -139,8 +139,10 @@ def run_projector(settings: Settings, stop: threading.Event, *, limits: BatchLim
     limits = limits or BatchLimits(records=settings.projector_batch)
     engine = open_engine(settings)
     try:
-        create_tables(engine)
-        problems = schema_problems(engine)
+        try:  # a database away at start-up is waited for, as one away later is (not a reason to exit)
+            problems = retry_outages(lambda: _prepared(engine), stop)
+        except Stopped:
+            return 0
         if problems:
             raise RuntimeError("the projection tables differ from this version's ("
                                + "; ".join(problems) + "); run `tock projections rebuild`")
@@ -149,3 +151,9 @@ def run_projector(settings: Settings, stop: threading.Event, *, limits: BatchLim
         return projector.applied
     finally:
         engine.dispose()
+
+
+def _prepared(engine: Engine) -> list[str]:
+    """Create the missing tables; how the existing ones differ from this version's."""
+    create_tables(engine)
+    return schema_problems(engine)

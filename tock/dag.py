@@ -204,6 +204,26 @@ class DAG:
             finished_runs_kept=self.finished_runs_kept,
         )
 
+    def test(self, run_after: datetime | None = None, logical_date: datetime | None = None,
+             run_conf: dict[str, Any] | None = None, conn_file_path: str | None = None,
+             variable_file_path: str | None = None, use_executor: bool = False,
+             mark_success_pattern: Any = None) -> Any:
+        """Run the DAG once, here, to its end, and return the run (``.state``, ``.task_instances``,
+        ``.task_instance(task_id).return_value``): Airflow's ``dag.test()``, with the scheduler's own
+        core deciding and each try run in this process with its recorded context (tock_cli/local_run.py).
+        Progress goes to standard output. ``use_executor`` and ``mark_success_pattern`` are not offered."""
+        if use_executor or mark_success_pattern is not None:
+            raise NotImplementedError("dag.test(): Tock runs every try in this process; use_executor and "
+                                      "mark_success_pattern are not offered")
+        if conn_file_path is not None or variable_file_path is not None:
+            raise NotImplementedError("dag.test(): conn_file_path and variable_file_path are not offered yet; "
+                                      "set TOCK_CONN_<ID> / TOCK_VAR_<KEY> in the environment")
+        from tock_cli.local_run import run_dag
+
+        moment = logical_date or run_after
+        return run_dag(self, logical_date=None if moment is None else _utc(moment), conf=run_conf,
+                       report=lambda line: print(line, flush=True))
+
     def __repr__(self) -> str:
         return f"<DAG {self.dag_id} ({len(self.tasks)} tasks)>"
 

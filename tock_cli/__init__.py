@@ -37,6 +37,7 @@ COMMAND_MODULES = [
     "tock_cli.executor_commands",
     "tock_cli.node_agent_commands",
     "tock_cli.user_commands",
+    "tock_cli.local_commands",
 ]
 
 
@@ -46,7 +47,7 @@ COMMAND_MODULES = [
 # modules add lists them all, so `tock dags --help` shows each. Anything else (`tock --help`, a
 # typo) registers every module. tests/unit/test_cli_commands.py checks this table against them.
 _GROUPS = ["tock_cli.groups", "tock_cli.query_commands", "tock_cli.scheduler_commands",
-           "tock_cli.operator_commands", "tock_cli.backfill_commands"]
+           "tock_cli.operator_commands", "tock_cli.backfill_commands", "tock_cli.local_commands"]
 COMMANDS: dict[str, list[str]] = {
     "broker": ["tock_cli.infra_commands"],
     "topics": ["tock_cli.infra_commands"],

@@ -98,14 +98,15 @@ def _encoded(task: Task, values: dict[str, Any], xcom_max_bytes: int) -> str:
 
 
 def _run_bash(task: Task, rendered: Mapping[str, Any], xcom_max_bytes: int, rendered_json: str) -> TryResult:
-    """Run the command with bash, its output to the try's log as it comes; its last line is its value.
+    """Run the command with bash, its output (stderr merged into stdout, as Airflow's BashOperator does) to
+    the try's log as it comes; its last line is its value.
 
     Bash starts with every signal at its default and an empty mask (the child set both, and
     ``restore_signals`` resets the two Python ignores), in the child's process group."""
     env = rendered.get("env")
     environment = dict(os.environ) if env is None else {**(os.environ if task.append_env else {}), **env}
     process = subprocess.Popen(["/bin/bash", "-c", rendered["bash_command"]], stdout=subprocess.PIPE,
-                               stderr=sys.stderr.fileno(), stdin=subprocess.DEVNULL, env=environment,
+                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=environment,
                                cwd=rendered.get("cwd"), restore_signals=True)
     assert process.stdout is not None  # stdout=PIPE
     last = b""

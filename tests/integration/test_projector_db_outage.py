@@ -56,3 +56,24 @@ def test_a_database_outage_advances_nothing_and_is_caught_up(postgres_settings):
                  what="the projector to catch up after the outage")
     assert verify(postgres_settings, engine) == []
     engine.dispose()
+
+
+def test_a_projector_started_while_the_database_is_away_waits_for_it(postgres_settings):
+    # The 30-minute soak restarted the projector during a PostgreSQL restart: it exited 1 at start-up
+    # ("connection refused" from creating its tables) where it waits for the database once running.
+    events = many_runs(20)
+    produce(postgres_settings, events)
+    _postgres("stop")
+    try:
+        projector = ProjectorThread(postgres_settings, records=500).__enter__()
+        time.sleep(5)  # the outage it must outlast (it retries with backoff meanwhile)
+        assert projector.thread.is_alive(), "the projector ended while the database was away"
+    finally:
+        _postgres("start")
+    engine = open_engine(postgres_settings)
+    try:
+        wait_for(lambda: offsets_reached(engine, log_end(postgres_settings)), timeout=90,
+                 what="the projector to start projecting once the database is back")
+    finally:
+        projector.__exit__(None, None, None)
+        engine.dispose()

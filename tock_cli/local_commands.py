@@ -1,0 +1,170 @@
+"""``tock dags test`` and ``tock tasks test``: a DAG, or one task, run here, with no broker or service."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from tock_cli import settings_of
+from tock_cli.groups import dags_app, tasks_app
+
+
+def register(_app: typer.Typer) -> None:
+    """The commands are on the groups (``dags_app``, ``tasks_app``), added when this module is imported."""
+
+
+FILE_OPTION = typer.Option(None, "--file", "-f", help="The DAG file (default: look through TOCK_DAGS_FOLDER).")
+CONF_OPTION = typer.Option("{}", "--conf", "-c", help="The run's conf, a JSON object.")
+DATE_ARGUMENT = typer.Argument(None, help="The run's logical date, ISO 8601 (a date or a date and time; "
+                                          "no zone = UTC). Default: now.")
+
+
+@dags_app.command("test")
+def dags_test(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The DAG."),
+              logical_date: str | None = DATE_ARGUMENT, conf: str = CONF_OPTION, file: Path | None = FILE_OPTION,
+              as_json: bool = typer.Option(False, "--json", help="Print the run's state and every task "
+                                                                 "instance (task id, map index, state, values) "
+                                                                 "as JSON; task output goes to stderr.")) -> None:
+    """Run DAG_ID once, here, to its end, as `airflow dags test` does: no broker, no service; the
+    scheduler's own core decides, each task runs in this process with the context its TaskQueued
+    records. Prints each task's state, output and values. Exit 0 when the run succeeds, 1 when not."""
+    from tock_cli.local_run import run_dag
+
+    dag = _dag(ctx, dag_id, file)
+    settings = settings_of(ctx)
+    out = sys.stderr if as_json else sys.stdout
+    with contextlib.redirect_stdout(out):
+        result = run_dag(dag, logical_date=_logical_date(logical_date), conf=_conf(conf),
+                         xcom_max_bytes=settings.xcom_max_bytes, report=lambda line: print(line, flush=True))
+    if as_json:
+        typer.echo(json.dumps(result.as_json(), indent=2, sort_keys=True))
+    else:
+        for instance in result.task_instances:
+            typer.echo(f"{instance.task_id}: {instance.state} (try {instance.try_number})"
+                       + (f" · {instance.values_json}" if instance.values_json else ""))
+        typer.echo(f"run {result.run_id}: {result.state}")
+    raise typer.Exit(0 if result.state == "success" else 1)
+
+
+@tasks_app.command("test")
+def tasks_test(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The DAG."),
+               task_id: str = typer.Argument(..., help="The task."), logical_date: str | None = DATE_ARGUMENT,
+               conf: str = CONF_OPTION, file: Path | None = FILE_OPTION,
+               replay: str | None = typer.Option(None, "--replay", metavar="RUN_ID",
+                                                 help="Run it with exactly the context its try in RUN_ID was "
+                                                      "queued with (its TaskQueued, from the projections: "
+                                                      "dates, conf, params, upstream values)."),
+               try_number: int | None = typer.Option(None, "--try", help="With --replay: which try "
+                                                                          "(default: the latest).")) -> None:
+    """Run one task of DAG_ID here, alone (no upstream task runs; with --replay its upstream values are
+    those its try read), and print its state and values. Exit 0 when it succeeds, 1 when not."""
+    from services.runner.task_code import TryProgress, run_task_code
+
+    dag = _dag(ctx, dag_id, file)
+    if task_id not in dag.tasks:
+        typer.echo(f"tock tasks test: DAG {dag_id!r} has no task {task_id!r} (it has {', '.join(sorted(dag.tasks))})",
+                   err=True)
+        raise typer.Exit(2)
+    queued = _replayed(ctx, dag_id, replay, task_id, try_number) if replay else \
+        _fresh(dag, task_id, _logical_date(logical_date), _conf(conf))
+    progress = TryProgress()
+    try:
+        result = run_task_code(dag.tasks[task_id], queued.run_id, queued.try_number, queued,
+                               settings_of(ctx).xcom_max_bytes, progress)
+    except Exception as error:  # noqa: BLE001 - the task's failure, reported as the runner would
+        import traceback
+
+        traceback.print_exception(error)
+        typer.echo(f"{task_id}: failed: {type(error).__name__}: {error}")
+        raise typer.Exit(1) from None
+    failed = result.exit_code or result.signal
+    typer.echo(f"{task_id}: {'failed' if failed else 'success'}" + (f" · {result.values_json}"
+                                                                  if result.values_json else ""))
+    raise typer.Exit(1 if failed else 0)
+
+
+def _fresh(dag, task_id: str, logical_date: float | None, conf: dict[str, Any]):
+    from schemas import TaskQueued
+    from schemas import params as dag_params
+
+    moment = time.time() if logical_date is None else logical_date
+    definition = dag.to_definition(dag.fileloc or "<dag>")
+    task = next(task for task in definition.tasks if task.task_id == task_id)
+    params = dag_params.for_task(definition.params_json, task.params_json, json.dumps(conf))
+    return TaskQueued(dag_id=dag.dag_id, run_id=f"test__{datetime.fromtimestamp(moment, UTC).isoformat()}",
+                      task_id=task_id, try_number=1, executor="local", queue="default", scheduler_id="tasks-test",
+                      run_type="manual", logical_date=moment, data_interval_start=moment, data_interval_end=moment,
+                      conf_json=json.dumps(conf), params_json=json.dumps(params, default=repr), at=time.time())
+
+
+def _replayed(ctx: typer.Context, dag_id: str, run_id: str, task_id: str, try_number: int | None):
+    from projections import queries
+    from projections.db import create_tables, open_engine
+    from schemas import TaskQueued, TryInput
+
+    engine = open_engine(settings_of(ctx))
+    try:
+        create_tables(engine)
+        rows = [row for row in queries.task_history(engine, dag_id, run_id, task_id, limit=100_000)
+                if row["event_type"] == "TaskQueued" and (try_number is None or row["try_number"] == try_number)]
+    finally:
+        engine.dispose()
+    if not rows:
+        which = f"try {try_number}" if try_number is not None else "any try"
+        typer.echo(f"tock tasks test: no TaskQueued of {which} of {dag_id} / {run_id} / {task_id} in the "
+                   "projections (see `tock tasks history`)", err=True)
+        raise typer.Exit(2)
+    payload = dict(rows[-1]["payload"])
+    payload["inputs"] = [TryInput(**item) for item in payload.get("inputs") or []]
+    known = set(TaskQueued.__dataclass_fields__)
+    return TaskQueued(**{name: value for name, value in payload.items() if name in known})
+
+
+def _dag(ctx: typer.Context, dag_id: str, file: Path | None):
+    from tock import load_dags
+
+    files = [file] if file is not None else sorted(settings_of(ctx).resolved_dags_folder.rglob("*.py"))
+    problems: list[str] = []
+    for path in files:
+        try:
+            found = {dag.dag_id: dag for dag in load_dags(path)}
+        except Exception as error:  # noqa: BLE001 - another file's error is reported only if the DAG is not found
+            problems.append(f"{path}: {type(error).__name__}: {error}")
+            continue
+        if dag_id in found:
+            return found[dag_id]
+    where = str(file) if file is not None else f"the DAGs folder {settings_of(ctx).resolved_dags_folder}"
+    typer.echo(f"tock: no DAG {dag_id!r} in {where}" + "".join(f"\n  (could not load {problem})"
+                                                             for problem in problems), err=True)
+    raise typer.Exit(2)
+
+
+def _logical_date(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        typer.echo(f"tock: the logical date {text!r} is not ISO 8601 (e.g. 2026-12-01 or 2026-12-01T06:00:00+01:00)",
+                   err=True)
+        raise typer.Exit(2) from None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
+def _conf(text: str) -> dict[str, Any]:
+    try:
+        conf = json.loads(text)
+    except ValueError as error:
+        typer.echo(f"tock: --conf must be a JSON object ({error})", err=True)
+        raise typer.Exit(2) from None
+    if not isinstance(conf, dict):
+        typer.echo(f"tock: --conf must be a JSON object, not {type(conf).__name__}", err=True)
+        raise typer.Exit(2)
+    return conf

@@ -1,0 +1,162 @@
+"""One run of a DAG in this process, with no broker and no service: ``tock dags test`` and ``dag.test()``.
+
+The scheduler's own core decides (``evolve`` / ``decide``, the same rules as a live scheduler), over a
+log kept in memory: the DAG is parsed, a manual run is triggered, each try the core queues runs here,
+in this process, with the context its TaskQueued records (``services/runner/task_code.py``, as the
+runner's child does), and its outcome is folded. The clock is the core's argument, so a retry's delay
+is skipped rather than waited out. What is not the same as a live run: tries run one at a time, in
+this process (no execution timeout, no heartbeats, no executor: every task runs here, whatever its
+executor); the log is not written anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from schemas import (
+    DagParsed,
+    DagRunFinished,
+    Event,
+    TaskFailed,
+    TaskQueued,
+    TaskStarted,
+    TaskSucceeded,
+    TriggerDagRun,
+)
+from schemas.runs import manual_run_id
+from services.runner.task_code import TryProgress, run_task_code
+from services.scheduler.core import Policy, SchedulerState, decide, evolve
+from tock.dag import DAG, fingerprint
+from tock.values import decode_values
+
+RUNNER = "local-run"
+MOST_TURNS = 100_000  # decisions of one run at most (a DAG that never ends is a bug to report, not to spin on)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskInstanceResult:
+    """One task instance at the end of a local run."""
+
+    task_id: str
+    state: str
+    try_number: int
+    map_index: int = -1
+    values_json: str = ""
+    error: str = ""
+
+    @property
+    def values(self) -> dict[str, Any]:
+        return decode_values(self.values_json)
+
+    @property
+    def return_value(self) -> Any:
+        return self.values.get("return_value")
+
+
+@dataclass
+class LocalRun:
+    """A DAG run made in this process: its state and every task instance's."""
+
+    dag_id: str
+    run_id: str
+    state: str = "running"
+    task_instances: list[TaskInstanceResult] = field(default_factory=list)
+    log: list[Event] = field(default_factory=list)  # every event, in the order it was folded
+
+    def task_instance(self, task_id: str) -> TaskInstanceResult:
+        return next(instance for instance in self.task_instances if instance.task_id == task_id)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"dag_id": self.dag_id, "run_id": self.run_id, "state": self.state,
+                "task_instances": [{"task_id": item.task_id, "map_index": item.map_index, "state": item.state,
+                                    "try_number": item.try_number,
+                                    "values": json.loads(item.values_json) if item.values_json else {},
+                                    "error": item.error} for item in self.task_instances]}
+
+
+Report = Callable[[str], None]  # a line for people: what happens, as it happens
+
+
+def run_dag(dag: DAG, *, logical_date: float | None = None, conf: dict[str, Any] | None = None,
+            xcom_max_bytes: int = 1 << 20, report: Report = lambda _line: None) -> LocalRun:
+    """Run ``dag`` once to its end, here; the run's outcome with every task instance's."""
+    now = time.time()
+    definition = replace(dag.to_definition(dag.fileloc or "<dag>"), schedule=None)  # one manual run, nothing else
+    request_id = uuid.uuid4().hex
+    local = LocalRun(dag.dag_id, manual_run_id(request_id))
+    state, policy = SchedulerState(), Policy(scheduler_id=RUNNER, heartbeat_timeout=float("inf"))
+    _fold(state, local, [DagParsed(dag_id=dag.dag_id, file_path=definition.file_path,
+                                   fingerprint=fingerprint(definition), definition=definition, at=now),
+                         TriggerDagRun(dag_id=dag.dag_id, request_id=request_id, conf_json=json.dumps(conf or {}),
+                                       logical_date=logical_date, requested_by="tock dags test", at=now)])
+    for _turn in range(MOST_TURNS):
+        decided = decide(state, now, policy)
+        _fold(state, local, decided)
+        for queued in [event for event in decided if isinstance(event, TaskQueued)]:
+            _fold(state, local, _run_try(dag, queued, xcom_max_bytes, report))
+        finished = [event for event in decided if isinstance(event, DagRunFinished) and event.run_id == local.run_id]
+        if finished:
+            return _ended(local, finished[0].state, state)
+        if not decided:
+            wake = _next_retry(state)
+            if wake is None:
+                return _ended(local, "stuck", state)
+            now = max(now, wake)
+    return _ended(local, "stuck", state)
+
+
+def _fold(state: SchedulerState, local: LocalRun, events: list[Any]) -> None:
+    for event in events:
+        local.log.append(event)
+        evolve(state, event)
+
+
+def _run_try(dag: DAG, queued: TaskQueued, xcom_max_bytes: int, report: Report) -> list[Any]:
+    """The try's user code, here: its TaskStarted and its outcome."""
+    ids = {"dag_id": queued.dag_id, "run_id": queued.run_id, "task_id": queued.task_id,
+           "try_number": queued.try_number}
+    started = TaskStarted(**ids, runner_id=RUNNER, hostname="localhost", pid=0, executor="local", at=time.time())
+    report(f"[{queued.task_id}] try {queued.try_number}: running")
+    progress = TryProgress()
+    try:
+        result = run_task_code(dag.tasks[queued.task_id], queued.run_id, queued.try_number, queued, xcom_max_bytes,
+                               progress)
+    except Exception as error:  # noqa: BLE001 - the try fails, as a runner would report it
+        report(f"[{queued.task_id}] try {queued.try_number}: failed\n{''.join(traceback.format_exception(error))}")
+        return [started, TaskFailed(**ids, runner_id=RUNNER, error=f"{type(error).__name__}: {error}",
+                                    traceback="".join(traceback.format_exception(error)),
+                                    rendered_json=progress.rendered_json, at=time.time())]
+    if result.exit_code or result.signal:
+        why = f"user code exited with code {result.exit_code}" if result.exit_code else \
+            f"user code killed by signal {result.signal}"
+        report(f"[{queued.task_id}] try {queued.try_number}: failed: {why}")
+        return [started, TaskFailed(**ids, runner_id=RUNNER, error=why, rendered_json=result.rendered_json,
+                                    at=time.time())]
+    shown = f" · values {result.values_json}" if result.values_json else ""
+    report(f"[{queued.task_id}] try {queued.try_number}: success{shown}")
+    return [started, TaskSucceeded(**ids, runner_id=RUNNER, values_json=result.values_json,
+                                   rendered_json=result.rendered_json, at=time.time())]
+
+
+def _next_retry(state: SchedulerState) -> float | None:
+    waits = [instance.not_before for key in state.waiting if (instance := state.instance(key)) is not None
+             and instance.not_before is not None]
+    return min(waits, default=None)
+
+
+def _ended(local: LocalRun, outcome: str, state: SchedulerState) -> LocalRun:
+    local.state = outcome
+    run = state.runs.get((local.dag_id, local.run_id)) or state.finished.get((local.dag_id, local.run_id))
+    errors = {event.task_id: event.error for event in local.log if isinstance(event, TaskFailed)}
+    entry = state.dags.get(local.dag_id)
+    if run is not None and entry is not None:  # in the DAG's order: every task after its upstream
+        local.task_instances = [TaskInstanceResult(task_id, instance.state, instance.try_number,
+                                                   values_json=instance.values_json, error=errors.get(task_id, ""))
+                                for task_id in entry.order if (instance := run.tasks.get(task_id)) is not None]
+    return local
