@@ -6,7 +6,7 @@ from tock import DAG, BashTask, Param
 with DAG("example_params", tags=["example"], params={
     "count": Param(3, type="integer", minimum=1, maximum=10, title="How many", description="lines to print"),
     "greeting": Param("hello", type="string", enum=["hello", "bonjour", "hola"]),
-    "who": Param(type="string", minLength=2, description="whom to greet (required)"),
+    "who": Param("world", type="string", minLength=2, description="whom to greet"),
     "shout": Param(False, type="boolean"),
     "options": Param({"colour": "blue"}, type="object"),
 }) as dag:

@@ -149,6 +149,7 @@ def _trigger_with_params(driver, base: str, shots) -> None:
     Select(driver.find_element(By.NAME, "param.greeting")).select_by_visible_text("hola")
     count.clear()
     count.send_keys("eleven")
+    who.clear()
     who.send_keys("ada")
     driver.find_element(By.NAME, "logical_date").send_keys("2024-01-31T06:00:00+00:00")
     driver.find_element(By.ID, "confirm").click()

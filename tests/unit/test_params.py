@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -253,3 +256,16 @@ def test_a_posted_form_makes_the_conf_and_keeps_what_could_not_be_read():
     again = {field.name: field.text for field in trigger_form.fields(FORM_PARAMS, posted)}
     assert again["n"] == "abc" and again["cfg"] == "{bad"  # shown again as typed
     assert trigger_form.conf_from(FORM_PARAMS, {}, "[1]")[1][""] == ["the conf must be a JSON object"]
+
+
+# -- tock dags test / tasks test --------------------------------------------------------------
+
+@pytest.mark.parametrize("command", [["dags", "test", "example_params"], ["tasks", "test", "example_params", "greet"]])
+def test_local_runs_refuse_a_conf_the_params_refuse(command, tmp_path):
+    example = Path(__file__).resolve().parents[2] / "examples" / "dags" / "params.py"
+    done = subprocess.run([sys.executable, "-m", "tock_cli", *command, "--file", str(example), "--conf",
+                           json.dumps({"count": "abc"})], capture_output=True, text=True, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "TOCK_HOME": str(tmp_path),
+                               "PYTHONPATH": str(example.parents[2])})
+    assert done.returncode == 2, done.stderr
+    assert "param 'count': 'abc' is not of type 'integer'" in done.stderr
