@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from projections.records import Key, Record, Row, as_json, logical_topic
 from schemas import DAGS, DagParsed, DagRemoved, PauseDag
+from schemas import params as param_rules
 
 TABLE = "dag"
 
@@ -18,7 +19,7 @@ def empty(dag_id: str) -> Row:
     return {"dag_id": dag_id, "file_path": None, "fingerprint": None, "schedule": None,
             "start_date": None, "timezone": "UTC", "end_date": None, "catchup": None, "max_active_runs": None,
             "deadline": None,
-            "tags_json": "[]", "tasks_json": "[]", "parsed_at": None, "removed_at": None,
+            "tags_json": "[]", "tasks_json": "[]", "params_json": "[]", "parsed_at": None, "removed_at": None,
             "is_active": False, "is_paused": False, "paused_at": None}
 
 
@@ -56,7 +57,14 @@ def _parsed(row: Row, event: DagParsed) -> Row:
             "timezone": definition.timezone, "end_date": definition.end_date,
             "catchup": definition.catchup, "max_active_runs": definition.max_active_runs,
             "deadline": definition.deadline, "tags_json": as_json(definition.tags),
-            "tasks_json": as_json(tasks), "parsed_at": max(event.at, row["parsed_at"] or event.at)}
+            "tasks_json": as_json(tasks), "params_json": _params_json(definition.params_json),
+            "parsed_at": max(event.at, row["parsed_at"] or event.at)}
+
+
+def _params_json(params_json: str) -> str:
+    """The DAG's params in the array format whichever its definition used (schemas/params.py): what the
+    API, the CLI and the trigger form check a conf against."""
+    return param_rules.to_json(param_rules.specs(params_json))
 
 
 def _removed(row: Row, at: float, file_path: str | None) -> Row:

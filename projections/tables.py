@@ -43,7 +43,7 @@ def _specs() -> dict[str, tuple[tuple[str, ...], list[Column]]]:
         "dag": (("dag_id",), [*_strings("dag_id", "file_path", "fingerprint", "schedule", "timezone"),
                               *_floats("start_date", "end_date", "deadline", "parsed_at", "removed_at", "paused_at"),
                               Column("catchup", Boolean), Column("max_active_runs", Integer),
-                              Column("tags_json", Text), Column("tasks_json", Text),
+                              Column("tags_json", Text), Column("tasks_json", Text), Column("params_json", Text),
                               Column("is_active", Boolean), Column("is_paused", Boolean)]),
         "dag_run": (("dag_id", "run_id"), [*_strings("dag_id", "run_id", "state", "run_type",
                                                       "dag_fingerprint", "scheduler_id"),

@@ -154,7 +154,7 @@ def build_context(task: Task, run_id: str, try_number: int, queued: TaskQueued |
     context = Context(dag=dag, task=task, ti=ti, task_instance=ti, run_id=run_id, dag_run=run,
                       logical_date=logical_date, data_interval_start=run.data_interval_start,
                       data_interval_end=run.data_interval_end,
-                      params=_json_object(queued.params_json) if queued else dict(dag.params),
+                      params=_json_object(queued.params_json) if queued else _unrecorded_params(task),
                       prev_data_interval_start_success=_moment(queued.prev_data_interval_start_success)
                       if queued else None,
                       prev_data_interval_end_success=_moment(queued.prev_data_interval_end_success)
@@ -163,6 +163,15 @@ def build_context(task: Task, run_id: str, try_number: int, queued: TaskQueued |
     context.update(_date_keys(logical_date, dag.dag_id, task.task_id))
     context.update(extras or {})
     return context
+
+
+def _unrecorded_params(task: Task) -> dict[str, Any]:
+    """With no TaskQueued: the DAG's params' defaults, the task's over them (a param with none is None)."""
+    from schemas import params as rules
+    from tock.params import params_of, to_params_json
+
+    own = to_params_json(params_of(task.options.params, "params"))
+    return rules.for_task(task.dag.params_json, own, "{}")
 
 
 def _date_keys(logical_date: datetime | None, dag_id: str, task_id: str) -> dict[str, Any]:

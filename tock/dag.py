@@ -15,6 +15,7 @@ from typing import Any, NoReturn, TypeVar
 from schemas import schedule as cron
 from schemas.dags import DagDefinition, TaskDefinition
 from tock.deadline import Deadline, deadline_of
+from tock.params import ParamsDict, definition_problems, params_of, to_params_json
 from tock.tasks import ID_PATTERN, Task, TaskOptions, seconds_of
 from tock.templating import TemplateOptions
 
@@ -69,7 +70,7 @@ class DAG:
     def __init__(self, dag_id: str, schedule: str | None = None, start_date: datetime | date | None = None,
                  catchup: bool = False, max_active_runs: int = 16, retries: int = 0,
                  retry_delay: float | timedelta = 300, deadline: float | timedelta | Deadline | None = None,
-                 tags: tuple[str, ...] | list[str] = (), params: dict[str, Any] | None = None,
+                 tags: tuple[str, ...] | list[str] = (), params: dict[str, Any] | ParamsDict | None = None,
                  on_failure: str | None = None, on_deadline_missed: str | None = None,
                  finished_runs_kept: int | None = None,
                  template_searchpath: str | Iterable[str] | None = None,
@@ -137,14 +138,17 @@ class DAG:
             self._fail(f"end_date {_iso(self.end_date)} is before start_date {_iso(self.start_date)}")
 
     def _set_more_fields(self, retry_delay: float | timedelta, deadline: float | timedelta | Deadline | None,
-                         tags: tuple[str, ...] | list[str], params: dict[str, Any] | None) -> None:
+                         tags: tuple[str, ...] | list[str], params: dict[str, Any] | ParamsDict | None) -> None:
         self.retry_delay: float = self._guard(lambda: _seconds(retry_delay, "retry_delay"))
         self.deadline, self.deadline_from = self._guard(lambda: deadline_of(deadline))
         if isinstance(tags, str) or not all(isinstance(tag, str) for tag in tags):
             self._fail(f"tags must be a list of strings, got {tags!r}")
         self.tags = tuple(tags)
-        self.params = dict(params or {})
-        self.params_json = self._guard(lambda: json.dumps(self.params, sort_keys=True))
+        self.params = self._guard(lambda: params_of(params, "params"))
+        problems = definition_problems(self.params, scheduled=self.schedule is not None)
+        if problems:
+            self._fail("; ".join(problems))
+        self.params_json = self._guard(lambda: to_params_json(self.params))
 
     def _callback(self, target: str | None, name: str) -> str | None:
         """A callback is a webhook URL (http or https) that `tock monitor` POSTs a JSON object to, or
@@ -249,6 +253,7 @@ def _task_definition(task: Task) -> TaskDefinition:
         retries=task.retries, retry_delay=task.retry_delay, execution_timeout=task.execution_timeout,
         deadline=task.deadline, executor=task.executor, queue=task.queue,
         pod_override_json=task.options.pod_override_json(),
+        params_json=to_params_json(params_of(task.options.params, "params")),
     )
 
 

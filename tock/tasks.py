@@ -56,6 +56,7 @@ class TaskOptions:
     # task as ``templates_dict``; file extensions whose strings in templated fields name template files.
     templates_dict: dict[str, Any] | None = None
     templates_exts: tuple[str, ...] | list[str] | None = None
+    params: dict[str, Any] | None = None  # the task's own params (values or tock.Param), over the DAG's
 
     def problems(self) -> list[str]:
         """What is wrong with these options, in words (empty when valid)."""
@@ -78,10 +79,22 @@ class TaskOptions:
                 found.append(f"{name} must be True or False, got {getattr(self, name)!r}")
         found.extend(_pod_override_problems(self.pod_override))
         found.extend(_template_option_problems(self.templates_dict, self.templates_exts))
+        found.extend(_params_problems(self.params))
         return found
 
     def pod_override_json(self) -> str | None:
         return None if self.pod_override is None else json.dumps(self.pod_override, sort_keys=True)
+
+
+def _params_problems(params: Any) -> list[str]:
+    from tock.params import definition_problems, params_of, to_params_json
+
+    try:
+        checked = params_of(params, "params")
+        to_params_json(checked)
+    except (TypeError, ValueError) as error:
+        return [str(error)]
+    return definition_problems(checked, scheduled=False)
 
 
 def _pod_override_problems(pod_override: Any) -> list[str]:

@@ -49,7 +49,9 @@ def dags_backfill(ctx: typer.Context, dag_id: str = typer.Argument(..., help="Th
                               f"({targets.iso(start_date)})", code=2)
     conf_json = _conf_json(conf)
     with tables(ctx, "dags backfill") as engine:
-        targets.backfill_range(targets.known_dag(engine, dag_id, active=True), start_date, end_date)
+        dag = targets.known_dag(engine, dag_id, active=True)
+        targets.backfill_range(dag, start_date, end_date)
+        _conf_fits(dag, conf_json)
     event = RequestBackfill(dag_id=dag_id, request_id=request_id, start_date=start_date, end_date=end_date,
                             reprocess_failed=reprocess_failed, conf_json=conf_json, requested_by=REQUESTED_BY,
                             at=time.time())
@@ -57,6 +59,13 @@ def dags_backfill(ctx: typer.Context, dag_id: str = typer.Argument(..., help="Th
     typer.echo(request_id)
     if wait:
         raise typer.Exit(_wait_for_backfill(ctx, dag_id, request_id))
+
+
+def _conf_fits(dag: dict, conf_json: str) -> None:
+    try:
+        targets.conf_fits(dag, json.loads(conf_json))
+    except targets.Refused as refused:
+        fail("dags backfill", refused.reason, code=2)
 
 
 def _conf_json(conf: str) -> str:

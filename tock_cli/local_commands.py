@@ -38,6 +38,7 @@ def dags_test(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The DA
     from tock_cli.local_run import run_dag
 
     dag = _dag(ctx, dag_id, file)
+    _conf_fits(dag, _conf(conf), "dags test")
     settings = settings_of(ctx)
     out = sys.stderr if as_json else sys.stdout
     with contextlib.redirect_stdout(out):
@@ -72,6 +73,8 @@ def tasks_test(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The D
         typer.echo(f"tock tasks test: DAG {dag_id!r} has no task {task_id!r} (it has {', '.join(sorted(dag.tasks))})",
                    err=True)
         raise typer.Exit(2)
+    if not replay:
+        _conf_fits(dag, _conf(conf), "tasks test")
     queued = _replayed(ctx, dag_id, replay, task_id, try_number) if replay else \
         _fresh(dag, task_id, _logical_date(logical_date), _conf(conf))
     progress = TryProgress()
@@ -88,6 +91,18 @@ def tasks_test(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The D
     typer.echo(f"{task_id}: {'failed' if failed else 'success'}" + (f" · {result.values_json}"
                                                                   if result.values_json else ""))
     raise typer.Exit(1 if failed else 0)
+
+
+def _conf_fits(dag, conf: dict[str, Any], command: str) -> None:
+    """Refuse (exit 2) a conf the DAG's params refuse, naming each param and the rule, as `tock dags
+    trigger` does (the scheduler's core would reject the trigger: the run would never start)."""
+    from schemas.params import problems
+
+    refused = problems(dag.params_json, json.dumps(conf))
+    if refused:
+        typer.echo(f"tock {command}: --conf does not fit the params of DAG {dag.dag_id}: " + "; ".join(refused),
+                   err=True)
+        raise typer.Exit(2)
 
 
 def _fresh(dag, task_id: str, logical_date: float | None, conf: dict[str, Any]):

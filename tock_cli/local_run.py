@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from schemas import (
+    CommandRejected,
     DagParsed,
     DagRunFinished,
     Event,
@@ -33,6 +34,7 @@ from schemas.runs import manual_run_id
 from services.runner.task_code import TryProgress, run_task_code
 from services.scheduler.core import Policy, SchedulerState, decide, evolve
 from tock.dag import DAG, fingerprint
+from tock.params import ParamValidationError
 from tock.values import decode_values
 
 RUNNER = "local-run"
@@ -98,6 +100,7 @@ def run_dag(dag: DAG, *, logical_date: float | None = None, conf: dict[str, Any]
     for _turn in range(MOST_TURNS):
         decided = decide(state, now, policy)
         _fold(state, local, decided)
+        _refuse_if_rejected(decided, request_id)
         for queued in [event for event in decided if isinstance(event, TaskQueued)]:
             _fold(state, local, _run_try(dag, queued, xcom_max_bytes, report))
         finished = [event for event in decided if isinstance(event, DagRunFinished) and event.run_id == local.run_id]
@@ -109,6 +112,14 @@ def run_dag(dag: DAG, *, logical_date: float | None = None, conf: dict[str, Any]
                 return _ended(local, "stuck", state)
             now = max(now, wake)
     return _ended(local, "stuck", state)
+
+
+def _refuse_if_rejected(decided: list[Any], request_id: str) -> None:
+    """The core refused the trigger (its conf does not fit the params): raise saying why, as Airflow's
+    dag.test() does, rather than wait for a run that never starts."""
+    for event in decided:
+        if isinstance(event, CommandRejected) and event.request_id == request_id:
+            raise ParamValidationError(f"the run was refused: {event.reason}")
 
 
 def _fold(state: SchedulerState, local: LocalRun, events: list[Any]) -> None:

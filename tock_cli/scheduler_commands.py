@@ -65,7 +65,8 @@ def dags_trigger(ctx: typer.Context,
                  request_id: str = REQUEST_ID_OPTION) -> None:
     """Ask the scheduler for a manual run of DAG_ID; prints the run id (manual__<request id>: the
     same --request-id names the same run, created once)."""
-    from services.scheduler.trigger import dag_is_published
+    from schemas.params import problems
+    from services.scheduler.trigger import published_definition
 
     try:
         if not isinstance(json.loads(conf), dict):
@@ -76,13 +77,18 @@ def dags_trigger(ctx: typer.Context,
     logical = logical_date_option(logical_date)
     settings = settings_of(ctx)
     try:
-        published = dag_is_published(settings, dag_id)
+        published = published_definition(settings, dag_id)
     except (KafkaException, RuntimeError) as error:
         _cannot_append(settings, error)
     if not published:
         typer.echo(f"tock dags trigger: no DAG {dag_id!r} has been published (see `tock dags list`; is "
                    "`tock dag-processor` running on the folder that defines it?)", err=True)
         raise typer.Exit(1)
+    refused = problems(published.params_json, conf)
+    if refused:
+        typer.echo(f"tock dags trigger: --conf does not fit the params of DAG {dag_id}: " + "; ".join(refused),
+                   err=True)
+        raise typer.Exit(2)
     run_id, start = _trigger(settings, dag_id, request_id, conf, logical)
     typer.echo(run_id)
     if not wait:

@@ -27,8 +27,8 @@ def request_backfill(dag_id: str, body: models.BackfillRequest, request: Request
     cleared); it creates runs ``backfill__<logical date>`` as the DAG's max_active_runs allows and
     finishes the backfill when they have ended. Follow it at ``GET .../backfills/{backfill_id}``.
     409 for a DAG without a recurring schedule, or an end before the start; 422 for a malformed date, one
-    outside the years 1970 to 9998, a range whose schedule would pass the year 9999, or a conf over
-    TOCK_API_CONF_LIMIT_BYTES as JSON."""
+    outside the years 1970 to 9998, a range whose schedule would pass the year 9999, a conf over
+    TOCK_API_CONF_LIMIT_BYTES as JSON, or one the DAG's params refuse (naming the param and the rule)."""
     try:
         start, end = targets.parse_instant(body.start_date), targets.parse_instant(body.end_date)
     except ValueError as error:
@@ -36,6 +36,7 @@ def request_backfill(dag_id: str, body: models.BackfillRequest, request: Request
     dag = targets.known_dag(engine, dag_id, active=True)
     targets.backfill_range(dag, start, end)
     conf_json = targets.conf_text(body.conf, request.app.state.settings.api_conf_limit_bytes)
+    targets.conf_fits(dag, body.conf)
     once(engine, request_id, "RequestBackfill", dag_id)
     event = RequestBackfill(dag_id=dag_id, request_id=request_id, start_date=start, end_date=end,
                             reprocess_failed=body.reprocess_failed, conf_json=conf_json,

@@ -132,12 +132,14 @@ def trigger(dag_id: str, body: models.TriggerRequest, request: Request, request_
             engine: Engine = Depends(engine_of)):
     """Append TriggerDagRun. The run id is ``manual__<request id>``, so a trigger repeated with the same
     Idempotency-Key (before or after its run finished) names the same run and creates it once.
-    409 if the DAG's file no longer defines it; 422 for a logical date outside the years 1970 to 9998, or a
-    conf over TOCK_API_CONF_LIMIT_BYTES as JSON."""
-    targets.known_dag(engine, dag_id, active=True)
+    409 if the DAG's file no longer defines it; 422 for a logical date outside the years 1970 to 9998, a
+    conf over TOCK_API_CONF_LIMIT_BYTES as JSON, or a conf the DAG's params refuse (the detail names each
+    param and the rule it breaks: its JSON Schema, or a required param the conf does not give)."""
+    dag = targets.known_dag(engine, dag_id, active=True)
     run_id = manual_run_id(request_id)
     once(engine, request_id, "TriggerDagRun", dag_id, run_id)
     conf_json = targets.conf_text(body.conf, request.app.state.settings.api_conf_limit_bytes)
+    targets.conf_fits(dag, body.conf)
     event = TriggerDagRun(dag_id=dag_id, request_id=request_id, conf_json=conf_json, logical_date=body.logical_date,
                           requested_by=requester(request), at=time.time())
     return append(request, event, request_id, run_id=run_id)

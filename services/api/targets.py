@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from projections import queries
+from schemas import params as param_rules
 from schemas import schedule as cron
 
 UNKNOWN, IMPOSSIBLE, INVALID = 404, 409, 422
@@ -131,6 +132,14 @@ def conf_text(conf: dict[str, Any], limit: int) -> str:
         raise Refused(INVALID, f"the conf is {size} bytes as JSON; at most {limit} bytes are taken "
                                "(TOCK_API_CONF_LIMIT_BYTES): pass large inputs by reference (a path, a URL)")
     return text
+
+
+def conf_fits(dag: Row, conf: dict[str, Any]) -> None:
+    """Refuse (422) a conf the DAG's params refuse, naming each param and the rule it breaks (the
+    scheduler's rule too: schemas/params.py)."""
+    problems = param_rules.problems(json.dumps(dag.get("params") or []), json.dumps(conf))
+    if problems:
+        raise Refused(INVALID, f"the conf does not fit the params of DAG {dag['dag_id']}: " + "; ".join(problems))
 
 
 def check_request_id(request_id: str) -> str:

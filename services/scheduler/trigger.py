@@ -9,7 +9,7 @@ from confluent_kafka import KafkaError
 from infra.log import EventReader, KafkaEventLog, partition_for, replay
 from infra.settings import Settings
 from infra.topics import topic_name
-from schemas import DAGS, EVENTS, DagRunFinished, TriggerDagRun
+from schemas import DAGS, EVENTS, DagDefinition, DagParsed, DagRunFinished, TriggerDagRun
 from services.scheduler.core import manual_run_id
 
 # How long a topic the broker says does not exist is waited for (one just created may not be in
@@ -54,13 +54,18 @@ def _end_offset(settings: Settings, dag_id: str) -> int:
 
 def dag_is_published(settings: Settings, dag_id: str) -> bool:
     """Whether tock.dags holds a live definition of ``dag_id`` (only its partition is read)."""
+    return published_definition(settings, dag_id) is not None
+
+
+def published_definition(settings: Settings, dag_id: str) -> DagDefinition | None:
+    """The live definition of ``dag_id`` in tock.dags (only its partition is read), or None."""
     _require_topic(settings, DAGS)
     partition = partition_for(dag_id, settings.partitions)
     latest = None
     for record in replay(settings, DAGS, [partition], client_id="tock-trigger-check"):
         if record.key == dag_id:
             latest = record.event  # None for a tombstone: the DAG was removed
-    return latest is not None
+    return latest.definition if isinstance(latest, DagParsed) else None
 
 
 def _require_topic(settings: Settings, logical_topic: str) -> None:

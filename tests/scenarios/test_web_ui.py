@@ -83,6 +83,7 @@ def test_an_operator_triggers_a_dag_and_watches_its_grid_turn_green(system, requ
         assert driver.execute_script("return window.performance.timeOrigin") == page, "the page was reloaded"
         driver.save_screenshot(str(shots / "grid.png"))
         _the_other_pages(driver, base, shots)
+        _trigger_with_params(driver, base, shots)
         driver.get(base + "/dags/example_etl")
         click(driver, 'a.cell[data-task="report"]', "report's cell")
         wait(driver, lambda: "TaskSucceeded" in driver.find_element(By.CLASS_NAME, "timeline").text, 30,
@@ -136,6 +137,33 @@ def _the_other_pages(driver, base: str, shots) -> None:
     driver.get(base + "/cluster")
     wait(driver, lambda: driver.find_elements(By.CSS_SELECTOR, 'tr[data-scheduler="s1"]'), 30, "scheduler s1 listed")
     driver.save_screenshot(str(shots / "cluster.png"))
+
+
+def _trigger_with_params(driver, base: str, shots) -> None:
+    """example_params' trigger form has an input per param; a value its rule refuses comes back with
+    the param and the rule, nothing typed lost; corrected, the run is triggered."""
+    driver.get(base + "/actions/trigger?dag_id=example_params")
+    count, who = driver.find_element(By.NAME, "param.count"), driver.find_element(By.NAME, "param.who")
+    form = driver.find_element(By.CSS_SELECTOR, "form.confirm")
+    assert count.get_attribute("value") == "3" and "How many" in form.text and "lines to print" in form.text
+    Select(driver.find_element(By.NAME, "param.greeting")).select_by_visible_text("hola")
+    count.clear()
+    count.send_keys("eleven")
+    who.clear()
+    who.send_keys("ada")
+    driver.find_element(By.NAME, "logical_date").send_keys("2024-01-31T06:00:00+00:00")
+    driver.find_element(By.ID, "confirm").click()
+    wait(driver, lambda: "is not of type 'integer'" in driver.page_source, 30, "the refusal naming the rule")
+    assert "param 'count': 'eleven' is not of type 'integer'" in driver.find_element(By.CLASS_NAME, "error").text
+    driver.save_screenshot(str(shots / "trigger-params-refused.png"))
+    kept = {name: driver.find_element(By.NAME, name).get_attribute("value")
+            for name in ("param.count", "param.who", "param.greeting", "logical_date")}
+    assert kept == {"param.count": "eleven", "param.who": "ada", "param.greeting": '"hola"',
+                    "logical_date": "2024-01-31T06:00:00+00:00"}
+    driver.find_element(By.NAME, "param.count").clear()
+    driver.find_element(By.NAME, "param.count").send_keys("4")
+    driver.find_element(By.ID, "confirm").click()
+    wait(driver, lambda: "TriggerDagRun sent to the log" in driver.page_source, 30, "the corrected trigger")
 
 
 def _act(driver, action: str, choose) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from schemas import DagDefinition, decode, encode
+from schemas.params import for_task
 from tock import DAG, BashTask, DagDefinitionError, fingerprint, load_dags, task
 
 HERE = Path(__file__).parent
@@ -68,7 +69,7 @@ def test_per_task_options_and_dag_defaults_reach_the_definition():
     assert (after.retries, after.executor, after.upstream) == (3, "celery", ["big"])
     assert definition.start_date == datetime(2024, 1, 1, tzinfo=UTC).timestamp()
     assert (definition.schedule, definition.deadline, definition.tags) == ("@hourly", 3600.0, ["x"])
-    assert json.loads(definition.params_json) == {"n": 1}
+    assert for_task(definition.params_json, "{}", "{}") == {"n": 1}
 
 
 def test_definition_round_trips_through_the_codec_inside_dag_parsed():

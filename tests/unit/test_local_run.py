@@ -121,3 +121,16 @@ def test_every_example_dag_runs_with_tock_dags_test(example, tmp_path):
         result = json.loads(done.stdout)
         assert result["state"] in ("success", "failed"), done.stderr
         assert {item["task_id"] for item in result["task_instances"]} == set(dag.tasks)
+
+
+def test_a_conf_the_params_refuse_raises_naming_the_param(tmp_path):
+    from tock import DAG, Param, ParamValidationError, task
+
+    with DAG("typed", params={"n": Param(1, type="integer")}) as dag:
+        @task
+        def show(params=None):
+            return params["n"]
+        show()
+    assert dag.test(run_conf={"n": 5}).task_instance("show").return_value == 5
+    with pytest.raises(ParamValidationError, match="param 'n'"):
+        dag.test(run_conf={"n": "five"})

@@ -21,6 +21,7 @@ from schemas import (
     RequestBackfill,
     TaskCleared,
 )
+from schemas import params as param_rules
 from schemas import schedule as cron
 from services.scheduler.core.model import (
     FAILED,
@@ -102,6 +103,9 @@ def _problem(dag: DagEntry | None, request: RequestBackfill) -> str:
             return f"the {name} {moment!r} is outside the calendar (years 1-9999)"
     if request.end_date < request.start_date:
         return "the end date is before the start date"
+    conf_problems = param_rules.problems(dag.definition.params_json, request.conf_json)
+    if conf_problems:
+        return "the conf does not fit the DAG's params: " + "; ".join(conf_problems)
     return ""
 
 

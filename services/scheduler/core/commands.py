@@ -69,7 +69,8 @@ def trigger(state: SchedulerState, event: TriggerDagRun) -> None:
             _reject(state, event.dag_id, event.request_id, "TriggerDagRun",
                     f"the logical date {event.logical_date!r} is outside the calendar (years 1-9999)")
         return
-    if key not in state.runs and key not in state.finished and not was_forgotten(state, *key):
+    if key not in state.runs and key not in state.finished and not was_forgotten(state, *key) \
+            and event.request_id not in state.requests:  # (a trigger refused for its conf, repeated)
         state.triggers.setdefault(key, event)
 
 
@@ -137,6 +138,8 @@ def cancel_backfill(state: SchedulerState, event: CancelBackfill) -> None:
 def rejected(state: SchedulerState, event: CommandRejected) -> None:
     state.rejections.pop(event.request_id, None)
     state.backfill_requests.pop(event.request_id, None)
+    if event.command == "TriggerDagRun":  # refused for its conf (runs.py): no run is created for it
+        state.triggers.pop((event.dag_id, manual_run_id(event.request_id)), None)
     remember_request(state, event.request_id)
 
 

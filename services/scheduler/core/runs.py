@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from schemas import DagRunCreated
+from schemas import CommandRejected, DagRunCreated, TriggerDagRun
+from schemas import params as param_rules
 from schemas import schedule as cron
 from services.scheduler.core.model import DagEntry, SchedulerState, logical_date_iso, scheduled_run_id
 from services.scheduler.core.quarantine import Guard
@@ -19,18 +20,26 @@ CATCHUP_BATCH = 64  # at most this many runs per DAG per decision, however far b
 
 
 def decide_runs(state: SchedulerState, now: float, scheduler_id: str,
-                guard: Guard | None = None) -> list[DagRunCreated]:
-    """Runs of triggers, then of schedules, DAG by DAG under ``guard`` (default: a new one)."""
+                guard: Guard | None = None) -> list[DagRunCreated | CommandRejected]:
+    """Runs of triggers (or their refusal: a conf the DAG's params refuse), then of schedules, DAG by
+    DAG under ``guard`` (default: a new one)."""
     guard = Guard(state) if guard is None else guard
     # One pass over the open runs, not one per DAG: this runs on every turn of the loop.
     active = Counter(run.dag_id for run in state.runs.values())
-    events: list[DagRunCreated] = []
+    events: list[DagRunCreated | CommandRejected] = []
     for (_dag_id, run_id), request in state.triggers.items():
         dag = state.dags.get(request.dag_id)
         if dag is None or guard.skips(request.dag_id):
             continue  # wait for the DAG to be parsed (or for its quarantine to end)
         with guard.of(request.dag_id):
+            # Checked here, against the definition the run would have, not when the trigger is folded
+            # (tock.dags and tock.events are read in no fixed order): the decision is in the log.
+            refused = None
             if active[request.dag_id] < dag.definition.max_active_runs:  # else wait for room
+                refused = _conf_refused(dag, request, now, scheduler_id)
+            if refused is not None:
+                events.append(refused)
+            elif active[request.dag_id] < dag.definition.max_active_runs:
                 active[request.dag_id] += 1
                 logical = request.logical_date if request.logical_date is not None else request.at
                 events.append(created_run(dag, run_id, logical, "manual", request.conf_json, scheduler_id, now))
@@ -40,6 +49,17 @@ def decide_runs(state: SchedulerState, now: float, scheduler_id: str,
             with guard.of(dag_id):
                 events += _scheduled_runs(state, dag, now, active[dag_id], scheduler_id)
     return events
+
+
+def _conf_refused(dag: DagEntry, request: TriggerDagRun, now: float, scheduler_id: str) -> CommandRejected | None:
+    """A trigger whose conf the DAG's params refuse (an API and a CLI refuse it first; this one reached
+    the log anyway, e.g. the params changed since), recorded with the reason."""
+    problems = param_rules.problems(dag.definition.params_json, request.conf_json)
+    if not problems:
+        return None
+    return CommandRejected(dag_id=request.dag_id, request_id=request.request_id, command="TriggerDagRun",
+                           reason="the conf does not fit the DAG's params: " + "; ".join(problems),
+                           scheduler_id=scheduler_id, at=now)
 
 
 def _scheduled_runs(state: SchedulerState, dag: DagEntry, now: float, active: int,
