@@ -22,7 +22,7 @@ import os
 import signal
 import sys
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NoReturn
 
@@ -31,6 +31,7 @@ from infra.task_environment import TaskEnvironment
 from schemas import TaskQueued
 from services.runner.core.claim import TryKey
 from services.runner.task_code import TryProgress, TryResult, run_task_code
+from tock.secrets import SecretsBackend, SecretsChain, accesses, install, masked_output, masker
 
 ERROR_LIMIT = 2_000       # characters of a failed try's error (TaskFailed.error), note included
 TRACEBACK_LIMIT = 32_000  # characters of its traceback (TaskFailed.traceback), note included
@@ -39,57 +40,82 @@ TRACEBACK_LIMIT = 32_000  # characters of its traceback (TaskFailed.traceback), 
 PYTHON_IGNORES = frozenset({signal.SIGPIPE, signal.SIGXFSZ})
 
 
+SecretsFactory = Callable[[Mapping[str, str], str], Sequence[SecretsBackend]]  # (environment, writer) -> chain
+
+
 @dataclass(frozen=True, slots=True)
 class ChildSetup:
     """What a child starts from besides its try: the environment user code may inherit, the limit of the
-    values a try passes on, and each try's TaskQueued (its recorded context), when the claim read it."""
+    values a try passes on, each try's TaskQueued (its recorded context) when the claim read it, and
+    how to build its secrets chain (None: no backend, every lookup misses)."""
 
     environment: TaskEnvironment
     xcom_max_bytes: int = 1 << 20
     queued: Mapping[TryKey, TaskQueued] = field(default_factory=dict)
+    secrets: SecretsFactory | None = None
 
 
 def run_child(request: TryRequest, log_path: str, report_fd: int, setup: ChildSetup) -> NoReturn:
     """Runs in the forked child; never returns. It reports the try's values (and rendered fields) when
-    the user code succeeds, the exception when it raises; a bash command's status is its exit status."""
-    code, progress = 1, TryProgress()
+    the user code succeeds, the exception when it raises; a bash command's status is its exit status.
+    Either way the report names the variables and connections the try read (never their values), and
+    what it says, as what the try printed, has the secrets it read masked."""
+    code, progress, finish = 1, TryProgress(), _no_output
     try:
-        _prepare(request, log_path, setup.environment)
+        finish = _prepare(request, log_path, setup)
         task = _find_task(request)
         result = run_task_code(task, request.run_id, request.try_number, setup.queued.get(request.key),
                                setup.xcom_max_bytes, progress)
-        code = _ended(result, report_fd)
+        code = _ended(result, report_fd, finish)
     except BaseException as error:  # noqa: BLE001 - every failure of user code is reported
         _report(report_fd, error, progress.rendered_json)
     finally:
         _flush()
+        finish()
         os._exit(code)
 
 
-def _ended(result: TryResult, report_fd: int) -> int:
+def _no_output() -> None:
+    """Before the try's output is set up there is nothing to finish."""
+
+
+def _ended(result: TryResult, report_fd: int, finish: Callable[[], None]) -> int:
     """Report a try that ran to its end; the child's exit code (a bash command's, or 0)."""
     if result.signal:  # bash was killed: the child ends the same way, so the supervisor says which signal
+        _write(report_fd, {"rendered": result.rendered_json, "accessed": accesses()})
         _flush()
+        finish()
         signal.signal(result.signal, signal.SIG_DFL)
         os.kill(os.getpid(), result.signal)
-    _write(report_fd, {"values": result.values_json, "rendered": result.rendered_json})
+    _write(report_fd, {"values": result.values_json, "rendered": result.rendered_json, "accessed": accesses()})
     return result.exit_code
 
 
-def _prepare(request: TryRequest, log_path: str, environment: TaskEnvironment) -> None:
+def _prepare(request: TryRequest, log_path: str, setup: ChildSetup) -> Callable[[], None]:
+    """The child's process as user code starts in: signals, the secrets chain (built from the runner's
+    environment before it is cleared), the environment the allow-list passes, stdin from /dev/null and
+    the output to the try's log through the masker. Returns what flushes that output at the end."""
     # Before the DAG file is imported: it is user code too.
     _default_signals(PYTHON_IGNORES)
-    allowed = environment.for_try(os.environ, request)  # never Tock's settings (TOCK_*) or other secrets
+    if setup.secrets is not None:
+        writer = f"{request.dag_id}/{request.run_id}/{request.task_id}/{request.try_number}"
+        install(SecretsChain(setup.secrets(dict(os.environ), writer)))
+    allowed = setup.environment.for_try(os.environ, request)  # never Tock's settings (TOCK_*) or other secrets
     os.environ.clear()
     os.environ.update(allowed)
-    output = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
+    output, finish = masked_output(log, masker())
     os.dup2(output, 1)
     os.dup2(output, 2)
+    os.close(output)
     sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
     sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
-    faulthandler.enable(sys.stderr)  # a segfault's Python traceback goes to the try's log
+    # A crash's Python traceback goes to the log directly: the masking thread dies with the process
+    # (a traceback names files, lines and functions, never values).
+    faulthandler.enable(os.fdopen(log, "w", closefd=False))
+    return finish
 
 
 def _default_signals(ignored: frozenset[int] = frozenset()) -> None:
@@ -116,14 +142,15 @@ def _find_task(request: TryRequest):
 
 
 def _report(report_fd: int, error: BaseException, rendered_json: str = "") -> None:
+    hide = masker().mask  # the error and its traceback travel in TaskFailed: a secret they quote is masked
     text = _described(lambda: "".join(traceback.format_exception(error)), "(the traceback could not be formatted)")
     print(text, file=sys.stderr)
     message = _described(lambda: f"{type(error).__name__}: {error}", f"{type(error).__name__}: (unprintable)")
-    _write(report_fd, {"error": cut_to_first(message, ERROR_LIMIT), "traceback": _bounded_traceback(text),
-                       "rendered": rendered_json})
+    _write(report_fd, {"error": cut_to_first(hide(message), ERROR_LIMIT), "traceback": _bounded_traceback(hide(text)),
+                       "rendered": rendered_json, "accessed": accesses()})
 
 
-def _write(report_fd: int, report: dict[str, str]) -> None:
+def _write(report_fd: int, report: dict[str, object]) -> None:
     data = memoryview(json.dumps(report).encode())
     try:
         while data:  # all of it, however long: the supervisor reads as we write

@@ -24,6 +24,8 @@ from confluent_kafka import KafkaError, KafkaException, Message
 from infra.executors.requests import TryRequest
 from infra.group_watcher import GroupWatcher
 from infra.log import KafkaEventLog
+from infra.secrets import secrets_backends
+from infra.secrets.audit import secret_accessed_events
 from infra.settings import Settings
 from infra.task_environment import TaskEnvironment
 from infra.try_paths import TryPaths
@@ -36,6 +38,7 @@ from services.runner.every import Every
 from services.runner.log_shipping import LogShipping, close_log_producer, log_producer
 from services.runner.spool import Spool
 from services.runner.supervise import Outcome, supervise_all
+from tock.secrets import SecretsBackend
 
 log = logging.getLogger("tock.runner")
 
@@ -170,6 +173,7 @@ class _Runner:
 
         def ended(request: TryRequest, outcome: Outcome) -> None:
             shipping.ended(request.key)
+            self._audit(request, outcome)
             self.deliveries.send_outcome(request.key, _outcome_event(request, self.runner_ids[request.key], outcome))
             codes[request] = SUCCEEDED if outcome.succeeded else FAILED
             log.info("try %s %s", _name(request.key), _described(outcome))
@@ -185,10 +189,25 @@ class _Runner:
                           lambda requests: self._heartbeat([request.key for request in requests]), ended,
                           self.clients.watcher, self.clients.claims.kill_requests,
                           setup=ChildSetup(TaskEnvironment.of(self.settings), self.settings.xcom_max_bytes,
-                                           self.queued))
+                                           self.queued, self._secrets))
         finally:
             self.clients.claims.stop_watching()
             shipping.close()
+
+    def _secrets(self, environ: Mapping[str, str], writer: str) -> list[SecretsBackend]:
+        """The secrets chain of a try's child, from the runner's environment (TOCK_VAR_*, TOCK_CONN_*)."""
+        return secrets_backends(self.settings, environ, writer=writer)
+
+    def _audit(self, request: TryRequest, outcome: Outcome) -> None:
+        """A SecretAccessed per variable or connection the try read (the name, never the value), before its
+        outcome. Best effort: an audit record the broker refuses is logged, it never holds the outcome."""
+        for event in secret_accessed_events(request.dag_id, request.run_id, request.task_id, request.try_number,
+                                            outcome.accessed, at=time.time()):
+            try:
+                self.events.append(event)
+            except KafkaException as error:
+                log.warning("try %s: its read of %s %s not recorded (%s)", _name(request.key), event.kind,
+                            event.name, error)
 
     def _heartbeat(self, keys: list[TryKey]) -> None:
         """Heartbeat these tries and every try whose outcome the broker has not acknowledged yet.

@@ -17,7 +17,7 @@ import select
 import signal
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from infra.executors.requests import TryRequest
 from infra.group_watcher import GroupWatcher
@@ -43,6 +43,7 @@ class Outcome:
     killed: bool = False  # its user code was killed as the log asked
     values_json: str = ""    # what a succeeded try passes on (TaskSucceeded.values_json)
     rendered_json: str = ""  # its templated fields as rendered
+    accessed: tuple[tuple[str, str, str], ...] = ()  # (kind, name, backend) of each secret its user code read
 
 
 def no_kill_requests() -> Mapping[TryKey, str]:
@@ -223,7 +224,9 @@ def _finish(child: Child, timed_out: bool, kill_reason: str | None, stopping: bo
             return Outcome(False, STOPPED)
         # else it had ended by itself before the kill: its own outcome stands
         child.read_report()  # the rest of it: the child has ended
-        return _outcome(status, timed_out, child.request.execution_timeout, _parsed_report(bytes(child.report)))
+        report = _parsed_report(bytes(child.report))
+        outcome = _outcome(status, timed_out, child.request.execution_timeout, report)
+        return replace(outcome, accessed=_accesses(report))
     finally:
         os.close(child.pidfd)
         os.close(child.report_fd)
@@ -255,6 +258,14 @@ def _outcome(status: int, timed_out: bool, timeout: float | None, report: dict) 
         name = signal.Signals(os.WTERMSIG(status)).name
         return Outcome(False, f"user code killed by signal {name} ({os.WTERMSIG(status)})", rendered_json=rendered)
     return Outcome(False, f"user code exited with code {os.WEXITSTATUS(status)}", rendered_json=rendered)
+
+
+def _accesses(report: dict) -> tuple[tuple[str, str, str], ...]:
+    found = report.get("accessed")
+    if not isinstance(found, list):
+        return ()
+    return tuple((str(kind), str(name), str(backend)) for kind, name, backend in
+                 (item for item in found if isinstance(item, list) and len(item) == 3))
 
 
 def _parsed_report(data: bytes) -> dict:

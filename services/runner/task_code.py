@@ -11,13 +11,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from schemas import TaskQueued
 from tock import macros
 from tock.context import Context, build_context, context_arguments, current, resolve_references
+from tock.secrets import masker
+from tock.secrets.accessors import ConnectionAccessor, VariableAccessor
 from tock.tasks import Task
 from tock.templating import render_template_fields, rendered_for_record
 from tock.values import RETURN_VALUE, encode_values
@@ -46,10 +48,11 @@ def run_task_code(task: Task, run_id: str, try_number: int, queued: TaskQueued |
     """Run the try's user code to its end; raises what the user code raises (or a value that cannot be
     passed on: ValueNotSerializable, ValueTooLarge, with the task named)."""
     progress = progress or TryProgress()
-    context = build_context(task, run_id, try_number, queued, {"macros": macros, **progress.extras})
+    context = build_context(task, run_id, try_number, queued, {"macros": macros, "var": VariableAccessor(),
+                                                               "conn": ConnectionAccessor(), **progress.extras})
     with current(context):
         rendered = render_fields(task, context)
-        progress.rendered_json = rendered_for_record(rendered)
+        progress.rendered_json = masker().mask(rendered_for_record(rendered))  # a secret a template read
         if task.kind == "bash":
             return _run_bash(task, rendered, xcom_max_bytes, progress.rendered_json)
         return _run_python(task, context, rendered, xcom_max_bytes, progress.rendered_json)
@@ -91,10 +94,23 @@ def _passed_on(task: Task, returned: Any, pushed: dict[str, Any]) -> dict[str, A
 
 
 def _encoded(task: Task, values: dict[str, Any], xcom_max_bytes: int) -> str:
+    """The values as they travel in the log: a secret the try read is masked in them too (secrets never
+    enter Kafka in clear text: pass a connection's id on, not its password)."""
     try:
-        return encode_values(values, xcom_max_bytes)
+        return encode_values(_masked(values, masker().mask), xcom_max_bytes)
     except (TypeError, ValueError) as error:
         raise type(error)(f"task {task.task_id!r}: {error}") from None
+
+
+def _masked(value: Any, mask: Callable[[str], str]) -> Any:
+    """``value`` with every string in it masked (containers rebuilt; other values as they are)."""
+    if isinstance(value, str):
+        return mask(value)
+    if isinstance(value, list | tuple | set | frozenset):
+        return type(value)(_masked(item, mask) for item in value)
+    if isinstance(value, dict):
+        return {key: _masked(item, mask) for key, item in value.items()}
+    return value
 
 
 def _run_bash(task: Task, rendered: Mapping[str, Any], xcom_max_bytes: int, rendered_json: str) -> TryResult:
