@@ -46,15 +46,17 @@ def create_topics(settings: Settings) -> None:
 class Processes:
     """Services started as real processes; every one left is killed at the end of the test."""
 
-    def __init__(self, settings: Settings, logs: Path) -> None:
+    def __init__(self, settings: Settings, logs: Path, extra_env: dict[str, str] | None = None) -> None:
         self.settings = settings
         self.logs = logs
+        self.extra_env = extra_env or {}  # beside the settings (e.g. TOCK_CONN_* for the secrets chain)
         self.started: list[subprocess.Popen] = []
 
     def start(self, *command: str, name: str) -> subprocess.Popen:
         self.logs.mkdir(parents=True, exist_ok=True)
         with open(self.logs / f"{name}.log", "ab") as output:
-            process = subprocess.Popen([sys.executable, "-m", "tock_cli", *command], env=environment(self.settings),
+            process = subprocess.Popen([sys.executable, "-m", "tock_cli", *command],
+                                       env={**environment(self.settings), **self.extra_env},
                                        stdout=output, stderr=subprocess.STDOUT, cwd=REPO)
         self.started.append(process)
         return process
