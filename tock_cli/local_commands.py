@@ -43,7 +43,8 @@ def dags_test(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The DA
     out = sys.stderr if as_json else sys.stdout
     with contextlib.redirect_stdout(out):
         result = run_dag(dag, logical_date=_logical_date(logical_date), conf=_conf(conf),
-                         xcom_max_bytes=settings.xcom_max_bytes, report=lambda line: print(line, flush=True))
+                         xcom_max_bytes=settings.xcom_max_bytes, report=lambda line: print(line, flush=True),
+                         secrets=_secrets(settings))
     if as_json:
         typer.echo(json.dumps(result.as_json(), indent=2, sort_keys=True))
     else:
@@ -77,6 +78,9 @@ def tasks_test(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The D
         _conf_fits(dag, _conf(conf), "tasks test")
     queued = _replayed(ctx, dag_id, replay, task_id, try_number) if replay else \
         _fresh(dag, task_id, _logical_date(logical_date), _conf(conf))
+    from tock.secrets import SecretsChain, install
+
+    install(SecretsChain(_secrets(settings_of(ctx))))
     progress = TryProgress()
     try:
         result = run_task_code(dag.tasks[task_id], queued.run_id, queued.try_number, queued,
@@ -103,6 +107,15 @@ def _conf_fits(dag, conf: dict[str, Any], command: str) -> None:
         typer.echo(f"tock {command}: --conf does not fit the params of DAG {dag.dag_id}: " + "; ".join(refused),
                    err=True)
         raise typer.Exit(2)
+
+
+def _secrets(settings):
+    """The chain a task reads variables and connections through: this installation's, as a runner's."""
+    import os
+
+    from infra.secrets import secrets_backends
+
+    return secrets_backends(settings, dict(os.environ), writer="tock dags test")
 
 
 def _fresh(dag, task_id: str, logical_date: float | None, conf: dict[str, Any]):

@@ -12,13 +12,15 @@ executor); the log is not written anywhere.
 from __future__ import annotations
 
 import json
+import os
 import time
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from infra.secrets.env import EnvironmentSecrets
 from schemas import (
     CommandRejected,
     DagParsed,
@@ -35,6 +37,7 @@ from services.runner.task_code import TryProgress, run_task_code
 from services.scheduler.core import Policy, SchedulerState, decide, evolve
 from tock.dag import DAG, fingerprint
 from tock.params import ParamValidationError
+from tock.secrets import SecretsBackend, SecretsChain, install
 from tock.values import decode_values
 
 RUNNER = "local-run"
@@ -86,8 +89,11 @@ Report = Callable[[str], None]  # a line for people: what happens, as it happens
 
 
 def run_dag(dag: DAG, *, logical_date: float | None = None, conf: dict[str, Any] | None = None,
-            xcom_max_bytes: int = 1 << 20, report: Report = lambda _line: None) -> LocalRun:
-    """Run ``dag`` once to its end, here; the run's outcome with every task instance's."""
+            xcom_max_bytes: int = 1 << 20, report: Report = lambda _line: None,
+            secrets: Sequence[SecretsBackend] | None = None) -> LocalRun:
+    """Run ``dag`` once to its end, here; the run's outcome with every task instance's. ``secrets``: the
+    chain variables and connections are read through (default: this process's TOCK_VAR_* / TOCK_CONN_*)."""
+    install(SecretsChain(list(secrets) if secrets is not None else [EnvironmentSecrets(dict(os.environ))]))
     now = time.time()
     definition = replace(dag.to_definition(dag.fileloc or "<dag>"), schedule=None)  # one manual run, nothing else
     request_id = uuid.uuid4().hex

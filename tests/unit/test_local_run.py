@@ -134,3 +134,16 @@ def test_a_conf_the_params_refuse_raises_naming_the_param(tmp_path):
     assert dag.test(run_conf={"n": 5}).task_instance("show").return_value == 5
     with pytest.raises(ParamValidationError, match="param 'n'"):
         dag.test(run_conf={"n": "five"})
+
+
+def test_variables_and_connections_come_from_the_environment_as_in_a_runner(tmp_path, monkeypatch):
+    from tock import DAG, Connection, Variable, task
+
+    monkeypatch.setenv("TOCK_VAR_REGION", "eu-west-1")
+    monkeypatch.setenv("TOCK_CONN_WAREHOUSE", "postgres://etl:pw-secret-1@db:5432/dw")
+    with DAG("reads_secrets") as dag:
+        @task
+        def where():
+            return [Variable.get("region"), Connection.get("warehouse").host]
+        where()
+    assert dag.test().task_instance("where").return_value == ["eu-west-1", "db"]
