@@ -24,8 +24,8 @@ SchedulerState = Literal["alive", "dead", "stopped"]
 def _decoded(row) -> Row:
     out = {}
     for name, value in row.items():
-        if name.endswith("_json") and value is not None:
-            out[name[:-5]] = json.loads(value)
+        if name.endswith("_json"):  # decoded under its name without the suffix (None stays None)
+            out[name[:-5]] = None if value is None else json.loads(value)
         else:
             out[name] = value
     return out

@@ -10,6 +10,7 @@ import os
 import pytest
 
 from infra.log import RawRecord, TransactionalSession
+from infra.log.latest import latest_value
 from infra.topics import SNAPSHOT_MAX_BYTES
 from schemas import SNAPSHOTS
 from services.scheduler.core import SchedulerState, fold
@@ -17,6 +18,7 @@ from services.scheduler.core.snapshot import MAGIC
 from services.scheduler.memory import PartitionMemory, restore, snapshot_of
 from services.scheduler.snapshot_store import PART_BYTES, latest_snapshot, parts_written, snapshot_records
 from tests import synthetic_history as synthetic
+from tests.scenarios.scheduler_support import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -76,9 +78,18 @@ def test_a_head_whose_parts_are_not_there_means_a_full_replay(kafka_settings, ca
         caplog.set_level(logging.WARNING, logger="tock.scheduler")
         assert restore(kafka_settings, [PARTITION]) == {}
         assert "part 0 is missing: replaying the full history" in caplog.text
+        first_head = _head_offset(kafka_settings)
         mixed = RawRecord(SNAPSHOTS, PARTITION, f"{PARTITION}/1", b"TOCKSNAP-PART\n{}\nof another snapshot")
         session.commit([], None, raw=[parts[0], mixed, *parts[2:], head])
+        # A commit returns before its markers are written: read once the new head is readable (read_committed).
+        wait_until(lambda: _head_offset(kafka_settings) > first_head, 30, "the second snapshot's head to be readable")
         assert restore(kafka_settings, [PARTITION]) == {}
         assert "part 1 is of another snapshot" in caplog.text
     finally:
         session.close()
+
+
+def _head_offset(settings) -> int:
+    """Where the latest head of the partition's snapshot is, as a read_committed reader sees it."""
+    found = latest_value(settings, SNAPSHOTS, PARTITION, str(PARTITION), client_id="test-parts", timeout=60)
+    return -1 if found is None else found[0]

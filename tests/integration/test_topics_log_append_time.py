@@ -13,7 +13,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from infra.log import LogRecord, partition_for, replay
-from infra.topics import SPECS, TopicNames, ensure_topics, topic_name
+from infra.topics import EVENTS_MAX_BYTES, SPECS, TopicNames, ensure_topics, topic_name
 from schemas import EVENTS, HEARTBEATS, LOGS, TaskHeartbeat, TaskStarted, encode
 
 pytestmark = pytest.mark.integration
@@ -83,8 +83,10 @@ def test_topics_created_the_old_way_are_brought_to_log_append_time_in_place(make
     with caplog.at_level(logging.INFO, logger="tock.topics"):
         assert ensure_topics(admin, settings.topic_prefix, settings.partitions) == []
     assert sorted(record.getMessage() for record in caplog.records) == [
-        f"topic {names[EVENTS]}: set message.timestamp.type=LogAppendTime",
+        f"topic {names[EVENTS]}: set message.timestamp.type=LogAppendTime max.message.bytes={EVENTS_MAX_BYTES}",
         f"topic {names[HEARTBEATS]}: set message.timestamp.type=LogAppendTime"]
+    events = ConfigResource(ConfigResource.Type.TOPIC, names[EVENTS])
+    assert admin.describe_configs([events])[events].result(10)["max.message.bytes"].value == str(EVENTS_MAX_BYTES)
     assert [timestamp_type(admin, names[logical]) for logical in (EVENTS, HEARTBEATS, LOGS)] == [
         "LogAppendTime", "LogAppendTime", "CreateTime"]
     resource = ConfigResource(ConfigResource.Type.TOPIC, names[HEARTBEATS])
