@@ -10,7 +10,7 @@ apart_log="$TOCK_HOME/tests-apart.log"
 "$BIN/pytest" -q -p no:cacheprovider -m apart --basetemp="$TOCK_HOME/pytest-apart" \
     tests/unit tests/integration tests/scenarios >"$apart_log" 2>&1 &
 apart=$!
-"$BIN/pytest" -q -p no:cacheprovider -m "not apart" tests/unit tests/integration tests/scenarios
+"$BIN/pytest" -q -p no:cacheprovider --durations=30 -m "not apart" tests/unit tests/integration tests/scenarios
 rest=$?
 wait "$apart"
 apart_status=$?
