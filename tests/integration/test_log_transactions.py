@@ -79,6 +79,9 @@ def test_a_member_that_lost_a_rebalance_cannot_commit(kafka_settings: Settings, 
     wait_for(lambda: new.poll() and len(new.records) == len(DAG_IDS), "the new member to read everything")
     new_records = new.records
     new.session.commit([queued(record.key, task_id="decision") for record in new_records], new.reader)
+    # A commit returns before its markers are written: read until they are (read_committed), then judge.
+    wait_for(lambda: [record.event.task_id for record in replay(kafka_settings, EVENTS)].count("decision")
+             == len(DAG_IDS), "the new member's decisions to be readable")
     task_ids = [record.event.task_id for record in replay(kafka_settings, EVENTS)]
     assert "stale-decision" not in task_ids
     assert task_ids.count("decision") == len(DAG_IDS)
