@@ -175,15 +175,16 @@ def _dag(ctx: typer.Context, dag_id: str, file: Path | None):
 
 
 def _logical_date(text: str | None) -> float | None:
+    """The run's logical date by the CLI's one date rule (schemas.schedule.parse_date, as `dags trigger -l`)."""
+    from schemas.schedule import parse_date
+
     if text is None:
         return None
     try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        typer.echo(f"tock: the logical date {text!r} is not ISO 8601 (e.g. 2026-12-01 or 2026-12-01T06:00:00+01:00)",
-                   err=True)
+        return parse_date(text)
+    except ValueError as error:
+        typer.echo(f"tock: the logical date {text!r} is not ISO 8601 or out of range ({error})", err=True)
         raise typer.Exit(2) from None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
 
 
 def _conf(text: str) -> dict[str, Any]:

@@ -48,9 +48,9 @@ def ok(settings, *args: str) -> str:
     return result.output
 
 
-def raw_values(settings) -> list[bytes]:
-    """Every record of tock.secrets as the broker holds it."""
-    topic = TopicNames(settings.topic_prefix)[SECRETS]
+def raw_values(settings, logical: str = SECRETS) -> list[bytes]:
+    """Every record of a topic (tock.secrets by default) as the broker holds it: key=value, not decoded."""
+    topic = TopicNames(settings.topic_prefix)[logical]
     consumer = Consumer({"bootstrap.servers": settings.bootstrap, "group.id": uuid.uuid4().hex,
                          "enable.auto.commit": False, "enable.partition.eof": True})
     partitions = range(settings.partitions)
@@ -62,7 +62,7 @@ def raw_values(settings) -> list[bytes]:
                 if message.error():
                     ended.add(message.partition())
                 else:
-                    values.append(message.key() + b"=" + (message.value() or b""))
+                    values.append((message.key() or b"") + b"=" + (message.value() or b""))
     finally:
         consumer.close()
     return values

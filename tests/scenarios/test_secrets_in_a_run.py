@@ -4,13 +4,10 @@ and the read is a SecretAccessed in the log, naming the connection and the backe
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from infra.topics import topic_name
 from schemas import EVENTS, LOGS, SecretAccessed, TaskSucceeded
+from tests.integration.test_secret_store_log import raw_values
 from tests.scenarios.scheduler_support import LogTail, Processes, create_topics, publish_dags, trigger
 
 pytestmark = pytest.mark.scenario
@@ -53,24 +50,6 @@ def test_a_connection_from_the_environment_is_used_masked_and_audited(make_setti
     assert succeeded.values_json == '{"return_value":"db.internal"}'
     log = (settings.home / "tries" / "uses_a_connection" / run_id / "connect" / "1.log").read_text()
     assert log.strip() == "connecting to db.internal as etl with ***"
-    raw = _raw_values(settings, EVENTS) + _raw_values(settings, LOGS)
+    raw = raw_values(settings, EVENTS) + raw_values(settings, LOGS)
     assert raw and not [value for value in raw if PASSWORD.encode() in value]
 
-
-def _raw_values(settings, logical: str) -> list[bytes]:
-    """Every record of the topic as the broker holds it (decompressed, not decoded)."""
-    consumer = Consumer({"bootstrap.servers": settings.bootstrap, "group.id": uuid.uuid4().hex,
-                         "enable.auto.commit": False, "enable.partition.eof": True})
-    consumer.assign([TopicPartition(topic_name(settings.topic_prefix, logical), partition, OFFSET_BEGINNING)
-                     for partition in range(settings.partitions)])
-    values, ended = [], set()
-    try:
-        while len(ended) < settings.partitions:
-            for message in consumer.consume(100, 1.0):
-                if message.error():
-                    ended.add(message.partition())
-                else:
-                    values.append(message.value() or b"")
-    finally:
-        consumer.close()
-    return values
