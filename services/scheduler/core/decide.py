@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from schemas import (
     CommandRejected,
@@ -168,7 +168,7 @@ def _decide_instance(queuing: Queuing, instance: TaskInstance, ups: list[str],
                      now: float, paused: bool) -> tuple[list[InstanceDecision], str]:
     """(events, the instance's state once they are folded). A paused DAG starts no new try."""
     run, task = queuing.run, queuing.dag.tasks[instance.task_id]
-    ids = {"dag_id": run.dag_id, "run_id": run.run_id, "task_id": task.task_id}
+    ids: dict[str, Any] = {"dag_id": run.dag_id, "run_id": run.run_id, "task_id": task.task_id}
     if instance.state == NONE:
         if any(up in (FAILED, UPSTREAM_FAILED) for up in ups):
             return [TaskUpstreamFailed(**ids, at=now)], UPSTREAM_FAILED

@@ -31,6 +31,7 @@ from schemas import (
     TaskLaunched,
     TaskStarted,
     TaskSucceeded,
+    TaskTrySkipped,
     TriggerDagRun,
 )
 from services.scheduler.core.forgotten import ForgottenRuns, RequestIds, Retention
@@ -74,14 +75,14 @@ SchedulerEvent: TypeAlias = EventsTopicEvent | HeartbeatsTopicEvent | DagsTopicE
 DAG's tombstone included)."""
 
 TryEvent: TypeAlias = (TaskLaunched | TaskStarted | TaskHeartbeat | TaskAdopted | TaskSucceeded | TaskFailed
-                       | TaskDeclaredDead | TaskKillRequested | TaskKilled | PodFinished)
+                       | TaskTrySkipped | TaskDeclaredDead | TaskKillRequested | TaskKilled | PodFinished)
 """Events about one try of a task instance (they name its try number)."""
 
-RunnerEvent: TypeAlias = TaskHeartbeat | TaskSucceeded | TaskFailed | TaskStarted | TaskKilled
+RunnerEvent: TypeAlias = TaskHeartbeat | TaskSucceeded | TaskFailed | TaskTrySkipped | TaskStarted | TaskKilled
 """What a try's runner reports: each names the runner (``runner_id``). (Also checked with isinstance
 on every heartbeat: the most frequent first.)"""
 
-TryEnded: TypeAlias = TaskSucceeded | TaskFailed | TaskDeclaredDead
+TryEnded: TypeAlias = TaskSucceeded | TaskFailed | TaskTrySkipped | TaskDeclaredDead
 """The end of a try: its runner's outcome, or the owner's verdict that it died."""
 
 
@@ -121,6 +122,7 @@ class TaskInstance:
     kill_requested: bool = False  # a TaskKillRequested of the current try was committed
     pod_ended: str = ""      # the current try's pod ended with no outcome from its runner (PodFinished): why
     values_json: str = ""    # what its succeeded try returned and pushed (TaskSucceeded.values_json)
+    follow_json: str = ""    # a branch's or short circuit's choice: its success's ``follow`` as JSON ("" none)
 
 
 @dataclass(slots=True)
