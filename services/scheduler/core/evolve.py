@@ -75,7 +75,6 @@ from services.scheduler.core.model import (
     TryEnded,
     TryEvent,
     TryKey,
-    topological_order,
 )
 from services.scheduler.core.pods import pod_failure
 from services.scheduler.core.runs import first_due
@@ -205,10 +204,8 @@ def _unknown(event: Never) -> NoReturn:
 def _dag_parsed(state: SchedulerState, event: DagParsed) -> None:
     quarantine.lift_on_parse(state, event)
     known = state.dags.get(event.dag_id) or state.removed_dags.pop(event.dag_id, None)
-    tasks = {task.task_id: task for task in event.definition.tasks}
-    state.dags[event.dag_id] = DagEntry(event.definition, event.fingerprint,
-                                        known.first_seen_at if known else event.at,
-                                        tasks, topological_order(tasks))
+    state.dags[event.dag_id] = DagEntry.of(event.definition, event.fingerprint,
+                                           known.first_seen_at if known else event.at)
     _update_next_due(state, event.dag_id)
 
 

@@ -57,7 +57,6 @@ from services.scheduler.core.model import (
     Rejection,
     SchedulerState,
     TaskInstance,
-    topological_order,
 )
 
 FORMAT = "tock-scheduler-state"
@@ -266,9 +265,7 @@ def _unpack_dag(packed: list[Json]) -> DagEntry:
     fields["tasks"] = [TaskDefinition(**dict(zip(_TASK_FIELDS, task, strict=True))) for task in fields["tasks"]]
     fields["task_groups"] = [TaskGroupDefinition(**dict(zip(_GROUP_FIELDS, group, strict=True)))
                             for group in fields["task_groups"]]
-    definition = DagDefinition(**fields)
-    tasks = {task.task_id: task for task in definition.tasks}
-    return DagEntry(definition, fingerprint, first_seen_at, tasks, topological_order(tasks))
+    return DagEntry.of(DagDefinition(**fields), fingerprint, first_seen_at)
 
 
 def _unpack_backfill(packed: list[Json]) -> tuple[str, Backfill]:
