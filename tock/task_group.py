@@ -95,7 +95,7 @@ class TaskGroup:
         unknown = sorted(str(key) for key in default_args if key not in TASK_OPTION_NAMES)
         if unknown:
             self.dag.fail(f"task group {self.group_id!r}: default_args has {', '.join(map(repr, unknown))}, which "
-                          f"{'is' if len(unknown) == 1 else 'are'} not task options (task options: "
+                          f"{'is not a task option' if len(unknown) == 1 else 'are not task options'} (task options: "
                           f"{', '.join(TASK_OPTION_NAMES)})")
         return dict(default_args)
 

@@ -344,6 +344,12 @@ class XComArg:
     def __getitem__(self, key: str) -> XComArg:
         return XComArg(self.operator, key)
 
+    def set_downstream(self, others: Any) -> None:
+        self.operator.set_downstream(others)
+
+    def set_upstream(self, others: Any) -> None:
+        self.operator.set_upstream(others)
+
     def __rshift__(self, other: Linkable) -> Linkable:
         return self.operator.__rshift__(other)
 
