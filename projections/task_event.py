@@ -23,6 +23,7 @@ from schemas import (
     TaskCleared,
     TaskDeadlineMissed,
     TaskDeclaredDead,
+    TaskEmptySucceeded,
     TaskFailed,
     TaskKilled,
     TaskKillRequested,
@@ -33,6 +34,7 @@ from schemas import (
     TaskSkipped,
     TaskStarted,
     TaskSucceeded,
+    TaskTrySkipped,
     TaskUpstreamFailed,
 )
 
@@ -40,7 +42,7 @@ TABLE = "task_event"
 _EVENTS = (TaskQueued, TaskLaunched, TaskStarted, TaskAdopted, TaskSucceeded, TaskFailed,
            TaskRetryScheduled, TaskDeclaredDead, TaskUpstreamFailed, PodStarted, PodFinished, ClearTask, MarkTask,
            KillTask, TaskCleared, TaskKillRequested, TaskKilled, TaskSkipped, TaskRemoved, TaskDeadlineMissed,
-           SecretAccessed)
+           SecretAccessed, TaskTrySkipped, TaskEmptySucceeded)
 
 
 def rows_for(record: Record) -> list[Row]:

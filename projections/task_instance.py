@@ -29,6 +29,7 @@ from schemas import (
     TaskAdopted,
     TaskCleared,
     TaskDeclaredDead,
+    TaskEmptySucceeded,
     TaskFailed,
     TaskHeartbeat,
     TaskKilled,
@@ -40,15 +41,16 @@ from schemas import (
     TaskSkipped,
     TaskStarted,
     TaskSucceeded,
+    TaskTrySkipped,
     TaskUpstreamFailed,
 )
 
 TABLE = "task_instance"
 MARKABLE = ("success", "failed", "skipped")
-_TRY_EVENTS = (TaskLaunched, TaskStarted, TaskAdopted, TaskSucceeded, TaskFailed, TaskRetryScheduled,
+_TRY_EVENTS = (TaskLaunched, TaskStarted, TaskAdopted, TaskSucceeded, TaskFailed, TaskTrySkipped, TaskRetryScheduled,
                TaskDeclaredDead, PodFinished, TaskKillRequested, TaskKilled)
-_ENDED = (TaskUpstreamFailed, TaskSkipped, TaskRemoved)
-_OUTCOMES = (TaskSucceeded, TaskFailed, TaskDeclaredDead, TaskKilled)
+_ENDED = (TaskUpstreamFailed, TaskSkipped, TaskRemoved, TaskEmptySucceeded)
+_OUTCOMES = (TaskSucceeded, TaskFailed, TaskTrySkipped, TaskDeclaredDead, TaskKilled)
 _TRY_UNDER_WAY = frozenset({"queued", "running"})  # the states an outcome of the current try may end
 _EVENTS = (TaskQueued, TaskHeartbeat, MarkTask, TaskCleared, KillTask, *_ENDED, *_TRY_EVENTS)
 # What a try event may still change on a marked row: who ran the try, never its outcome.
@@ -93,7 +95,8 @@ def evolve(row: Row | None, record: Record) -> Row:
     raise TypeError(f"task_instance read model cannot apply {type(event).__name__}")
 
 
-_ENDED_STATE = {TaskUpstreamFailed: "upstream_failed", TaskSkipped: "skipped", TaskRemoved: "removed"}
+_ENDED_STATE = {TaskUpstreamFailed: "upstream_failed", TaskSkipped: "skipped", TaskRemoved: "removed",
+                TaskEmptySucceeded: "success"}
 
 
 def _queued(row: Row, event: TaskQueued) -> Row:
@@ -176,6 +179,9 @@ _CURRENT_TRY = {
                                 "scheduler_id": event.by_scheduler},
     TaskSucceeded: lambda event: {"state": "success", "end_date": event.at, "values_json": event.values_json or None,
                                   "rendered_json": event.rendered_json or None},
+    TaskTrySkipped: lambda event: {"state": "skipped", "end_date": event.at, "reason": event.reason or None,
+                                   "values_json": event.values_json or None,
+                                   "rendered_json": event.rendered_json or None},
     TaskFailed: lambda event: {"state": "failed", "end_date": event.at, "error": event.error,
                                "rendered_json": event.rendered_json or None},
     TaskRetryScheduled: lambda event: {"state": "up_for_retry", "retry_not_before": event.not_before},

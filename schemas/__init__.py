@@ -11,7 +11,14 @@ from schemas.commands import (
                               RequestBackfill,
                               TriggerDagRun,
 )
-from schemas.dags import DagDefinition, DagParsed, DagQuarantined, DagQuarantineLifted, TaskDefinition
+from schemas.dags import (
+    DagDefinition,
+    DagParsed,
+    DagQuarantined,
+    DagQuarantineLifted,
+    TaskDefinition,
+    TaskGroupDefinition,
+)
 from schemas.declare import (
                               DAGS,
                               DEAD_LETTER,
@@ -54,6 +61,7 @@ from schemas.tasks import (
                               TaskCleared,
                               TaskDeadlineMissed,
                               TaskDeclaredDead,
+                              TaskEmptySucceeded,
                               TaskFailed,
                               TaskHeartbeat,
                               TaskKilled,
@@ -65,6 +73,7 @@ from schemas.tasks import (
                               TaskSkipped,
                               TaskStarted,
                               TaskSucceeded,
+                              TaskTrySkipped,
                               TaskUpstreamFailed,
                               TryInput,
 )
@@ -140,6 +149,8 @@ __all__ = [
     "TaskDeadlineMissed",
     "TaskDeclaredDead",
     "TaskDefinition",
+    "TaskEmptySucceeded",
+    "TaskGroupDefinition",
     "TaskFailed",
     "TaskHeartbeat",
     "TaskKillRequested",
@@ -152,6 +163,7 @@ __all__ = [
     "TaskSkipped",
     "TaskStarted",
     "TaskSucceeded",
+    "TaskTrySkipped",
     "TaskUpstreamFailed",
     "TryInput",
     "TokenCreated",

@@ -26,6 +26,29 @@ class TaskDefinition:
     # Seconds after the task instance was first queued in a run by which it must have ended.
     deadline: float | None = None
     params_json: str = "{}"  # the task's own params, over the DAG's (schemas/params.py)
+    # Control flow (services/scheduler/core/trigger_rules.py). The rule its upstreams' states are
+    # read by; whether it is a setup or a teardown (a teardown fails its run only with
+    # on_failure_fail_dagrun); the setups it runs within that are not its direct upstreams (they must
+    # succeed first); what its return value decides ("branch": the downstream task ids it follows,
+    # "short_circuit": whether its downstream run at all); and the id of the innermost task group it is in.
+    trigger_rule: str = "all_success"
+    is_setup: bool = False
+    is_teardown: bool = False
+    on_failure_fail_dagrun: bool = False
+    setups: list[str] = field(default_factory=list)
+    chooses: str = ""
+    ignore_downstream_trigger_rules: bool = True  # a short circuit skips everything downstream
+    task_group: str = ""
+
+
+@record
+class TaskGroupDefinition:
+    """A task group (``TaskGroup`` / ``@task_group``): its full id, the group it is in ("" the DAG),
+    and its tooltip, for the UI's collapsible grid and graph."""
+
+    group_id: str
+    parent_id: str = ""
+    tooltip: str = ""
 
 
 @record
@@ -50,16 +73,19 @@ class DagDefinition:
     finished_runs_kept: int | None = None
     timezone: str = "UTC"  # IANA name its schedule is evaluated in (the start_date's zone)
     end_date: float | None = None  # no scheduled run has a logical date after it
+    task_groups: list[TaskGroupDefinition] = field(default_factory=list)
 
 
-@event(DAGS, route=BY_DAG, version=6)
+@event(DAGS, route=BY_DAG, version=7)
 class DagParsed(EventBase):
     """The latest definition of a DAG; written only when its fingerprint changed.
     v2: the definition has on_failure and on_deadline_missed (webhook URLs).
     v3: each task definition has a deadline (per-task deadline, seconds after first queued).
     v4: the definition has deadline_from ("start" or "logical_date").
     v5: the definition has finished_runs_kept (the scheduler's retention of its finished runs).
-    v6: the definition has timezone and end_date, each task definition its own params_json."""
+    v6: the definition has timezone and end_date, each task definition its own params_json.
+    v7: task definitions have their trigger rule, setup/teardown, what they choose and their group;
+    the definition has its task groups."""
 
     dag_id: str
     file_path: str

@@ -99,13 +99,15 @@ class TaskHeartbeat(EventBase):
     at: float
 
 
-@event(EVENTS, route=BY_DAG, version=2)
+@event(EVENTS, route=BY_DAG, version=3)
 class TaskSucceeded(EventBase):
     """The try succeeded. Its values (a ``@task``'s return value, what it pushed) are part of this one
     record, so a success never lacks its values and a value never belongs to a try that did not
     succeed: ``values_json`` is a JSON object, key -> value as tock/values.py encodes it ("" none).
     ``rendered_json``: its templated fields as rendered (a JSON object, secrets masked; "" none).
-    v2 added values_json and rendered_json."""
+    ``follow``: for a task that chooses (a branch, a short circuit), the ids of its direct downstream
+    tasks it chose to follow (the others are skipped; [] skips them all); None for any other task.
+    v2 added values_json and rendered_json; v3 added follow."""
 
     dag_id: str
     run_id: str
@@ -114,6 +116,7 @@ class TaskSucceeded(EventBase):
     runner_id: str
     values_json: str = ""
     rendered_json: str = ""
+    follow: list[str] | None = None
     at: float
 
 
@@ -177,13 +180,18 @@ class TaskAdopted(EventBase):
     at: float
 
 
-@event(EVENTS, route=BY_DAG)
+@event(EVENTS, route=BY_DAG, version=2)
 class TaskUpstreamFailed(EventBase):
-    """The task will not run in this run because an upstream task failed."""
+    """The task will not run in this run because of its upstream tasks' states: ``trigger_rule`` is
+    the rule that decided it, ``upstream_states`` the states it read (task id -> state), ``reason``
+    says it in words. v2 added reason, trigger_rule and upstream_states."""
 
     dag_id: str
     run_id: str
     task_id: str
+    reason: str = ""
+    trigger_rule: str = ""
+    upstream_states: dict[str, str] = field(default_factory=dict)
     at: float
 
 
@@ -248,14 +256,48 @@ class TaskKilled(EventBase):
     at: float
 
 
-@event(EVENTS, route=BY_DAG)
+@event(EVENTS, route=BY_DAG, version=2)
 class TaskSkipped(EventBase):
-    """The task will not run in this run: an upstream task was skipped."""
+    """The task will not run in this run, decided by the owner: its trigger rule, read against its
+    upstream tasks' states, says skip (``trigger_rule``, ``upstream_states`` task id -> state), or a
+    branch or short circuit upstream did not choose it (``chosen_by`` names that task). ``reason``
+    says it in words. v2 added trigger_rule, upstream_states and chosen_by."""
 
     dag_id: str
     run_id: str
     task_id: str
     reason: str = ""
+    trigger_rule: str = ""
+    upstream_states: dict[str, str] = field(default_factory=dict)
+    chosen_by: str = ""
+    at: float
+
+
+@event(EVENTS, route=BY_DAG)
+class TaskTrySkipped(EventBase):
+    """The try ended skipped: its code raised the skip exception (``AirflowSkipException``). What it
+    pushed before (``values_json``) and its rendered fields stay with it, as a success's do."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    try_number: int
+    runner_id: str
+    reason: str = ""
+    values_json: str = ""
+    rendered_json: str = ""
+    at: float
+
+
+@event(EVENTS, route=BY_DAG)
+class TaskEmptySucceeded(EventBase):
+    """An ``EmptyOperator``'s instance succeeded without a try (it has nothing to run), decided by
+    the owner of its partition when its trigger rule let it run."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    scheduler_id: str
     at: float
 
 

@@ -52,6 +52,7 @@ from schemas.tasks import (
     TaskCleared,
     TaskDeadlineMissed,
     TaskDeclaredDead,
+    TaskEmptySucceeded,
     TaskFailed,
     TaskHeartbeat,
     TaskKilled,
@@ -63,6 +64,7 @@ from schemas.tasks import (
     TaskSkipped,
     TaskStarted,
     TaskSucceeded,
+    TaskTrySkipped,
     TaskUpstreamFailed,
 )
 from schemas.users import TokenCreated, TokenRevoked, UserCreated, UserDeleted
@@ -75,9 +77,9 @@ EventsTopicEvent: TypeAlias = (
     CommandRejected | DagQuarantineLifted | DagQuarantined | DagRunCreated | DagRunFinished |
     DagRunReopened | DeadlineMissed | KillTask | MarkTask | PauseDag | PodFinished | PodStarted |
     RequestBackfill | SecretAccessed | TaskAdopted | TaskCleared | TaskDeadlineMissed |
-    TaskDeclaredDead | TaskFailed | TaskKillRequested | TaskKilled | TaskLaunched | TaskQueued |
-    TaskRemoved | TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded | TaskUpstreamFailed |
-    TriggerDagRun
+    TaskDeclaredDead | TaskEmptySucceeded | TaskFailed | TaskKillRequested | TaskKilled |
+    TaskLaunched | TaskQueued | TaskRemoved | TaskRetryScheduled | TaskSkipped | TaskStarted |
+    TaskSucceeded | TaskTrySkipped | TaskUpstreamFailed | TriggerDagRun
 )
 
 HeartbeatsTopicEvent: TypeAlias = TaskHeartbeat
@@ -102,11 +104,11 @@ Event: TypeAlias = (
     DagRunFinished | DagRunReopened | DeadlineMissed | KillTask | MarkTask | PauseDag | PodFinished |
     PodStarted | ProcessorFinished | ProcessorKilled | ProcessorStarted | RequestBackfill |
     SchedulerHeartbeat | SchedulerStopped | SecretAccessed | TaskAdopted | TaskCleared |
-    TaskDeadlineMissed | TaskDeclaredDead | TaskFailed | TaskHeartbeat | TaskKillRequested |
-    TaskKilled | TaskLaunched | TaskLogShipped | TaskQueued | TaskRemoved | TaskRetryScheduled |
-    TaskSkipped | TaskStarted | TaskSucceeded | TaskUpstreamFailed | TokenCreated | TokenRevoked |
-    TriggerDagRun | UserCreated | UserDeleted | VariableDeleted | VariableSet | WorkerHeartbeat |
-    WorkerStopped
+    TaskDeadlineMissed | TaskDeclaredDead | TaskEmptySucceeded | TaskFailed | TaskHeartbeat |
+    TaskKillRequested | TaskKilled | TaskLaunched | TaskLogShipped | TaskQueued | TaskRemoved |
+    TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded | TaskTrySkipped |
+    TaskUpstreamFailed | TokenCreated | TokenRevoked | TriggerDagRun | UserCreated | UserDeleted |
+    VariableDeleted | VariableSet | WorkerHeartbeat | WorkerStopped
 )
 
 EVENT_CLASSES: tuple[type[Event], ...] = (
@@ -115,9 +117,9 @@ EVENT_CLASSES: tuple[type[Event], ...] = (
     DagQuarantineLifted, DagQuarantined, DagRemoved, DagRunCreated, DagRunFinished, DagRunReopened,
     DeadlineMissed, KillTask, MarkTask, PauseDag, PodFinished, PodStarted, ProcessorFinished,
     ProcessorKilled, ProcessorStarted, RequestBackfill, SchedulerHeartbeat, SchedulerStopped,
-    SecretAccessed, TaskAdopted, TaskCleared, TaskDeadlineMissed, TaskDeclaredDead, TaskFailed,
-    TaskHeartbeat, TaskKillRequested, TaskKilled, TaskLaunched, TaskLogShipped, TaskQueued,
-    TaskRemoved, TaskRetryScheduled, TaskSkipped, TaskStarted, TaskSucceeded, TaskUpstreamFailed,
-    TokenCreated, TokenRevoked, TriggerDagRun, UserCreated, UserDeleted, VariableDeleted, VariableSet,
-    WorkerHeartbeat, WorkerStopped
+    SecretAccessed, TaskAdopted, TaskCleared, TaskDeadlineMissed, TaskDeclaredDead, TaskEmptySucceeded,
+    TaskFailed, TaskHeartbeat, TaskKillRequested, TaskKilled, TaskLaunched, TaskLogShipped, TaskQueued,
+    TaskRemoved, TaskRetryScheduled, TaskSkipped, TaskStarted, TaskSucceeded, TaskTrySkipped,
+    TaskUpstreamFailed, TokenCreated, TokenRevoked, TriggerDagRun, UserCreated, UserDeleted,
+    VariableDeleted, VariableSet, WorkerHeartbeat, WorkerStopped
 )

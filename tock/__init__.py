@@ -1,19 +1,28 @@
-"""Tock: the public authoring API for DAG files (DAG, task, BashTask, get_current_context, Deadline...)."""
+"""Tock: the public authoring API for DAG files (DAG, task, BashTask, operators, task groups,
+setup/teardown, get_current_context, Deadline...)."""
 
 from tock import macros
+from tock.chaining import chain, cross_downstream
 from tock.connections import BaseHook, Connection
 from tock.context import Context, get_current_context
 from tock.dag import DAG, DagDefinitionError, fingerprint
 from tock.deadline import Deadline
+from tock.decorators import task
+from tock.exceptions import AirflowSkipException
 from tock.loading import load_dags
+from tock.operators import BranchPythonOperator, EmptyOperator, LatestOnlyOperator, PythonOperator, ShortCircuitOperator
 from tock.params import Param, ParamsDict, ParamValidationError
 from tock.secrets import AirflowNotFoundException, AirflowRuntimeError, mask_secret
-from tock.tasks import BashTask, Task, XComArg, task
+from tock.setup_teardown import setup, teardown
+from tock.task_group import TaskGroup, task_group
+from tock.tasks import BashTask, Task, XComArg
 from tock.templating import TemplateRenderError, render_template_fields, rendered_for_record
+from tock.trigger_rules import TriggerRule
 from tock.variables import Variable
 
-__all__ = ["DAG", "AirflowNotFoundException", "AirflowRuntimeError", "BaseHook", "BashTask", "Connection", "Context",
-           "DagDefinitionError", "Deadline", "Param", "ParamValidationError", "ParamsDict", "Task",
-           "TemplateRenderError", "Variable", "XComArg", "fingerprint",
-           "get_current_context", "load_dags", "macros", "mask_secret", "render_template_fields",
-           "rendered_for_record", "task"]
+__all__ = ["DAG", "AirflowNotFoundException", "AirflowRuntimeError", "AirflowSkipException", "BaseHook",
+           "BashTask", "BranchPythonOperator", "Connection", "Context", "DagDefinitionError", "Deadline",
+           "EmptyOperator", "LatestOnlyOperator", "Param", "ParamValidationError", "ParamsDict", "PythonOperator",
+           "ShortCircuitOperator", "Task", "TaskGroup", "TemplateRenderError", "TriggerRule", "Variable", "XComArg",
+           "chain", "cross_downstream", "fingerprint", "get_current_context", "load_dags", "macros", "mask_secret",
+           "render_template_fields", "rendered_for_record", "setup", "task", "task_group", "teardown"]

@@ -10,14 +10,18 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from datetime import UTC, date, datetime, time, timedelta
 from types import TracebackType
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from schemas import schedule as cron
-from schemas.dags import DagDefinition, TaskDefinition
+from schemas.dags import DagDefinition, TaskDefinition, TaskGroupDefinition
 from tock.deadline import Deadline, deadline_of
 from tock.params import ParamsDict, definition_problems, params_of, to_params_json
 from tock.tasks import ID_PATTERN, Task, TaskOptions, seconds_of
 from tock.templating import TemplateOptions
+from tock.trigger_rules import TriggerRule
+
+if TYPE_CHECKING:
+    from tock.task_group import TaskGroup
 
 # Presets croniter understands, plus "@once" (one run at start_date).
 SCHEDULE_PRESETS = ("@once", "@hourly", "@daily", "@midnight", "@weekly", "@monthly", "@yearly", "@annually")
@@ -83,6 +87,7 @@ class DAG:
         self.fileloc: str | None = sys._getframe(1).f_code.co_filename
         self.dag_id = dag_id
         self.tasks: dict[str, Task] = {}
+        self.task_groups: dict[str, TaskGroup] = {}  # full group id -> group, parents before children
         self._set_fields(schedule, start_date, catchup, max_active_runs, retries)
         self._set_end_date(end_date)
         self._set_more_fields(retry_delay, deadline, tags, params)
@@ -172,6 +177,10 @@ class DAG:
     def _fail(self, problem: str) -> NoReturn:
         raise DagDefinitionError(self.fileloc, str(self.dag_id), problem)
 
+    def fail(self, problem: str) -> NoReturn:
+        """Raise the DagDefinitionError of ``problem`` in this DAG (for the SDK's other modules)."""
+        self._fail(problem)
+
     def __enter__(self) -> DAG:
         _active.append(self)
         return self
@@ -188,6 +197,8 @@ class DAG:
             self._fail(f"task_id {task_id!r} must match {ID_PATTERN.pattern}")
         if task_id in self.tasks:
             self._fail(f"duplicate task id {task_id!r}")
+        if task_id in self.task_groups:
+            self._fail(f"task id {task_id!r} is the id of a task group")
         problems = options.problems()
         if problems:
             self._fail(f"task {task_id!r}: " + "; ".join(problems))
@@ -195,27 +206,41 @@ class DAG:
     def add_task(self, task: Task) -> None:
         self.tasks[task.task_id] = task
 
+    def add_task_group(self, group: TaskGroup) -> None:
+        self.task_groups[group.group_id] = group
+
     def check_same_dag(self, one: Task, other: Task) -> None:
         if one.dag is not other.dag:
             self._fail(f"task {one.task_id!r} cannot depend on {other.task_id!r} of DAG {other.dag.dag_id!r}")
 
     def validate(self) -> None:
-        """Raise DagDefinitionError if the dependencies form a cycle."""
+        """Raise DagDefinitionError if the dependencies form a cycle, or a setup is followed by a task
+        (not a teardown) whose trigger rule is not all_success (Airflow's rule)."""
         cycle = _find_cycle({task_id: sorted(task.downstream_task_ids) for task_id, task in self.tasks.items()})
         if cycle:
             self._fail("dependency cycle " + " >> ".join(cycle))
+        for task in (item for item in self.tasks.values() if item.is_setup):
+            for follower in sorted(task.downstream_task_ids):
+                down = self.tasks[follower]
+                if not down.is_teardown and down.trigger_rule != TriggerRule.ALL_SUCCESS.value:
+                    self._fail(f"Setup tasks must be followed with trigger rule ALL_SUCCESS: setup {task.task_id!r} "
+                               f"is followed by {follower!r}, whose trigger_rule is {down.trigger_rule!r}")
 
     def to_definition(self, file_path: str) -> DagDefinition:
         """The serializable definition the DAG processor publishes."""
         self.validate()
+        from tock.setup_teardown import indirect_setups
+
+        setups = indirect_setups(self)
         return DagDefinition(
             dag_id=self.dag_id, file_path=str(file_path), schedule=self.schedule, start_date=self.start_date,
             catchup=self.catchup, max_active_runs=self.max_active_runs, deadline=self.deadline,
             deadline_from=self.deadline_from,
             tags=list(self.tags), params_json=self.params_json,
-            tasks=[_task_definition(self.tasks[task_id]) for task_id in sorted(self.tasks)],
+            tasks=[_task_definition(self.tasks[task_id], setups[task_id]) for task_id in sorted(self.tasks)],
             on_failure=self.on_failure, on_deadline_missed=self.on_deadline_missed,
             finished_runs_kept=self.finished_runs_kept, timezone=self.timezone, end_date=self.end_date,
+            task_groups=[_group_definition(group) for group in self.task_groups.values()],
         )
 
     def test(self, run_after: datetime | None = None, logical_date: datetime | None = None,
@@ -247,14 +272,24 @@ def fingerprint(definition: DagDefinition) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _task_definition(task: Task) -> TaskDefinition:
+def _task_definition(task: Task, setups: list[str]) -> TaskDefinition:
     return TaskDefinition(
         task_id=task.task_id, kind=task.kind, command=task.command, upstream=sorted(task.upstream_task_ids),
         retries=task.retries, retry_delay=task.retry_delay, execution_timeout=task.execution_timeout,
         deadline=task.deadline, executor=task.executor, queue=task.queue,
         pod_override_json=task.options.pod_override_json(),
         params_json=to_params_json(params_of(task.options.params, "params")),
+        trigger_rule=task.trigger_rule, is_setup=task.is_setup, is_teardown=task.is_teardown,
+        on_failure_fail_dagrun=task.on_failure_fail_dagrun, setups=setups, chooses=task.chooses,
+        ignore_downstream_trigger_rules=task.ignore_downstream_trigger_rules,
+        task_group=task.task_group.group_id if task.task_group is not None else "",
     )
+
+
+def _group_definition(group: TaskGroup) -> TaskGroupDefinition:
+    parent = group.parent_group
+    return TaskGroupDefinition(group_id=group.group_id, parent_id=parent.group_id if parent is not None else "",
+                               tooltip=group.tooltip)
 
 
 def _valid_schedule(schedule: Any) -> bool:

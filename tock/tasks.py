@@ -1,23 +1,27 @@
-"""Tasks of a DAG: ``@task`` functions, ``BashTask`` commands, and ``>>`` / ``<<`` dependencies."""
+"""Tasks of a DAG: ``Task`` (what ``@task``, ``BashTask`` and the operators create), its options, and
+``>>`` / ``<<`` dependencies between tasks, their values, lists and task groups."""
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import re
 import typing
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from tock.trigger_rules import TriggerRule, trigger_rule_problem, trigger_rule_value
 from tock.values import RETURN_VALUE
 
 if TYPE_CHECKING:
     from tock.dag import DAG
+    from tock.task_group import TaskGroup
 
-Downstream = TypeVar("Downstream", bound="Task | XComArg | Iterable[Task | XComArg]")
+# What a dependency may link: a task, its value, a task group, or a list of them.
+Linkable = TypeVar("Linkable", bound="Task | XComArg | TaskGroup | Iterable[Task | XComArg | TaskGroup]")
 
 EXECUTORS = ("local", "celery", "kubernetes")
 # "|" separates dag, run and task ids in heartbeat keys, so ids stay to a safe alphabet.
@@ -57,6 +61,7 @@ class TaskOptions:
     templates_dict: dict[str, Any] | None = None
     templates_exts: tuple[str, ...] | list[str] | None = None
     params: dict[str, Any] | None = None  # the task's own params (values or tock.Param), over the DAG's
+    trigger_rule: str | TriggerRule | None = None  # None: all_success (teardowns: all_done_setup_success)
 
     def problems(self) -> list[str]:
         """What is wrong with these options, in words (empty when valid)."""
@@ -80,6 +85,8 @@ class TaskOptions:
         found.extend(_pod_override_problems(self.pod_override))
         found.extend(_template_option_problems(self.templates_dict, self.templates_exts))
         found.extend(_params_problems(self.params))
+        if self.trigger_rule is not None and trigger_rule_problem(self.trigger_rule):
+            found.append(str(trigger_rule_problem(self.trigger_rule)))
         return found
 
     def pod_override_json(self) -> str | None:
@@ -133,16 +140,19 @@ def _template_option_problems(templates_dict: Any, templates_exts: Any) -> list[
 
 
 # Airflow's templated fields and template file extensions, per kind of task (tock/templating.py).
-TEMPLATE_FIELDS = {"bash": ("bash_command", "env", "cwd"), "python": ("templates_dict", "op_args", "op_kwargs")}
+TEMPLATE_FIELDS = {"bash": ("bash_command", "env", "cwd"), "python": ("templates_dict", "op_args", "op_kwargs"),
+                   "empty": ()}
+# Options only a Python task has (a group's default_args gives them to its Python tasks only).
+PYTHON_ONLY_OPTIONS = ("templates_dict", "templates_exts", "multiple_outputs")
 BASH_TEMPLATE_EXT = (".sh", ".bash")
 
 
 @dataclass(eq=False)
 class Task:
-    """One task of a DAG. Build it with ``@task`` or ``BashTask``, not directly."""
+    """One task of a DAG. Build it with ``@task``, ``BashTask`` or an operator, not directly."""
 
-    task_id: str
-    kind: str  # "python" or "bash"
+    task_id: str  # its full id: inside a group that prefixes, "group.task"
+    kind: str  # "python", "bash" or "empty" (the scheduler succeeds it without running anything)
     dag: DAG
     options: TaskOptions
     python_callable: Callable[..., Any] | None = None
@@ -154,9 +164,32 @@ class Task:
     cwd: str | None = None  # bash: the folder the command runs in
     upstream_task_ids: set[str] = field(default_factory=set)
     downstream_task_ids: set[str] = field(default_factory=set)
+    task_group: TaskGroup | None = None  # the innermost group it was created in
+    is_setup: bool = False
+    is_teardown: bool = False
+    on_failure_fail_dagrun: bool = False  # a teardown's failure fails its run only with this
+    chooses: str = ""  # "branch" (its return value names what follows) or "short_circuit" (whether anything does)
+    ignore_downstream_trigger_rules: bool = True  # a short circuit's falsy value skips all downstream
+    trigger_rule_given: bool = False  # the DAG file set its trigger rule (a teardown's cannot be)
 
     def __post_init__(self) -> None:
         self.dag.add_task(self)
+        if self.task_group is not None:
+            self.task_group.add(self)
+
+    @property
+    def label(self) -> str:
+        """Its id inside its group (Airflow's ``label``): the task id without the group's prefix."""
+        group = self.task_group
+        if group is None or not group.prefix_group_id:
+            return self.task_id
+        return self.task_id.removeprefix(f"{group.group_id}.")
+
+    @property
+    def trigger_rule(self) -> str:
+        if self.options.trigger_rule is None:
+            return TriggerRule.ALL_SUCCESS.value
+        return trigger_rule_value(self.options.trigger_rule)
 
     @property
     def retries(self) -> int:
@@ -239,29 +272,59 @@ class Task:
     def templates_dict(self) -> dict[str, Any] | None:
         return self.options.templates_dict
 
-    def set_downstream(self, others: Task | XComArg | Iterable[Task | XComArg]) -> None:
-        for other in _tasks_of(others):
+    def set_downstream(self, others: Task | XComArg | TaskGroup | Iterable[Task | XComArg | TaskGroup]) -> None:
+        """Make ``others`` downstream of this task (a group: its roots)."""
+        for other in dependency_ends(others, upstream=False):
             self.dag.check_same_dag(self, other)
             self.downstream_task_ids.add(other.task_id)
             other.upstream_task_ids.add(self.task_id)
 
-    def set_upstream(self, others: Task | XComArg | Iterable[Task | XComArg]) -> None:
-        for other in _tasks_of(others):
+    def set_upstream(self, others: Task | XComArg | TaskGroup | Iterable[Task | XComArg | TaskGroup]) -> None:
+        """Make ``others`` upstream of this task (a group: its leaves)."""
+        for other in dependency_ends(others, upstream=True):
             other.set_downstream(self)
 
-    def __rshift__(self, other: Downstream) -> Downstream:
+    # Setup and teardown (tock/setup_teardown.py).
+    def as_setup(self) -> Task:
+        """Mark this task a setup (Airflow's ``as_setup``); returns it."""
+        from tock.setup_teardown import mark_setup
+
+        return mark_setup(self)
+
+    def as_teardown(self, *, setups: Task | XComArg | Iterable[Task | XComArg] | None = None,
+                    on_failure_fail_dagrun: bool | None = None) -> Task:
+        """Mark this task a teardown of ``setups`` (each marked a setup, linked ``setup >> self``);
+        its trigger rule becomes all_done_setup_success. Returns it."""
+        from tock.setup_teardown import mark_teardown
+
+        return mark_teardown(self, setups, on_failure_fail_dagrun)
+
+    def __enter__(self) -> Task:
+        """``with setup >> teardown:``: the tasks created inside run between them."""
+        from tock.setup_teardown import enter_scope
+
+        enter_scope(self)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        from tock.setup_teardown import exit_scope
+
+        exit_scope(self, error is None)
+
+    def __rshift__(self, other: Linkable) -> Linkable:
         self.set_downstream(other)
         return other
 
-    def __lshift__(self, other: Downstream) -> Downstream:
+    def __lshift__(self, other: Linkable) -> Linkable:
         self.set_upstream(other)
         return other
 
-    def __rrshift__(self, other: Iterable[Task]) -> Task:  # [a, b] >> self
+    def __rrshift__(self, other: Iterable[Task | XComArg | TaskGroup]) -> Task:  # [a, b] >> self
         self.set_upstream(other)
         return self
 
-    def __rlshift__(self, other: Iterable[Task]) -> Task:  # [a, b] << self
+    def __rlshift__(self, other: Iterable[Task | XComArg | TaskGroup]) -> Task:  # [a, b] << self
         self.set_downstream(other)
         return self
 
@@ -281,17 +344,30 @@ class XComArg:
     def __getitem__(self, key: str) -> XComArg:
         return XComArg(self.operator, key)
 
-    def __rshift__(self, other: Downstream) -> Downstream:
+    def set_downstream(self, others: Any) -> None:
+        self.operator.set_downstream(others)
+
+    def set_upstream(self, others: Any) -> None:
+        self.operator.set_upstream(others)
+
+    def __rshift__(self, other: Linkable) -> Linkable:
         return self.operator.__rshift__(other)
 
-    def __lshift__(self, other: Downstream) -> Downstream:
+    def __lshift__(self, other: Linkable) -> Linkable:
         return self.operator.__lshift__(other)
 
-    def __rrshift__(self, other: Iterable[Task]) -> Task:
+    def __rrshift__(self, other: Iterable[Task | XComArg | TaskGroup]) -> Task:
         return self.operator.__rrshift__(other)
 
-    def __rlshift__(self, other: Iterable[Task]) -> Task:
+    def __rlshift__(self, other: Iterable[Task | XComArg | TaskGroup]) -> Task:
         return self.operator.__rlshift__(other)
+
+    def __enter__(self) -> Task:
+        return self.operator.__enter__()
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.operator.__exit__(kind, error, trace)
 
     def __repr__(self) -> str:
         return f"<XComArg {self.operator.task_id}[{self.key!r}]>"
@@ -326,25 +402,72 @@ def _returns_dict(function: Callable[..., Any] | None) -> bool:
     return isinstance(origin, type) and issubclass(origin, dict) or returns in ("dict", "Dict")
 
 
-def _tasks_of(others: Task | XComArg | Iterable[Task | XComArg]) -> list[Task]:
-    items = [others] if isinstance(others, Task | XComArg) else list(others)
-    found = [item.operator if isinstance(item, XComArg) else item for item in items]
-    for item in found:
-        if not isinstance(item, Task):
-            raise TypeError(f"dependencies link tasks, not {item!r}")
+def dependency_ends(others: Any, *, upstream: bool) -> list[Task]:
+    """The tasks a dependency links for ``others`` (a task, a value, a task group, or a list of them):
+    a group is its leaves on the upstream side of ``>>`` and its roots on the downstream side."""
+    from tock.task_group import TaskGroup
+
+    items = list(others) if isinstance(others, list | tuple | set | frozenset) else [others]
+    found: list[Task] = []
+    for item in items:
+        if isinstance(item, XComArg):
+            item = item.operator
+        if isinstance(item, TaskGroup):
+            found.extend(item.dependency_ends(upstream=upstream))
+        elif isinstance(item, Task):
+            found.append(item)
+        else:
+            raise TypeError(f"dependencies link tasks, their values and task groups, not {item!r}")
     return found
 
 
-def _new_task(dag: DAG | None, task_id: str, kind: str, options: TaskOptions, **fields: Any) -> Task:
+def prepare_task(dag: DAG | None, label: Any, kind: str, given: dict[str, Any],
+                 unique: bool = False) -> tuple[DAG, str, TaskOptions, TaskGroup | None]:
+    """The DAG, full task id, options and group of a task about to be created: inside a group its id
+    is prefixed and the group's default_args fill the options it was not given; refused (a
+    DagDefinitionError) if the id or an option is invalid. ``unique``: a taken id gets ``__1``..."""
     from tock.dag import current_dag
+    from tock.task_group import current_group
 
     owner = dag or current_dag()
     if owner is None:
-        raise RuntimeError(f"task {task_id!r} must be created inside a `with DAG(...)` block or given dag=")
+        raise RuntimeError(f"task {label!r} must be created inside a `with DAG(...)` block or given dag=")
+    group = current_group(owner)
+    task_id = group.child_id(label) if group is not None and isinstance(label, str) else label
+    if unique:
+        task_id = unique_task_id(owner, task_id)
+    defaults = group.defaults_for(kind) if group is not None else {}
+    options = TaskOptions(**{**defaults, **given})
     owner.check_task(task_id, options)
-    created = Task(task_id=task_id, kind=kind, dag=owner, options=options, **fields)
+    return owner, task_id, options, group
+
+
+def unique_task_id(dag: DAG, task_id: str) -> str:
+    """``task_id``, or with ``__1``, ``__2``... when it is taken (Airflow's rule for decorated tasks)."""
+    if task_id not in dag.tasks:
+        return task_id
+    stem = re.sub(r"__\d+$", "", task_id)
+    number = 1
+    while f"{stem}__{number}" in dag.tasks:
+        number += 1
+    return f"{stem}__{number}"
+
+
+def init_task(created: Task, dag: DAG | None, label: Any, kind: str, given: dict[str, Any],
+              unique: bool = False, **fields: Any) -> None:
+    """Initialise ``created`` (a Task or an operator, which are Tasks) as a new task of its DAG; it
+    depends on the tasks whose values its arguments name."""
+    owner, task_id, options, group = prepare_task(dag, label, kind, given, unique)
+    Task.__init__(created, task_id=task_id, kind=kind, dag=owner, options=options, task_group=group,
+                  trigger_rule_given="trigger_rule" in given, **fields)
     arguments = [*created.args, *created.kwargs.values()]
     created.set_upstream([upstream for value in arguments for upstream in value_references(value)])
+
+
+def _new_task(dag: DAG | None, task_id: str, kind: str, given: dict[str, Any], unique: bool = False,
+              **fields: Any) -> Task:
+    created = Task.__new__(Task)
+    init_task(created, dag, task_id, kind, given, unique, **fields)
     return created
 
 
@@ -361,8 +484,7 @@ def BashTask(task_id: str, command: str | None = None, *, bash_command: str | No
     if not isinstance(command, str) or not command.strip():
         raise ValueError(f"BashTask {task_id!r} needs a non-empty command string")
     _check_bash_fields(task_id, env, append_env, cwd, options)
-    return _new_task(dag, task_id, "bash", TaskOptions(**options), command=command, env=env,
-                     append_env=append_env, cwd=cwd)
+    return _new_task(dag, task_id, "bash", options, command=command, env=env, append_env=append_env, cwd=cwd)
 
 
 def _check_bash_fields(task_id: str, env: Any, append_env: Any, cwd: Any, options: dict[str, Any]) -> None:
@@ -376,75 +498,3 @@ def _check_bash_fields(task_id: str, env: Any, append_env: Any, cwd: Any, option
     python_only = sorted(name for name in ("templates_dict", "templates_exts") if options.get(name) is not None)
     if python_only:
         raise ValueError(f"BashTask {task_id!r}: {', '.join(python_only)} is for Python tasks")
-
-
-class TaskFunction:
-    """A ``@task`` function: called inside a ``with DAG`` block, it adds a task and returns it.
-
-    Outside a DAG it is the plain function, so user code stays testable.
-    The call's arguments are kept on the task for the runner to pass on.
-    """
-
-    def __init__(self, function: Callable[..., Any], task_id: str | None, options: TaskOptions) -> None:
-        functools.update_wrapper(self, function)
-        self.function = function
-        self.task_id = task_id or function.__name__
-        self.options = options
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Inside a DAG: a new task of it (its value, when given to another task, is this task's return
-        value; a task id already taken gets ``__1``, ``__2``... as in Airflow). Outside: the function."""
-        from tock.dag import current_dag
-
-        dag = current_dag()
-        if dag is None:
-            return self.function(*args, **kwargs)
-        return _new_task(None, _unique_id(dag, self.task_id), "python", self.options,
-                         python_callable=self.function, args=args, kwargs=kwargs)
-
-    def override(self, **changes: Any) -> TaskFunction:
-        """This task function with other options (``task_id``, ``retries``...), as Airflow's ``override``."""
-        task_id = changes.pop("task_id", self.task_id)
-        options = {item.name: getattr(self.options, item.name) for item in fields(TaskOptions)}
-        return TaskFunction(self.function, task_id, TaskOptions(**{**options, **changes}))
-
-
-def _unique_id(dag: DAG, task_id: str) -> str:
-    if task_id not in dag.tasks:
-        return task_id
-    stem = re.sub(r"__\d+$", "", task_id)
-    number = 1
-    while f"{stem}__{number}" in dag.tasks:
-        number += 1
-    return f"{stem}__{number}"
-
-
-@overload
-def task(function: Callable[..., Any], *, task_id: str | None = None, **options: Any) -> TaskFunction: ...
-
-
-@overload
-def task(function: None = None, *, task_id: str | None = None,
-         **options: Any) -> Callable[[Callable[..., Any]], TaskFunction]: ...
-
-
-def task(function: Callable[..., Any] | None = None, *, task_id: str | None = None,
-         **options: Any) -> TaskFunction | Callable[[Callable[..., Any]], TaskFunction]:
-    """Declare a Python task: ``@task`` or ``@task(retries=2, executor="celery", ...)``.
-
-    Options: retries, retry_delay (seconds or timedelta), execution_timeout, deadline (seconds or a
-    timedelta after the task instance is first queued in a run: `tock monitor` writes a
-    TaskDeadlineMissed if it has not ended by then), executor ("local" | "celery" | "kubernetes"),
-    queue, pod_override ({"image", "resources"}), multiple_outputs (a returned dict is also passed on
-    key by key; default: whether the function is annotated ``-> dict``), do_xcom_push (default True).
-    Called inside a DAG with other tasks (or their ``["key"]``) as arguments, it depends on them and
-    receives their values when it runs.
-    """
-    task_options = TaskOptions(**options)
-
-    def decorate(inner: Callable[..., Any]) -> TaskFunction:
-        if not callable(inner):
-            raise TypeError(f"@task decorates a function, not {inner!r}")
-        return TaskFunction(inner, task_id, task_options)
-
-    return decorate if function is None else decorate(function)

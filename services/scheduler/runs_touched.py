@@ -28,6 +28,7 @@ from schemas import (
     TaskCleared,
     TaskDeadlineMissed,
     TaskDeclaredDead,
+    TaskEmptySucceeded,
     TaskFailed,
     TaskHeartbeat,
     TaskKilled,
@@ -40,6 +41,7 @@ from schemas import (
     TaskSkipped,
     TaskStarted,
     TaskSucceeded,
+    TaskTrySkipped,
     TaskUpstreamFailed,
 )
 from services.scheduler.core import DagTombstone
@@ -49,6 +51,7 @@ RunEvent: TypeAlias = (
     | MarkTask | PodFinished | PodStarted | TaskAdopted | TaskCleared | TaskDeadlineMissed | TaskDeclaredDead
     | TaskFailed | TaskHeartbeat | TaskKillRequested | TaskKilled | TaskLaunched | TaskLogShipped | TaskQueued
     | TaskRemoved | TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded | TaskUpstreamFailed
+    | TaskTrySkipped | TaskEmptySucceeded
     | SecretAccessed
 )
 EveryRunEvent: TypeAlias = DagParsed | DagTombstone | PauseDag  # may change what any run of the DAG does

@@ -207,7 +207,7 @@ def test_a_kill_of_an_older_try_changes_nothing():
 @pytest.mark.parametrize(("event", "state"), [
     (TaskSkipped(**IDS, reason="upstream extract was skipped", at=50), "skipped"),
     (TaskRemoved(**IDS, reason="the DAG file no longer defines it", at=50), "removed"),
-    (TaskUpstreamFailed(**IDS, at=50), "upstream_failed"),
+    (TaskUpstreamFailed(**IDS, reason="upstream extract failed", at=50), "upstream_failed"),
 ])
 def test_tasks_that_will_not_run(event, state):
     row = _row(queued(1), event)

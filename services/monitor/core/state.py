@@ -27,6 +27,7 @@ from schemas import (
     TaskCleared,
     TaskDeadlineMissed,
     TaskDeclaredDead,
+    TaskEmptySucceeded,
     TaskFailed,
     TaskKilled,
     TaskLaunched,
@@ -36,6 +37,7 @@ from schemas import (
     TaskSkipped,
     TaskStarted,
     TaskSucceeded,
+    TaskTrySkipped,
     TaskUpstreamFailed,
 )
 from services.monitor.core.notify import DEADLINE_MISSED, FAILURE, NotificationBook
@@ -76,10 +78,11 @@ class DagDefinitionRemoved:
 MonitorEvent: TypeAlias = EventsTopicEvent | DagsTopicEvent | DagDefinitionRemoved
 """What the monitor folds: tock.events and tock.dags (a deleted DAG's tombstone included)."""
 
-TryEvent: TypeAlias = TaskQueued | TaskStarted | TaskSucceeded | TaskFailed | TaskDeclaredDead
+TryEvent: TypeAlias = TaskQueued | TaskStarted | TaskSucceeded | TaskFailed | TaskTrySkipped | TaskDeclaredDead
 """Events of one try that the monitor times (queue latency, duration)."""
 
-InstanceEnded: TypeAlias = TaskSucceeded | TaskFailed | TaskKilled | TaskSkipped | TaskUpstreamFailed | TaskRemoved
+InstanceEnded: TypeAlias = (TaskSucceeded | TaskFailed | TaskTrySkipped | TaskKilled | TaskSkipped | TaskUpstreamFailed
+                                | TaskRemoved | TaskEmptySucceeded)
 """A task instance has ended (for its deadline; a failure with a retry to come is undone by TaskRetryScheduled)."""
 
 InstanceEvent: TypeAlias = InstanceEnded | TaskQueued | TaskRetryScheduled | TaskCleared
@@ -153,7 +156,7 @@ def evolve(state: MonitorState, event: MonitorEvent) -> MonitorState:
             pass  # not measured (the most frequent of those)
         case TaskStarted():
             _task_started(state, event)
-        case TaskSucceeded() | TaskFailed():
+        case TaskSucceeded() | TaskFailed() | TaskTrySkipped():
             _task_ended(state, event)
         case DagRunCreated():
             _run_created(state, event)
@@ -169,7 +172,7 @@ def _fold_rarer(state: MonitorState, event: MonitorEvent) -> None:
     match event:
         case TaskRetryScheduled():
             _task_retry_coming(state, event)
-        case TaskKilled() | TaskSkipped() | TaskUpstreamFailed() | TaskRemoved():
+        case TaskKilled() | TaskSkipped() | TaskUpstreamFailed() | TaskRemoved() | TaskEmptySucceeded():
             _task_instance_ended(state, event)
         case TaskCleared():
             _task_cleared(state, event)
@@ -362,7 +365,7 @@ def _task_started(state: MonitorState, event: TaskStarted) -> None:
         state.stats.observe(QUEUE_LATENCY, (executor, queue), event.at, event.at - queued_at)
 
 
-def _task_ended(state: MonitorState, event: TaskSucceeded | TaskFailed) -> None:
+def _task_ended(state: MonitorState, event: TaskSucceeded | TaskFailed | TaskTrySkipped) -> None:
     key = _try_key(event)
     state.queued.pop(key, None)
     started_at = state.started.pop(key, None)

@@ -8,9 +8,9 @@ nothing more is decided for a quarantined DAG; the others go on.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from schemas import (
     CommandRejected,
@@ -21,6 +21,7 @@ from schemas import (
     DagRunReopened,
     TaskCleared,
     TaskDeclaredDead,
+    TaskEmptySucceeded,
     TaskFailed,
     TaskKillRequested,
     TaskQueued,
@@ -37,7 +38,6 @@ from services.scheduler.core.model import (
     FAILED,
     NONE,
     QUEUED,
-    REMOVED,
     SKIPPED,
     SUCCESS,
     UP_FOR_RETRY,
@@ -60,6 +60,7 @@ from services.scheduler.core.pods import failed_with_pod, pod_ended_without_outc
 from services.scheduler.core.quarantine import Guard, decide_quarantines
 from services.scheduler.core.queuing import Previous, Queuing, no_previous, previous_success
 from services.scheduler.core.runs import decide_runs
+from services.scheduler.core.trigger_rules import GIVE_UP, RUN, SKIP, Verdict, judge
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +72,8 @@ class Policy:
     start_timeout: float | None = None  # launched, not started: None = the heartbeat timeout
 
 
-InstanceDecision: TypeAlias = TaskQueued | TaskRetryScheduled | TaskUpstreamFailed | TaskSkipped
+InstanceDecision: TypeAlias = (TaskQueued | TaskRetryScheduled | TaskUpstreamFailed | TaskSkipped
+                               | TaskEmptySucceeded)
 """What deciding a task instance whose try is not running writes."""
 
 TaskDecision: TypeAlias = InstanceDecision | TaskDeclaredDead | TaskFailed | TaskKillRequested | TaskCleared
@@ -129,19 +131,19 @@ def decide_run(run: DagRun, dag: DagEntry, now: float, policy: Policy,
         events.append(DagRunReopened(dag_id=run.dag_id, run_id=run.run_id, request_id=run.reopened_by, at=now))
     for task_id in dag.order:
         instance = run.tasks.get(task_id) or TaskInstance(task_id)
-        ups = [view[up] for up in dag.tasks[task_id].upstream if up in view]
-        decided, view[task_id] = _decide_task(queuing, instance, ups, now, policy, dead, paused)
+        decided, view[task_id] = _decide_task(queuing, instance, view, now, policy, dead, paused)
         events.extend(decided)
     events += decide_removed_tasks(run, dag, now, policy, dead)
-    # A run ends when its tasks have, and no try of it (even of a removed task) still runs.
+    # A run ends when its tasks have, and no try of it (even of a removed task) still runs; it failed
+    # when one of the tasks that decide its state did (Airflow's rule: a teardown's failure does not).
     if view and all(state in ENDED for state in view.values()) and not _still_running(run, dead):
-        failed = any(state in (FAILED, UPSTREAM_FAILED) for state in view.values())
+        failed = any(view.get(task_id) in (FAILED, UPSTREAM_FAILED) for task_id in dag.leaves)
         events.append(DagRunFinished(dag_id=run.dag_id, run_id=run.run_id,
                                      state="failed" if failed else "success", at=now))
     return events
 
 
-def _decide_task(queuing: Queuing, instance: TaskInstance, ups: list[str], now: float,
+def _decide_task(queuing: Queuing, instance: TaskInstance, view: Mapping[str, str], now: float,
                  policy: Policy, dead: Collection[TryKey], paused: bool) -> tuple[list[TaskDecision], str]:
     """(events, the instance's state once they are folded) for one task of the walk."""
     run = queuing.run
@@ -160,29 +162,43 @@ def _decide_task(queuing: Queuing, instance: TaskInstance, ups: list[str], now: 
         events.append(TaskCleared(dag_id=run.dag_id, run_id=run.run_id, task_id=instance.task_id,
                                   try_number=instance.try_number, request_id=instance.pending_request, at=now))
         instance = TaskInstance(instance.task_id, try_number=instance.try_number)
-    decided, state = _decide_instance(queuing, instance, ups, now, paused)
+    decided, state = _decide_instance(queuing, instance, view, now, paused)
     return events + decided, state
 
 
-def _decide_instance(queuing: Queuing, instance: TaskInstance, ups: list[str],
+def _decide_instance(queuing: Queuing, instance: TaskInstance, view: Mapping[str, str],
                      now: float, paused: bool) -> tuple[list[InstanceDecision], str]:
     """(events, the instance's state once they are folded). A paused DAG starts no new try."""
     run, task = queuing.run, queuing.dag.tasks[instance.task_id]
-    ids = {"dag_id": run.dag_id, "run_id": run.run_id, "task_id": task.task_id}
+    ids: dict[str, Any] = {"dag_id": run.dag_id, "run_id": run.run_id, "task_id": task.task_id}
     if instance.state == NONE:
-        if any(up in (FAILED, UPSTREAM_FAILED) for up in ups):
-            return [TaskUpstreamFailed(**ids, at=now)], UPSTREAM_FAILED
-        if any(up == SKIPPED for up in ups) and all(up in ENDED for up in ups):
-            return [TaskSkipped(**ids, reason="an upstream task was skipped", at=now)], SKIPPED
-        if all(up in (SUCCESS, REMOVED) for up in ups) and not paused:
-            return [queuing.queued(instance, task, now)], QUEUED
-    elif instance.state == FAILED and instance.retryable and instance.try_number <= task.retries:
+        return _decide_waiting(queuing, instance, judge(task.task_id, queuing.dag, run, view), now, paused)
+    if instance.state == FAILED and instance.retryable and instance.try_number <= task.retries:
         ended = instance.ended_at if instance.ended_at is not None else now
         return [TaskRetryScheduled(**ids, try_number=instance.try_number, next_try_number=instance.try_number + 1,
                                    not_before=ended + task.retry_delay, at=now)], UP_FOR_RETRY
-    elif instance.state == UP_FOR_RETRY and now >= (instance.not_before or 0.0) and not paused:
+    if instance.state == UP_FOR_RETRY and now >= (instance.not_before or 0.0) and not paused:
         return [queuing.queued(instance, task, now)], QUEUED
     return [], instance.state
+
+
+def _decide_waiting(queuing: Queuing, instance: TaskInstance, verdict: Verdict, now: float,
+                    paused: bool) -> tuple[list[InstanceDecision], str]:
+    """A task instance not started in this run, as its upstreams' verdict says: written with the
+    rule, the states and the choice that decided it, so the log says why a task did not run."""
+    run, task = queuing.run, queuing.dag.tasks[instance.task_id]
+    ids: dict[str, Any] = {"dag_id": run.dag_id, "run_id": run.run_id, "task_id": task.task_id}
+    why: dict[str, Any] = {"reason": verdict.reason, "trigger_rule": verdict.rule,
+                           "upstream_states": dict(verdict.states)}
+    if verdict.outcome == GIVE_UP:
+        return [TaskUpstreamFailed(**ids, **why, at=now)], UPSTREAM_FAILED
+    if verdict.outcome == SKIP:
+        return [TaskSkipped(**ids, **why, chosen_by=verdict.chosen_by, at=now)], SKIPPED
+    if verdict.outcome != RUN or paused:
+        return [], instance.state
+    if task.kind == "empty":  # nothing to run: it succeeds here, without a try
+        return [TaskEmptySucceeded(**ids, scheduler_id=queuing.scheduler_id, at=now)], SUCCESS
+    return [queuing.queued(instance, task, now)], QUEUED
 
 
 def _still_running(run: DagRun, dead: Collection[TryKey]) -> bool:

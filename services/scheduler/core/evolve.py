@@ -8,6 +8,7 @@ A handler that raises for an event of DAG d quarantines d (quarantine.py): never
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Never, NoReturn, TypeAlias
 
@@ -36,6 +37,7 @@ from schemas import (
     TaskCleared,
     TaskDeadlineMissed,
     TaskDeclaredDead,
+    TaskEmptySucceeded,
     TaskFailed,
     TaskHeartbeat,
     TaskKilled,
@@ -47,6 +49,7 @@ from schemas import (
     TaskSkipped,
     TaskStarted,
     TaskSucceeded,
+    TaskTrySkipped,
     TaskUpstreamFailed,
     TriggerDagRun,
 )
@@ -58,6 +61,7 @@ from services.scheduler.core.model import (
     NONE,
     QUEUED,
     RUNNING,
+    SKIPPED,
     SUCCESS,
     UP_FOR_RETRY,
     UPSTREAM_FAILED,
@@ -71,7 +75,6 @@ from services.scheduler.core.model import (
     TryEnded,
     TryEvent,
     TryKey,
-    topological_order,
 )
 from services.scheduler.core.pods import pod_failure
 from services.scheduler.core.runs import first_due
@@ -105,7 +108,7 @@ def evolve(state: SchedulerState, event: SchedulerEvent) -> SchedulerState:
                 _launched(state, event)
             case TaskQueued():
                 _queued(state, event)
-            case TaskSucceeded() | TaskFailed() | TaskDeclaredDead():
+            case TaskSucceeded() | TaskFailed() | TaskDeclaredDead() | TaskTrySkipped():
                 _ended(state, event)
             case DagRunCreated():
                 _run_created(state, event)
@@ -117,6 +120,8 @@ def evolve(state: SchedulerState, event: SchedulerEvent) -> SchedulerState:
                 _upstream_failed(state, event)
             case TaskSkipped():
                 commands.skipped(state, event)
+            case TaskEmptySucceeded():
+                _empty_succeeded(state, event)
             case TaskAdopted():
                 _adopted(state, event)
             case PodFinished():
@@ -199,10 +204,8 @@ def _unknown(event: Never) -> NoReturn:
 def _dag_parsed(state: SchedulerState, event: DagParsed) -> None:
     quarantine.lift_on_parse(state, event)
     known = state.dags.get(event.dag_id) or state.removed_dags.pop(event.dag_id, None)
-    tasks = {task.task_id: task for task in event.definition.tasks}
-    state.dags[event.dag_id] = DagEntry(event.definition, event.fingerprint,
-                                        known.first_seen_at if known else event.at,
-                                        tasks, topological_order(tasks))
+    state.dags[event.dag_id] = DagEntry.of(event.definition, event.fingerprint,
+                                           known.first_seen_at if known else event.at)
     _update_next_due(state, event.dag_id)
 
 
@@ -314,10 +317,20 @@ def _adopted(state: SchedulerState, event: TaskAdopted) -> None:
 def _ended(state: SchedulerState, event: TryEnded) -> None:
     instance, key = _current(state, event)
     if instance is not None and _from_claimant(instance, event):
-        outcome = SUCCESS if isinstance(event, TaskSucceeded) else FAILED
-        if isinstance(event, TaskSucceeded):
+        outcome = FAILED
+        if isinstance(event, TaskSucceeded | TaskTrySkipped):
+            outcome = SUCCESS if isinstance(event, TaskSucceeded) else SKIPPED
             instance.values_json = event.values_json  # what its downstream tries are given (context.py)
+        if isinstance(event, TaskSucceeded) and event.follow is not None:
+            instance.follow_json = json.dumps(event.follow)  # what a branch chose (trigger_rules.py)
         end_try(state, state.runs[key[:2]], instance, outcome, event.at)
+
+
+def _empty_succeeded(state: SchedulerState, event: TaskEmptySucceeded) -> None:
+    run = state.runs.get((event.dag_id, event.run_id))
+    if run is not None and run.instance(event.task_id).state == NONE:
+        instance = run.tasks[event.task_id]
+        instance.state, instance.ended_at = SUCCESS, event.at
 
 
 def _pod_finished(state: SchedulerState, event: PodFinished) -> None:

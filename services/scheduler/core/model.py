@@ -31,6 +31,7 @@ from schemas import (
     TaskLaunched,
     TaskStarted,
     TaskSucceeded,
+    TaskTrySkipped,
     TriggerDagRun,
 )
 from services.scheduler.core.forgotten import ForgottenRuns, RequestIds, Retention
@@ -74,14 +75,14 @@ SchedulerEvent: TypeAlias = EventsTopicEvent | HeartbeatsTopicEvent | DagsTopicE
 DAG's tombstone included)."""
 
 TryEvent: TypeAlias = (TaskLaunched | TaskStarted | TaskHeartbeat | TaskAdopted | TaskSucceeded | TaskFailed
-                       | TaskDeclaredDead | TaskKillRequested | TaskKilled | PodFinished)
+                       | TaskTrySkipped | TaskDeclaredDead | TaskKillRequested | TaskKilled | PodFinished)
 """Events about one try of a task instance (they name its try number)."""
 
-RunnerEvent: TypeAlias = TaskHeartbeat | TaskSucceeded | TaskFailed | TaskStarted | TaskKilled
+RunnerEvent: TypeAlias = TaskHeartbeat | TaskSucceeded | TaskFailed | TaskTrySkipped | TaskStarted | TaskKilled
 """What a try's runner reports: each names the runner (``runner_id``). (Also checked with isinstance
 on every heartbeat: the most frequent first.)"""
 
-TryEnded: TypeAlias = TaskSucceeded | TaskFailed | TaskDeclaredDead
+TryEnded: TypeAlias = TaskSucceeded | TaskFailed | TaskTrySkipped | TaskDeclaredDead
 """The end of a try: its runner's outcome, or the owner's verdict that it died."""
 
 
@@ -94,6 +95,16 @@ class DagEntry:
     first_seen_at: float
     tasks: dict[str, TaskDefinition]
     order: tuple[str, ...]  # topological: every task after its upstream
+    # Task id -> the short circuits upstream of it that skip everything downstream when false.
+    short_circuits: dict[str, tuple[str, ...]]
+    leaves: frozenset[str]  # the tasks whose states decide the run's (Airflow's: teardowns left out)
+
+    @staticmethod
+    def of(definition: DagDefinition, fingerprint: str, first_seen_at: float) -> DagEntry:
+        tasks = {task.task_id: task for task in definition.tasks}
+        order = topological_order(tasks)
+        return DagEntry(definition, fingerprint, first_seen_at, tasks, order, short_circuits_above(order, tasks),
+                        run_state_leaves(tasks))
 
 
 @dataclass(slots=True)
@@ -121,6 +132,7 @@ class TaskInstance:
     kill_requested: bool = False  # a TaskKillRequested of the current try was committed
     pod_ended: str = ""      # the current try's pod ended with no outcome from its runner (PodFinished): why
     values_json: str = ""    # what its succeeded try returned and pushed (TaskSucceeded.values_json)
+    follow_json: str = ""    # a branch's or short circuit's choice: its success's ``follow`` as JSON ("" none)
 
 
 @dataclass(slots=True)
@@ -362,3 +374,38 @@ def topological_order(tasks: dict[str, TaskDefinition]) -> tuple[str, ...]:
     # A cycle (the DAG processor refuses those) leaves tasks out: append them, never run them early.
     order.extend(sorted(set(tasks) - set(order)))
     return tuple(order)
+
+
+def short_circuits_above(order: tuple[str, ...], tasks: dict[str, TaskDefinition]) -> dict[str, tuple[str, ...]]:
+    """Task id -> the short circuits upstream of it (transitively) that skip everything downstream
+    when false (``ignore_downstream_trigger_rules``); only tasks that have one are listed."""
+    above: dict[str, tuple[str, ...]] = {}
+    for task_id in order:
+        found: dict[str, None] = {}
+        for up in tasks[task_id].upstream:
+            if up not in tasks:
+                continue
+            found.update(dict.fromkeys(above.get(up, ())))
+            if tasks[up].chooses == "short_circuit" and tasks[up].ignore_downstream_trigger_rules:
+                found[up] = None
+        if found:
+            above[task_id] = tuple(found)
+    return above
+
+
+def run_state_leaves(tasks: dict[str, TaskDefinition]) -> frozenset[str]:
+    """The tasks whose states decide a run's: those with nothing downstream but teardowns that may
+    fail without failing the run, teardowns themselves left out unless ``on_failure_fail_dagrun``
+    (Airflow's rule). A DAG of nothing but such teardowns: its tasks with nothing downstream."""
+    downstream: dict[str, list[str]] = {task_id: [] for task_id in tasks}
+    for task_id, task in tasks.items():
+        for up in task.upstream:
+            if up in downstream:
+                downstream[up].append(task_id)
+
+    def ignorable(task_id: str) -> bool:
+        return tasks[task_id].is_teardown and not tasks[task_id].on_failure_fail_dagrun
+
+    leaves = frozenset(task_id for task_id, downs in downstream.items()
+                       if not ignorable(task_id) and all(ignorable(down) for down in downs))
+    return leaves or frozenset(task_id for task_id, downs in downstream.items() if not downs)

@@ -36,6 +36,7 @@ from schemas import (
     Event,
     RequestBackfill,
     TaskDefinition,
+    TaskGroupDefinition,
     TriggerDagRun,
     decode,
     encode,
@@ -56,7 +57,6 @@ from services.scheduler.core.model import (
     Rejection,
     SchedulerState,
     TaskInstance,
-    topological_order,
 )
 
 FORMAT = "tock-scheduler-state"
@@ -88,7 +88,7 @@ def model_classes() -> tuple[type, ...]:
     """Every dataclass whose fields the snapshot depends on."""
     ours = [cls for cls in vars(model).values()
             if dataclasses.is_dataclass(cls) and isinstance(cls, type) and cls.__module__ == model.__name__]
-    return tuple(sorted(ours, key=lambda cls: cls.__name__)) + (DagDefinition, TaskDefinition)
+    return tuple(sorted(ours, key=lambda cls: cls.__name__)) + (DagDefinition, TaskDefinition, TaskGroupDefinition)
 
 
 def model_fingerprint(classes: tuple[type, ...] | None = None) -> str:
@@ -140,6 +140,7 @@ def _pack_dag(entry: DagEntry) -> list[Json]:
     definition = entry.definition
     fields = [getattr(definition, name) for name in _DAG_FIELDS]
     fields[_DAG_TASKS] = [[getattr(task, name) for name in _TASK_FIELDS] for task in definition.tasks]
+    fields[_DAG_GROUPS] = [dataclasses.astuple(group) for group in definition.task_groups]
     return [fields, entry.fingerprint, entry.first_seen_at]
 
 
@@ -158,8 +159,9 @@ def _pack_event(event: Event) -> str:
 
 
 _DAG_FIELDS = tuple(item.name for item in dataclasses.fields(DagDefinition))
-_DAG_TASKS = _DAG_FIELDS.index("tasks")
+_DAG_TASKS, _DAG_GROUPS = _DAG_FIELDS.index("tasks"), _DAG_FIELDS.index("task_groups")
 _TASK_FIELDS = tuple(item.name for item in dataclasses.fields(TaskDefinition))
+_GROUP_FIELDS = tuple(item.name for item in dataclasses.fields(TaskGroupDefinition))
 # The runs dicts are keyed by (dag_id, run_id), a run's tasks by each instance's task_id: both derived.
 _RUN_KINDS = columns.field_kinds(DagRun, RUN_FIELDS)
 _INSTANCE_KINDS = columns.field_kinds(TaskInstance, INSTANCE_FIELDS)
@@ -261,9 +263,9 @@ def _unpack_dag(packed: list[Json]) -> DagEntry:
     fields, fingerprint, first_seen_at = packed
     fields = dict(zip(_DAG_FIELDS, fields, strict=True))
     fields["tasks"] = [TaskDefinition(**dict(zip(_TASK_FIELDS, task, strict=True))) for task in fields["tasks"]]
-    definition = DagDefinition(**fields)
-    tasks = {task.task_id: task for task in definition.tasks}
-    return DagEntry(definition, fingerprint, first_seen_at, tasks, topological_order(tasks))
+    fields["task_groups"] = [TaskGroupDefinition(**dict(zip(_GROUP_FIELDS, group, strict=True)))
+                            for group in fields["task_groups"]]
+    return DagEntry.of(DagDefinition(**fields), fingerprint, first_seen_at)
 
 
 def _unpack_backfill(packed: list[Json]) -> tuple[str, Backfill]:

@@ -1,0 +1,274 @@
+"""What a task instance's upstream states decide: run it, wait, skip it, or give up on it.
+
+Airflow's trigger rules as its trigger-rule dependency reads them (the names and the outcomes of
+every rule, including that most rules decide a skip or an upstream failure as soon as one upstream
+makes it certain). A task with no upstream always may run. Upstreams removed from the DAG files
+count for nothing. Before the rule, two things may decide for it: a branch or short circuit upstream
+that did not choose it (``chosen``), and the setups it runs within that are not its direct upstreams
+(they must all succeed first, as Airflow's setup constraint says).
+
+Pure: states in, a ``Verdict`` out; the caller writes the events.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TypeAlias
+
+from services.scheduler.core.model import (
+    ENDED,
+    FAILED,
+    REMOVED,
+    SKIPPED,
+    SUCCESS,
+    UPSTREAM_FAILED,
+    DagEntry,
+    DagRun,
+)
+
+RUN, WAIT, SKIP, GIVE_UP = "run", "wait", "skip", "upstream_failed"
+
+RULES = ("all_success", "all_failed", "all_done", "all_done_setup_success", "all_done_min_one_success",
+         "all_skipped", "one_success", "one_failed", "one_done", "none_failed", "none_failed_min_one_success",
+         "none_skipped", "always")
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What the upstream states decide; for a skip or an upstream failure, why (``reason``), by which
+    rule, the states read, and the branch or short circuit that chose (``chosen_by``)."""
+
+    outcome: str
+    reason: str = ""
+    rule: str = ""
+    states: Mapping[str, str] = field(default_factory=dict)
+    chosen_by: str = ""
+
+
+WAITING = Verdict(WAIT)
+RUNNABLE = Verdict(RUN)
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """How many upstreams are in each state (the setups among them counted apart too)."""
+
+    upstream: int
+    success: int
+    skipped: int
+    failed: int
+    upstream_failed: int
+    done: int
+    setups: int
+    setup_success: int
+    setup_skipped: int
+
+    @staticmethod
+    def of(states: Mapping[str, str], setups: frozenset[str]) -> Counts:
+        values = list(states.values())
+        setup_states = [state for task_id, state in states.items() if task_id in setups]
+        return Counts(len(values), values.count(SUCCESS), values.count(SKIPPED), values.count(FAILED),
+                      values.count(UPSTREAM_FAILED), sum(state in ENDED for state in values),
+                      len(setup_states), setup_states.count(SUCCESS), setup_states.count(SKIPPED))
+
+
+def judge(task_id: str, dag: DagEntry, run: DagRun, view: Mapping[str, str]) -> Verdict:
+    """The verdict on ``task_id`` in ``run``: ``view`` holds the states of the tasks decided before it
+    in this walk (every upstream of it, the topological order sees to it)."""
+    task = dag.tasks[task_id]
+    chosen = _not_chosen(task_id, dag, run, view)
+    if chosen is not None:
+        return chosen
+    if task.setups:
+        verdict = _setups_verdict({setup: view[setup] for setup in task.setups if setup in view})
+        if verdict is not RUNNABLE:
+            return verdict
+    states = {up: view[up] for up in task.upstream if up in view and view[up] != REMOVED}
+    if not states:
+        return RUNNABLE
+    setups = frozenset(up for up in states if dag.tasks[up].is_setup)
+    return by_rule(task.trigger_rule, states, setups)
+
+
+def by_rule(rule: str, states: Mapping[str, str], setups: frozenset[str] = frozenset()) -> Verdict:
+    """The verdict of ``rule`` on upstream ``states`` (task id -> state), ``setups`` the setup tasks among them."""
+    counts = Counts.of(states, setups)
+    outcome, why = _RULES[rule](counts)
+    if why is None:
+        return RUNNABLE if outcome == RUN else WAITING
+    return Verdict(outcome, f"trigger rule {rule}: {why(states)}", rule, dict(states))
+
+
+# -- choices and setups ------------------------------------------------------------------------
+
+def _not_chosen(task_id: str, dag: DagEntry, run: DagRun, view: Mapping[str, str]) -> Verdict | None:
+    """A skip because a branch or short circuit upstream chose against this task, else None."""
+    for up in dag.tasks[task_id].upstream:
+        followed = _followed(run, up, view)
+        if followed is not None and task_id not in followed:
+            kind = dag.tasks[up].chooses.replace("_", " ")
+            said = f"followed {', '.join(followed)}" if followed else "followed none of its downstream tasks"
+            return Verdict(SKIP, f"{kind} {up} {said}", states={up: SUCCESS}, chosen_by=up)
+    for short_circuit in dag.short_circuits.get(task_id, ()):
+        if _followed(run, short_circuit, view) == []:
+            return Verdict(SKIP, f"short circuit {short_circuit} upstream was false: everything downstream of "
+                                 "it is skipped", states={short_circuit: SUCCESS}, chosen_by=short_circuit)
+    return None
+
+
+def _followed(run: DagRun, task_id: str, view: Mapping[str, str]) -> list[str] | None:
+    """What a succeeded choosing task chose (its try's ``follow``), None when it chose nothing."""
+    instance = run.tasks.get(task_id)
+    if view.get(task_id) != SUCCESS or instance is None or not instance.follow_json:
+        return None
+    chosen: list[str] = json.loads(instance.follow_json)
+    return chosen
+
+
+def _setups_verdict(states: Mapping[str, str]) -> Verdict:
+    """The setups a task runs within, not its direct upstreams: one failed gives it up, one skipped
+    skips it, and it waits for all of them to succeed."""
+    failed = _named(states, FAILED, UPSTREAM_FAILED)
+    if failed:
+        return Verdict(GIVE_UP, f"its setup {failed} did not succeed", "setup", dict(states))
+    skipped = _named(states, SKIPPED)
+    if skipped:
+        return Verdict(SKIP, f"its setup {skipped} was skipped", "setup", dict(states))
+    return RUNNABLE if all(state == SUCCESS for state in states.values()) else WAITING
+
+
+# -- the rules -----------------------------------------------------------------------------------
+
+Why: TypeAlias = Callable[[Mapping[str, str]], str]
+"""Says in words why a rule skipped or gave up, from the upstream states it read."""
+Ruled: TypeAlias = tuple[str, Why | None]
+
+
+def _named(states: Mapping[str, str], *wanted: str) -> str:
+    return ", ".join(sorted(task_id for task_id, state in states.items() if state in wanted))
+
+
+def _others(states: Mapping[str, str], *unwanted: str) -> str:
+    return ", ".join(sorted(task_id for task_id, state in states.items() if state not in unwanted))
+
+
+def _failed(states: Mapping[str, str]) -> str:
+    return f"upstream {_named(states, FAILED, UPSTREAM_FAILED)} failed"
+
+
+def _skipped(states: Mapping[str, str]) -> str:
+    return f"upstream {_named(states, SKIPPED)} was skipped"
+
+
+def _every_skipped(states: Mapping[str, str]) -> str:
+    return f"every upstream was skipped ({_named(states, SKIPPED)})"
+
+
+def _none_succeeded(states: Mapping[str, str]) -> str:
+    return f"every upstream ended and none succeeded ({_others(states)})"
+
+
+def _run_when(ready: bool) -> Ruled:
+    return (RUN if ready else WAIT), None
+
+
+def _all_success(c: Counts) -> Ruled:
+    if c.failed or c.upstream_failed:
+        return GIVE_UP, _failed
+    if c.skipped:
+        return SKIP, _skipped
+    return _run_when(c.success == c.upstream)
+
+
+def _all_failed(c: Counts) -> Ruled:
+    if c.success or c.skipped:
+        return SKIP, lambda states: f"upstream {_named(states, SUCCESS, SKIPPED)} did not fail"
+    return _run_when(c.failed + c.upstream_failed == c.upstream)
+
+
+def _all_done(c: Counts) -> Ruled:
+    return _run_when(c.done == c.upstream)
+
+
+def _all_done_setup_success(c: Counts) -> Ruled:
+    done = c.done == c.upstream
+    if done and c.setups and c.setup_skipped >= c.setups:
+        return SKIP, lambda states: "every setup upstream was skipped"
+    if done and c.setups and not c.setup_success:
+        return GIVE_UP, lambda states: "no setup upstream succeeded"
+    return _run_when(done)
+
+
+def _all_done_min_one_success(c: Counts) -> Ruled:
+    if c.skipped:
+        return SKIP, _skipped
+    if c.done == c.upstream and not c.success:
+        return GIVE_UP, _none_succeeded
+    return _run_when(c.done == c.upstream)
+
+
+def _all_skipped(c: Counts) -> Ruled:
+    if c.success or c.failed or c.upstream_failed:
+        return SKIP, lambda states: f"upstream {_named(states, SUCCESS, FAILED, UPSTREAM_FAILED)} was not skipped"
+    return _run_when(c.skipped == c.upstream)
+
+
+def _one_success(c: Counts) -> Ruled:
+    if c.success:
+        return RUN, None
+    if c.done == c.upstream:
+        return (SKIP, _every_skipped) if c.done == c.skipped else (GIVE_UP, _none_succeeded)
+    return WAIT, None
+
+
+def _one_failed(c: Counts) -> Ruled:
+    if c.failed or c.upstream_failed:
+        return RUN, None
+    if c.done == c.upstream:
+        return SKIP, lambda states: "every upstream ended and none failed"
+    return WAIT, None
+
+
+def _one_done(c: Counts) -> Ruled:
+    if c.success or c.failed:
+        return RUN, None
+    if c.done == c.upstream:
+        return SKIP, lambda states: "every upstream ended and none succeeded or failed"
+    return WAIT, None
+
+
+def _none_failed(c: Counts) -> Ruled:
+    if c.failed or c.upstream_failed:
+        return GIVE_UP, _failed
+    return _run_when(c.success + c.skipped == c.upstream)
+
+
+def _none_failed_min_one_success(c: Counts) -> Ruled:
+    if c.failed or c.upstream_failed:
+        return GIVE_UP, _failed
+    if c.skipped == c.upstream:
+        return SKIP, _every_skipped
+    return _run_when(c.success + c.skipped == c.upstream)
+
+
+def _none_skipped(c: Counts) -> Ruled:
+    if c.skipped:
+        return SKIP, _skipped
+    return _run_when(c.done == c.upstream)
+
+
+def _always(c: Counts) -> Ruled:
+    return RUN, None
+
+
+_RULES: dict[str, Callable[[Counts], Ruled]] = {
+          "all_success": _all_success, "all_failed": _all_failed, "all_done": _all_done,
+          "all_done_setup_success": _all_done_setup_success, "all_done_min_one_success": _all_done_min_one_success,
+          "all_skipped": _all_skipped, "one_success": _one_success, "one_failed": _one_failed,
+          "one_done": _one_done, "none_failed": _none_failed,
+          "none_failed_min_one_success": _none_failed_min_one_success, "none_skipped": _none_skipped,
+          "always": _always}
+assert tuple(_RULES) == RULES
+

@@ -1,0 +1,140 @@
+"""``@task`` and its variants (``@task.branch``, ``@task.short_circuit``): Python functions as tasks."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, overload
+
+from tock.tasks import Task, TaskOptions, _new_task
+from tock.trigger_rules import TriggerRule
+
+
+@dataclass(frozen=True)
+class Role:
+    """What a task function's tasks are, besides their options: whether they choose what follows
+    them, and whether they are setups or teardowns."""
+
+    chooses: str = ""  # "", "branch" or "short_circuit"
+    ignore_downstream_trigger_rules: bool = True
+    is_setup: bool = False
+    is_teardown: bool = False
+    on_failure_fail_dagrun: bool = False
+
+
+class TaskFunction:
+    """A ``@task`` function: called inside a ``with DAG`` block, it adds a task and returns it.
+
+    Outside a DAG it is the plain function, so user code stays testable.
+    The call's arguments are kept on the task for the runner to pass on.
+    """
+
+    def __init__(self, function: Callable[..., Any], task_id: str | None, given: dict[str, Any],
+                 role: Role = Role()) -> None:
+        functools.update_wrapper(self, function)
+        self.function = function
+        self.task_id = task_id or function.__name__
+        self.given = dict(given)  # the options the decorator was given (a group's defaults fill the rest)
+        self.options = TaskOptions(**given)  # an unknown option fails here, at the decorator
+        self.role = role
+
+    @property
+    def is_setup(self) -> bool:
+        return self.role.is_setup
+
+    @property
+    def is_teardown(self) -> bool:
+        return self.role.is_teardown
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Inside a DAG: a new task of it (its value, when given to another task, is this task's return
+        value; a task id already taken gets ``__1``, ``__2``... as in Airflow). Outside: the function."""
+        from tock.dag import current_dag
+
+        if current_dag() is None:
+            return self.function(*args, **kwargs)
+        given = self.given
+        if self.role.is_teardown:
+            if "trigger_rule" in given:
+                raise ValueError(f"task {self.task_id!r}: Trigger rule not configurable for teardown tasks. "
+                                 "(a teardown's is all_done_setup_success)")
+            given = {**given, "trigger_rule": TriggerRule.ALL_DONE_SETUP_SUCCESS.value}
+        created = _new_task(None, self.task_id, "python", given, unique=True, python_callable=self.function,
+                            args=args, kwargs=kwargs, **vars(self.role))
+        created.trigger_rule_given = "trigger_rule" in self.given
+        return created
+
+    def override(self, **changes: Any) -> TaskFunction:
+        """This task function with other options (``task_id``, ``retries``...), as Airflow's ``override``."""
+        task_id = changes.pop("task_id", self.task_id)
+        return TaskFunction(self.function, task_id, {**self.given, **changes}, self.role)
+
+    def with_role(self, **changes: Any) -> TaskFunction:
+        """The same function and options, with its role changed (``@setup`` / ``@teardown``)."""
+        self.role = replace(self.role, **changes)
+        return self
+
+
+Decorated = TaskFunction | Callable[[Callable[..., Any]], TaskFunction]
+
+
+def _decorator(function: Callable[..., Any] | None, task_id: str | None, options: dict[str, Any],
+               role: Role, name: str) -> Decorated:
+    TaskOptions(**options)  # an unknown option fails at the decorator, before any function
+
+    def decorate(inner: Callable[..., Any]) -> TaskFunction:
+        if not callable(inner) or isinstance(inner, Task):
+            raise TypeError(f"{name} decorates a function, not {inner!r}")
+        return TaskFunction(inner, task_id, options, role)
+
+    return decorate if function is None else decorate(function)
+
+
+class TaskDecorator:
+    """``task``: ``@task``, ``@task(retries=2, ...)``, and Airflow's variants ``@task.python``,
+    ``@task.branch`` and ``@task.short_circuit``."""
+
+    @overload
+    def __call__(self, function: Callable[..., Any], *, task_id: str | None = None,
+                 **options: Any) -> TaskFunction: ...
+
+    @overload
+    def __call__(self, function: None = None, *, task_id: str | None = None,
+                 **options: Any) -> Callable[[Callable[..., Any]], TaskFunction]: ...
+
+    def __call__(self, function: Callable[..., Any] | None = None, *, task_id: str | None = None,
+                 **options: Any) -> Decorated:
+        """Declare a Python task: ``@task`` or ``@task(retries=2, executor="celery", ...)``.
+
+        Options: retries, retry_delay (seconds or timedelta), execution_timeout, deadline (seconds or a
+        timedelta after the task instance is first queued in a run: `tock monitor` writes a
+        TaskDeadlineMissed if it has not ended by then), executor ("local" | "celery" | "kubernetes"),
+        queue, pod_override ({"image", "resources"}), multiple_outputs (a returned dict is also passed on
+        key by key; default: whether the function is annotated ``-> dict``), do_xcom_push (default True),
+        trigger_rule (a ``TriggerRule`` or its string; default all_success).
+        Called inside a DAG with other tasks (or their ``["key"]``) as arguments, it depends on them and
+        receives their values when it runs.
+        """
+        return _decorator(function, task_id, options, Role(), "@task")
+
+    python = __call__
+
+    def branch(self, function: Callable[..., Any] | None = None, *, task_id: str | None = None,
+               **options: Any) -> Decorated:
+        """``@task.branch``: the function returns the task ids (or task group ids) to follow, a list of
+        them, or None; the other tasks directly downstream are skipped (``tock.branching.followed``)."""
+        return _decorator(function, task_id, options, Role(chooses="branch"), "@task.branch")
+
+    def short_circuit(self, function: Callable[..., Any] | None = None, *, task_id: str | None = None,
+                      ignore_downstream_trigger_rules: bool = True, **options: Any) -> Decorated:
+        """``@task.short_circuit``: a falsy return value skips what is downstream (all of it, or with
+        ``ignore_downstream_trigger_rules=False`` its direct downstream, the rest by their rules)."""
+        if not isinstance(ignore_downstream_trigger_rules, bool):
+            raise TypeError(f"ignore_downstream_trigger_rules must be True or False, got "
+                            f"{ignore_downstream_trigger_rules!r}")
+        role = Role(chooses="short_circuit", ignore_downstream_trigger_rules=ignore_downstream_trigger_rules)
+        return _decorator(function, task_id, options, role, "@task.short_circuit")
+
+
+task = TaskDecorator()
