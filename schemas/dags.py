@@ -8,6 +8,11 @@ from dataclasses import field
 from schemas.declare import DAGS, EVENTS, EventBase, event, record
 from schemas.routing import BY_DAG
 
+# The trigger rules a task definition may name (Airflow's), read by services/scheduler/core/trigger_rules.py.
+TRIGGER_RULES = ("all_success", "all_failed", "all_done", "all_done_setup_success", "all_done_min_one_success",
+                 "all_skipped", "one_success", "one_failed", "one_done", "none_failed", "none_failed_min_one_success",
+                 "none_skipped", "always")
+
 
 @record
 class TaskDefinition:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import fields
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from tock.tasks import ID_PATTERN, PYTHON_ONLY_OPTIONS, Linkable, Task, TaskOptions
+from tock.tasks import ID_PATTERN, PYTHON_ONLY_OPTIONS, Links, Task, TaskOptions
 
 if TYPE_CHECKING:
     from tock.dag import DAG
@@ -34,7 +34,7 @@ def current_group(dag: DAG) -> TaskGroup | None:
     return None
 
 
-class TaskGroup:
+class TaskGroup(Links):
     """``with TaskGroup("load", tooltip=..., default_args={"retries": 2}) as load: ...``.
 
     ``default_args``: options (only task options: retries, trigger_rule, queue...) for the tasks made in
@@ -157,22 +157,6 @@ class TaskGroup:
     def set_upstream(self, others: Any) -> None:
         for root in self.dependency_ends(upstream=False):
             root.set_upstream(others)
-
-    def __rshift__(self, other: Linkable) -> Linkable:
-        self.set_downstream(other)
-        return other
-
-    def __lshift__(self, other: Linkable) -> Linkable:
-        self.set_upstream(other)
-        return other
-
-    def __rrshift__(self, other: Iterable[Any]) -> TaskGroup:  # [a, b] >> group
-        self.set_upstream(other)
-        return self
-
-    def __rlshift__(self, other: Iterable[Any]) -> TaskGroup:  # [a, b] << group
-        self.set_downstream(other)
-        return self
 
     def __enter__(self) -> TaskGroup:
         _open.append(self)

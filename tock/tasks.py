@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from tock.trigger_rules import TriggerRule, trigger_rule_problem, trigger_rule_value
 from tock.values import RETURN_VALUE
@@ -147,8 +147,35 @@ PYTHON_ONLY_OPTIONS = ("templates_dict", "templates_exts", "multiple_outputs")
 BASH_TEMPLATE_EXT = (".sh", ".bash")
 
 
+class Links:
+    """``>>`` and ``<<`` for what links by ``set_downstream`` / ``set_upstream`` (tasks, task groups),
+    on either side of a list: ``a >> b`` returns b, ``[a, b] >> c`` returns c."""
+
+    def set_downstream(self, others: Any) -> None:
+        raise NotImplementedError
+
+    def set_upstream(self, others: Any) -> None:
+        raise NotImplementedError
+
+    def __rshift__(self, other: Linkable) -> Linkable:
+        self.set_downstream(other)
+        return other
+
+    def __lshift__(self, other: Linkable) -> Linkable:
+        self.set_upstream(other)
+        return other
+
+    def __rrshift__(self, other: Iterable[Any]) -> Self:  # [a, b] >> self
+        self.set_upstream(other)
+        return self
+
+    def __rlshift__(self, other: Iterable[Any]) -> Self:  # [a, b] << self
+        self.set_downstream(other)
+        return self
+
+
 @dataclass(eq=False)
-class Task:
+class Task(Links):
     """One task of a DAG. Build it with ``@task``, ``BashTask`` or an operator, not directly."""
 
     task_id: str  # its full id: inside a group that prefixes, "group.task"
@@ -311,22 +338,6 @@ class Task:
         from tock.setup_teardown import exit_scope
 
         exit_scope(self, error is None)
-
-    def __rshift__(self, other: Linkable) -> Linkable:
-        self.set_downstream(other)
-        return other
-
-    def __lshift__(self, other: Linkable) -> Linkable:
-        self.set_upstream(other)
-        return other
-
-    def __rrshift__(self, other: Iterable[Task | XComArg | TaskGroup]) -> Task:  # [a, b] >> self
-        self.set_upstream(other)
-        return self
-
-    def __rlshift__(self, other: Iterable[Task | XComArg | TaskGroup]) -> Task:  # [a, b] << self
-        self.set_downstream(other)
-        return self
 
     def __repr__(self) -> str:
         return f"<Task {self.dag.dag_id}.{self.task_id} ({self.kind})>"

@@ -5,6 +5,8 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any
 
+from schemas.dags import TRIGGER_RULES
+
 
 class TriggerRule(str, Enum):
     """The rule a task's upstream states are read by (Airflow 3's names and values)."""
@@ -35,7 +37,7 @@ class TriggerRule(str, Enum):
         return self.value
 
 
-TRIGGER_RULES = tuple(rule.value for rule in TriggerRule)
+assert tuple(rule.value for rule in TriggerRule) == TRIGGER_RULES  # the names definitions carry
 
 
 def trigger_rule_problem(value: Any) -> str | None:

@@ -170,9 +170,9 @@ def _decide_instance(queuing: Queuing, instance: TaskInstance, view: Mapping[str
                      now: float, paused: bool) -> tuple[list[InstanceDecision], str]:
     """(events, the instance's state once they are folded). A paused DAG starts no new try."""
     run, task = queuing.run, queuing.dag.tasks[instance.task_id]
-    ids: dict[str, Any] = {"dag_id": run.dag_id, "run_id": run.run_id, "task_id": task.task_id}
     if instance.state == NONE:
         return _decide_waiting(queuing, instance, judge(task.task_id, queuing.dag, run, view), now, paused)
+    ids: dict[str, Any] = {"dag_id": run.dag_id, "run_id": run.run_id, "task_id": task.task_id}
     if instance.state == FAILED and instance.retryable and instance.try_number <= task.retries:
         ended = instance.ended_at if instance.ended_at is not None else now
         return [TaskRetryScheduled(**ids, try_number=instance.try_number, next_try_number=instance.try_number + 1,

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
+from schemas.dags import TRIGGER_RULES
 from services.scheduler.core.model import (
     ENDED,
     FAILED,
@@ -29,10 +30,6 @@ from services.scheduler.core.model import (
 )
 
 RUN, WAIT, SKIP, GIVE_UP = "run", "wait", "skip", "upstream_failed"
-
-RULES = ("all_success", "all_failed", "all_done", "all_done_setup_success", "all_done_min_one_success",
-         "all_skipped", "one_success", "one_failed", "one_done", "none_failed", "none_failed_min_one_success",
-         "none_skipped", "always")
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,28 +212,26 @@ def _all_skipped(c: Counts) -> Ruled:
     return _run_when(c.skipped == c.upstream)
 
 
-def _one_success(c: Counts) -> Ruled:
-    if c.success:
+def _as_soon_as(met: bool, c: Counts, otherwise: Ruled) -> Ruled:
+    """The one_* rules: run as soon as one upstream meets the rule; once all ended and none did, ``otherwise``."""
+    if met:
         return RUN, None
-    if c.done == c.upstream:
-        return (SKIP, _every_skipped) if c.done == c.skipped else (GIVE_UP, _none_succeeded)
-    return WAIT, None
+    return otherwise if c.done == c.upstream else (WAIT, None)
+
+
+def _one_success(c: Counts) -> Ruled:
+    none_did = (SKIP, _every_skipped) if c.done == c.skipped else (GIVE_UP, _none_succeeded)
+    return _as_soon_as(c.success > 0, c, none_did)
 
 
 def _one_failed(c: Counts) -> Ruled:
-    if c.failed or c.upstream_failed:
-        return RUN, None
-    if c.done == c.upstream:
-        return SKIP, lambda states: "every upstream ended and none failed"
-    return WAIT, None
+    return _as_soon_as(c.failed + c.upstream_failed > 0, c,
+                       (SKIP, lambda states: "every upstream ended and none failed"))
 
 
 def _one_done(c: Counts) -> Ruled:
-    if c.success or c.failed:
-        return RUN, None
-    if c.done == c.upstream:
-        return SKIP, lambda states: "every upstream ended and none succeeded or failed"
-    return WAIT, None
+    return _as_soon_as(c.success + c.failed > 0, c,
+                       (SKIP, lambda states: "every upstream ended and none succeeded or failed"))
 
 
 def _none_failed(c: Counts) -> Ruled:
@@ -270,5 +265,5 @@ _RULES: dict[str, Callable[[Counts], Ruled]] = {
           "one_done": _one_done, "none_failed": _none_failed,
           "none_failed_min_one_success": _none_failed_min_one_success, "none_skipped": _none_skipped,
           "always": _always}
-assert tuple(_RULES) == RULES
+assert tuple(_RULES) == TRIGGER_RULES
 
