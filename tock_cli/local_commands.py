@@ -66,7 +66,7 @@ def tasks_test(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The D
                try_number: int | None = typer.Option(None, "--try", help="With --replay: which try "
                                                                           "(default: the latest).")) -> None:
     """Run one task of DAG_ID here, alone (no upstream task runs; with --replay its upstream values are
-    those its try read), and print its state and values. Exit 0 when it succeeds, 1 when not."""
+    those its try read), and print its state and values. Exit 0 when it succeeds or skips, 1 when not."""
     from services.runner.task_code import TryProgress, run_task_code
 
     dag = _dag(ctx, dag_id, file)
@@ -92,9 +92,20 @@ def tasks_test(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The D
         typer.echo(f"{task_id}: failed: {type(error).__name__}: {error}")
         raise typer.Exit(1) from None
     failed = result.exit_code or result.signal
-    typer.echo(f"{task_id}: {'failed' if failed else 'success'}" + (f" · {result.values_json}"
-                                                                  if result.values_json else ""))
+    typer.echo(f"{task_id}: {_ending(result)}" + (f" · {result.values_json}" if result.values_json else ""))
     raise typer.Exit(1 if failed else 0)
+
+
+def _ending(result) -> str:
+    """How a try that ran to its end ended, in words: failed, skipped (why), or success (and what a
+    branch or short circuit follows); a skip is no failure (exit 0)."""
+    if result.exit_code or result.signal:
+        return "failed"
+    if result.skipped:
+        return f"skipped: {result.reason}"
+    if result.follow is not None:
+        return f"success, follows {', '.join(result.follow) or 'none of its downstream tasks'}"
+    return "success"
 
 
 def _conf_fits(dag, conf: dict[str, Any], command: str) -> None:

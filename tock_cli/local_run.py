@@ -3,8 +3,9 @@
 The scheduler's own core decides (``evolve`` / ``decide``, the same rules as a live scheduler), over a
 log kept in memory: the DAG is parsed, a manual run is triggered, each try the core queues runs here,
 in this process, with the context its TaskQueued records (``services/runner/task_code.py``, as the
-runner's child does), and its outcome is folded. The clock is the core's argument, so a retry's delay
-is skipped rather than waited out. What is not the same as a live run: tries run one at a time, in
+runner's child does), and its outcome is folded, as a runner reports it (a branch's or short circuit's
+choice, a try skipped). The clock is the core's argument, so a retry's delay is skipped rather than
+waited out. What is not the same as a live run: tries run one at a time, in
 this process (no execution timeout, no heartbeats, no executor: every task runs here, whatever its
 executor); the log is not written anywhere.
 """
@@ -30,10 +31,11 @@ from schemas import (
     TaskQueued,
     TaskStarted,
     TaskSucceeded,
+    TaskTrySkipped,
     TriggerDagRun,
 )
 from schemas.runs import manual_run_id
-from services.runner.task_code import TryProgress, run_task_code
+from services.runner.task_code import TryProgress, TryResult, run_task_code
 from services.scheduler.core import Policy, SchedulerState, decide, evolve
 from tock.dag import DAG, fingerprint
 from tock.params import ParamValidationError
@@ -136,8 +138,7 @@ def _fold(state: SchedulerState, local: LocalRun, events: list[Any]) -> None:
 
 def _run_try(dag: DAG, queued: TaskQueued, xcom_max_bytes: int, report: Report) -> list[Any]:
     """The try's user code, here: its TaskStarted and its outcome."""
-    ids = {"dag_id": queued.dag_id, "run_id": queued.run_id, "task_id": queued.task_id,
-           "try_number": queued.try_number}
+    ids = _ids(queued)
     started = TaskStarted(**ids, runner_id=RUNNER, hostname="localhost", pid=0, executor="local", at=time.time())
     report(f"[{queued.task_id}] try {queued.try_number}: running")
     progress = TryProgress()
@@ -155,10 +156,28 @@ def _run_try(dag: DAG, queued: TaskQueued, xcom_max_bytes: int, report: Report) 
         report(f"[{queued.task_id}] try {queued.try_number}: failed: {why}")
         return [started, TaskFailed(**ids, runner_id=RUNNER, error=why, rendered_json=result.rendered_json,
                                     at=time.time())]
+    return [started, _ended_well(queued, result, report)]
+
+
+def _ended_well(queued: TaskQueued, result: TryResult, report: Report) -> TaskSucceeded | TaskTrySkipped:
+    """The outcome of a try whose code ran to its end: skipped (it raised the skip exception) or
+    succeeded, with what a branch or short circuit follows."""
+    ids = {**_ids(queued), "runner_id": RUNNER}
     shown = f" · values {result.values_json}" if result.values_json else ""
+    if result.skipped:
+        report(f"[{queued.task_id}] try {queued.try_number}: skipped: {result.reason}{shown}")
+        return TaskTrySkipped(**ids, reason=result.reason, values_json=result.values_json,
+                              rendered_json=result.rendered_json, at=time.time())
+    if result.follow is not None:
+        shown += f" · follows {', '.join(result.follow) or 'none of its downstream tasks'}"
     report(f"[{queued.task_id}] try {queued.try_number}: success{shown}")
-    return [started, TaskSucceeded(**ids, runner_id=RUNNER, values_json=result.values_json,
-                                   rendered_json=result.rendered_json, at=time.time())]
+    return TaskSucceeded(**ids, values_json=result.values_json, rendered_json=result.rendered_json,
+                         follow=result.follow, at=time.time())
+
+
+def _ids(queued: TaskQueued) -> dict[str, Any]:
+    return {"dag_id": queued.dag_id, "run_id": queued.run_id, "task_id": queued.task_id,
+            "try_number": queued.try_number}
 
 
 def _next_retry(state: SchedulerState) -> float | None:

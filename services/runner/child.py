@@ -5,9 +5,10 @@ die (infra/group_watcher.py), and starts user code with default signal dispositi
 empty signal mask, whoever started Tock, and with the environment the allow-list passes
 (infra/task_environment.py: ``TOCK_TASK_ENV_ALLOW``, never a TOCK_* setting) and its try's
 context (``TOCKRUN_*``). It runs the user code with the try's recorded context (task_code.py) and
-reports through a pipe, as JSON: the values the try passes on and its rendered fields when it ends,
-or an exception, and then exits 1; any other way it ends (a segfault, os._exit, a signal, a bash
-command's status) the supervisor reads from its exit status. The report is bounded: the error
+reports through a pipe, as JSON: the values the try passes on and its rendered fields when it ends
+(with what a branch or short circuit follows, or why a try that raised the skip exception skipped: it
+exits 0, a skip is no failure), or an exception, and then exits 1; any other way it ends (a segfault,
+os._exit, a signal, a bash command's status) the supervisor reads from its exit status. The report is bounded: the error
 (``Type: message``) to its first ERROR_LIMIT characters, and the traceback to TRACEBACK_LIMIT (each
 line to ERROR_LIMIT, then its middle cut out), each with a note saying so when cut; the try's log
 keeps both whole. The supervisor reads the pipe while the child runs (supervise.py), so a report
@@ -87,8 +88,18 @@ def _ended(result: TryResult, report_fd: int, finish: Callable[[], None]) -> int
         finish()
         signal.signal(result.signal, signal.SIG_DFL)
         os.kill(os.getpid(), result.signal)
-    _write(report_fd, {"values": result.values_json, "rendered": result.rendered_json, "accessed": accesses()})
+    _write(report_fd, {"values": result.values_json, "rendered": result.rendered_json, "accessed": accesses(),
+                       **_choice(result)})
     return result.exit_code
+
+
+def _choice(result: TryResult) -> dict[str, object]:
+    """The report's keys for how a try that ran to its end chose: ``follow`` (a branch's or short
+    circuit's choice), or ``skipped`` (the reason, bounded) for a try that raised the skip exception."""
+    if result.skipped:
+        print(f"the try ends skipped: {result.reason}", file=sys.stderr)  # to the try's log
+        return {"skipped": cut_to_first(result.reason, ERROR_LIMIT)}
+    return {} if result.follow is None else {"follow": result.follow}
 
 
 def _prepare(request: TryRequest, log_path: str, setup: ChildSetup) -> Callable[[], None]:

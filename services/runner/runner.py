@@ -6,7 +6,9 @@ TaskStarted means nobody runs it (claim.py). Tries won run, each in a process gr
 the runner's group watcher kills if the runner dies (infra/group_watcher.py); tries lost exit
 ALREADY_STARTED and write nothing more. While they run, the claim reader keeps reading
 their partitions: a TaskKillRequested of a running try kills its process group and the
-try ends TaskKilled. Outcomes are spooled until acknowledged (delivery.py), and a runner
+try ends TaskKilled. A try ends TaskSucceeded (with what a branch or short circuit follows),
+TaskTrySkipped (its code raised the skip exception; exit code 0, as a success), TaskFailed or
+TaskKilled. Outcomes are spooled until acknowledged (delivery.py), and a runner
 first resends what dead runners spooled.
 """
 
@@ -29,7 +31,7 @@ from infra.secrets.audit import secret_accessed_events
 from infra.settings import Settings
 from infra.task_environment import TaskEnvironment
 from infra.try_paths import TryPaths
-from schemas import TaskFailed, TaskHeartbeat, TaskKilled, TaskQueued, TaskStarted, TaskSucceeded
+from schemas import TaskFailed, TaskHeartbeat, TaskKilled, TaskQueued, TaskStarted, TaskSucceeded, TaskTrySkipped
 from services.runner.child import ChildSetup
 from services.runner.claim_reader import ClaimReader
 from services.runner.core.claim import Claims, TryKey
@@ -175,7 +177,7 @@ class _Runner:
             shipping.ended(request.key)
             self._audit(request, outcome)
             self.deliveries.send_outcome(request.key, _outcome_event(request, self.runner_ids[request.key], outcome))
-            codes[request] = SUCCEEDED if outcome.succeeded else FAILED
+            codes[request] = SUCCEEDED if outcome.ended_well else FAILED
             log.info("try %s %s", _name(request.key), _described(outcome))
 
         paths = [(request, TryPaths(self.settings.home, request)) for request, _queue in tries]
@@ -225,8 +227,12 @@ class _Runner:
 
 def _outcome_event(request: TryRequest, runner_id: str, outcome: Outcome):
     if outcome.succeeded:
+        follow = None if outcome.follow is None else list(outcome.follow)
         return TaskSucceeded(**_ids(request), runner_id=runner_id, values_json=outcome.values_json,
-                             rendered_json=outcome.rendered_json, at=time.time())
+                             rendered_json=outcome.rendered_json, follow=follow, at=time.time())
+    if outcome.skipped:
+        return TaskTrySkipped(**_ids(request), runner_id=runner_id, reason=outcome.reason,
+                              values_json=outcome.values_json, rendered_json=outcome.rendered_json, at=time.time())
     if outcome.killed:
         return TaskKilled(**_ids(request), runner_id=runner_id, reason=outcome.error, at=time.time())
     return TaskFailed(**_ids(request), runner_id=runner_id, error=outcome.error, traceback=outcome.traceback,
@@ -235,8 +241,14 @@ def _outcome_event(request: TryRequest, runner_id: str, outcome: Outcome):
 
 def _described(outcome: Outcome) -> str:
     if outcome.succeeded:
-        return "succeeded"
+        return "succeeded" if outcome.follow is None else f"succeeded, following {_listed(outcome.follow)}"
+    if outcome.skipped:
+        return f"skipped: {outcome.reason}"
     return f"killed as the scheduler asked ({outcome.error})" if outcome.killed else f"failed: {outcome.error}"
+
+
+def _listed(task_ids: tuple[str, ...]) -> str:
+    return ", ".join(task_ids) if task_ids else "none of its downstream tasks"
 
 
 def _ids(request: TryRequest) -> dict:

@@ -44,6 +44,14 @@ class Outcome:
     values_json: str = ""    # what a succeeded try passes on (TaskSucceeded.values_json)
     rendered_json: str = ""  # its templated fields as rendered
     accessed: tuple[tuple[str, str, str], ...] = ()  # (kind, name, backend) of each secret its user code read
+    follow: tuple[str, ...] | None = None  # what a succeeded branch or short circuit follows (None: no choice)
+    skipped: bool = False  # its user code raised the skip exception: not succeeded, not failed either
+    reason: str = ""       # a skipped try's reason
+
+    @property
+    def ended_well(self) -> bool:
+        """Succeeded or skipped: the runner's exit code is 0."""
+        return self.succeeded or self.skipped
 
 
 def no_kill_requests() -> Mapping[TryKey, str]:
@@ -251,13 +259,25 @@ def _outcome(status: int, timed_out: bool, timeout: float | None, report: dict) 
     if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
         if "error" in report:  # its report did not read back whole: what it passed on is unknown
             return Outcome(False, f"the try's report could not be read ({report['error'][:200]})")
-        return Outcome(True, values_json=str(report.get("values", "")), rendered_json=rendered)
+        return _ran_to_its_end(report, rendered)
     if "error" in report:
         return Outcome(False, report["error"], report.get("traceback", ""), rendered_json=rendered)
     if os.WIFSIGNALED(status):
         name = signal.Signals(os.WTERMSIG(status)).name
         return Outcome(False, f"user code killed by signal {name} ({os.WTERMSIG(status)})", rendered_json=rendered)
     return Outcome(False, f"user code exited with code {os.WEXITSTATUS(status)}", rendered_json=rendered)
+
+
+def _ran_to_its_end(report: dict, rendered: str) -> Outcome:
+    """A child that reported and exited 0: succeeded, with what it follows, or skipped, with why."""
+    values = str(report.get("values", ""))
+    if "skipped" in report:
+        return Outcome(False, values_json=values, rendered_json=rendered, skipped=True, reason=str(report["skipped"]))
+    follow = report.get("follow")
+    if follow is not None and not (isinstance(follow, list) and all(isinstance(item, str) for item in follow)):
+        return Outcome(False, f"the try's report has a follow that is not a list of task ids: {follow!r:.200}")
+    return Outcome(True, values_json=values, rendered_json=rendered,
+                   follow=None if follow is None else tuple(follow))
 
 
 def _accesses(report: dict) -> tuple[tuple[str, str, str], ...]:

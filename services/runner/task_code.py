@@ -4,6 +4,8 @@ The same steps serve a runner's child and ``tock dags test`` (in one process): b
 the try's TaskQueued, render the templated fields, call the ``@task`` function with its arguments
 (the upstream values its references stand for, resolved) and the context keys it names, or run the
 bash command, its last line of output kept; then the values the try passes on, encoded, bounded.
+A choosing task's return value also says what it follows (tock/branching.py); a callable that raises
+``AirflowSkipException`` ends its try skipped, keeping what it pushed before.
 """
 
 from __future__ import annotations
@@ -17,22 +19,30 @@ from typing import Any
 
 from schemas import TaskQueued
 from tock import macros
+from tock.branching import followed
 from tock.context import Context, build_context, context_arguments, current, resolve_references
+from tock.exceptions import AirflowSkipException
 from tock.secrets import masker
 from tock.secrets.accessors import ConnectionAccessor, VariableAccessor
 from tock.tasks import Task
 from tock.templating import render_template_fields, rendered_for_record
 from tock.values import RETURN_VALUE, encode_values
 
+SKIPPED_WITHOUT_REASON = "the task raised AirflowSkipException"
+
 
 @dataclass
 class TryResult:
-    """What a try of user code came to: the values it passes on (encoded) and its rendered fields."""
+    """What a try of user code came to: the values it passes on (encoded) and its rendered fields; for a
+    task that chooses, what it follows; for a try that raised the skip exception, why it skipped."""
 
     values_json: str = ""
     rendered_json: str = ""
     exit_code: int = 0  # a bash command's exit status (non-zero: the try failed)
     signal: int = 0     # the signal that ended a bash command, if one did
+    follow: list[str] | None = None  # a branch's or short circuit's choice (TaskSucceeded.follow)
+    skipped: bool = False  # it raised AirflowSkipException: the try ends skipped, not failed
+    reason: str = ""       # a skipped try's reason: the exception's message, secrets masked
 
 
 @dataclass
@@ -73,9 +83,22 @@ def _run_python(task: Task, context: Context, rendered: Mapping[str, Any], xcom_
     args = tuple(resolve_references(value, ti) for value in rendered["op_args"])
     kwargs = {key: resolve_references(value, ti) for key, value in dict(rendered["op_kwargs"]).items()}
     assert task.python_callable is not None  # a python task has its function
-    returned = task.python_callable(*args, **kwargs,
-                                    **context_arguments(task.python_callable, args, kwargs, context))
-    return TryResult(_encoded(task, _passed_on(task, returned, ti.pushed), xcom_max_bytes), rendered_json)
+    try:
+        returned = task.python_callable(*args, **kwargs,
+                                        **context_arguments(task.python_callable, args, kwargs, context))
+    except AirflowSkipException as skip:
+        return _skipped(task, skip, ti.pushed, xcom_max_bytes, rendered_json)
+    follow = followed(task, returned)  # before the values: a branch naming no task fails the try
+    return TryResult(_encoded(task, _passed_on(task, returned, ti.pushed), xcom_max_bytes), rendered_json,
+                     follow=follow)
+
+
+def _skipped(task: Task, skip: AirflowSkipException, pushed: dict[str, Any], xcom_max_bytes: int,
+             rendered_json: str) -> TryResult:
+    """A try whose callable raised the skip exception: what it pushed before stays with it, and its
+    message is the reason (it travels in the log: a secret it quotes is masked)."""
+    reason = masker().mask(str(skip)) or SKIPPED_WITHOUT_REASON
+    return TryResult(_encoded(task, dict(pushed), xcom_max_bytes), rendered_json, skipped=True, reason=reason)
 
 
 def _passed_on(task: Task, returned: Any, pushed: dict[str, Any]) -> dict[str, Any]:
