@@ -106,7 +106,8 @@ class TaskSucceeded(EventBase):
     succeed: ``values_json`` is a JSON object, key -> value as tock/values.py encodes it ("" none).
     ``rendered_json``: its templated fields as rendered (a JSON object, secrets masked; "" none).
     ``follow``: for a task that chooses (a branch, a short circuit), the ids of its direct downstream
-    tasks it chose to follow (the others are skipped; [] skips them all); None for any other task.
+    tasks it chose to follow (the others are skipped; [] skips them all); None follows them all (any other
+    task, and a short circuit whose value was true).
     v2 added values_json and rendered_json; v3 added follow."""
 
     dag_id: str
