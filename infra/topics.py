@@ -7,7 +7,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, TopicMetadata
 
 from infra.broker_config import replication_for
@@ -117,7 +117,7 @@ def ensure_topics(admin: AdminClient, prefix: str, partitions: int, timeout: flo
     # Topics we did not create (including ones another client created concurrently) must match.
     to_verify = [name for name in wanted if name not in created]
     metadata = _wait_for_metadata(admin, list(wanted), timeout)
-    configs = {name: _configs(admin, name, timeout) for name in to_verify}
+    configs = {name: topic_configs(admin, name, timeout) for name in to_verify}
     problems = [problem for name in to_verify
                 for problem in _mismatches(name, wanted[name], partitions, metadata[name], configs[name])]
     if problems:
@@ -166,10 +166,20 @@ def _create(admin: AdminClient, topics: list[NewTopic], timeout: float) -> list[
     return created
 
 
-def _configs(admin: AdminClient, name: str, timeout: float) -> dict[str, str]:
+def topic_configs(admin: AdminClient, name: str, timeout: float = 30.0) -> dict[str, str]:
+    """A topic's configs. The broker that answers may not know a topic just created yet (its
+    metadata lags the controller's on a busy machine or in a cluster: UNKNOWN_TOPIC_OR_PART while
+    another broker already lists it): asked again until ``timeout``."""
     resource = ConfigResource(ConfigResource.Type.TOPIC, name)
-    described = admin.describe_configs([resource])[resource].result(timeout=timeout)
-    return {key: entry.value for key, entry in described.items()}
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            described = admin.describe_configs([resource])[resource].result(timeout=timeout)
+            return {key: entry.value for key, entry in described.items()}
+        except KafkaException as error:
+            if error.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART or time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
 
 
 def _mismatches(name: str, spec: TopicSpec, partitions: int, metadata: TopicMetadata,
@@ -213,7 +223,7 @@ def _wait_for_configs(admin: AdminClient, changes: dict[str, dict[str, str]], ti
     """Until the broker describes the topics with the configs just set (the alter is committed by the
     controller; brokers apply it from the metadata log a moment later)."""
     deadline = time.monotonic() + timeout
-    while any(_differing(configs, _configs(admin, name, timeout)) for name, configs in changes.items()):
+    while any(_differing(configs, topic_configs(admin, name, timeout)) for name, configs in changes.items()):
         if time.monotonic() > deadline:
             raise TopicNotUpgraded(f"topics {sorted(changes)} were altered but not described so within {timeout} s")
         time.sleep(0.1)

@@ -12,14 +12,16 @@ BIN=${BIN:-.venv/bin}
 mkdir -p "$TOCK_HOME"
 
 names=(scenarios apart)
-selections=("-m not apart tests/scenarios" "-m apart tests/unit tests/integration tests/scenarios")
-pids=()
-for i in "${!names[@]}"; do
-    # shellcheck disable=SC2086  # the selection is words on purpose
-    "$BIN/pytest" -q -p no:cacheprovider --durations=15 --basetemp="$TOCK_HOME/pytest-${names[$i]}" \
-        ${selections[$i]} >"$TOCK_HOME/tests-${names[$i]}.log" 2>&1 &
+beside() {  # name, then the pytest arguments: a pytest process in the background, its output to a log
+    local name=$1
+    shift
+    "$BIN/pytest" -q -p no:cacheprovider --durations=15 --basetemp="$TOCK_HOME/pytest-$name" "$@" \
+        >"$TOCK_HOME/tests-$name.log" 2>&1 &
     pids+=($!)
-done
+}
+pids=()
+beside scenarios -m "not apart" tests/scenarios
+beside apart -m apart tests/unit tests/integration tests/scenarios
 "$BIN/pytest" -q -p no:cacheprovider --durations=15 --basetemp="$TOCK_HOME/pytest-main" \
     -m "not apart" tests/unit tests/integration
 main_status=$?

@@ -41,6 +41,19 @@ def librdkafka_handles() -> int:
     return count
 
 
+def commit_once_ready(session: TransactionalSession, dag_id: str, timeout: float = 120.0) -> None:
+    """Commit one event, trying again while the session aborts: a broker just started (or back) loads
+    its transaction coordinator first (COORDINATOR_LOAD_IN_PROGRESS, longer than the session's 2 s
+    timeout on a busy machine)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            session.commit([queued(dag_id)], None)
+            return
+        except TransactionAborted:
+            assert time.monotonic() < deadline, f"no commit of {dag_id!r} within {timeout} s of the broker running"
+
+
 @pytest.fixture
 def private_broker(tmp_path: Path):
     port = free_port()
@@ -58,7 +71,7 @@ def test_failed_restarts_in_an_outage_keep_a_bounded_number_of_producers(make_se
     ensure_topics(AdminClient({"bootstrap.servers": settings.bootstrap}), settings.topic_prefix, settings.partitions)
     before = librdkafka_handles()
     session = TransactionalSession(settings, f"{settings.topic_prefix}abandon", timeout=2.0)
-    session.commit([queued("before")], None)
+    commit_once_ready(session, "before")
 
     private_broker.stop()
     most_alive = 0
@@ -76,13 +89,7 @@ def test_failed_restarts_in_an_outage_keep_a_bounded_number_of_producers(make_se
     assert alive_after <= 1  # the session's current producer only
 
     private_broker.start()
-    deadline = time.monotonic() + 120
-    while True:  # the coordinator takes a moment to load after a restart
-        try:
-            session.commit([queued("after")], None)
-            break
-        except TransactionAborted:
-            assert time.monotonic() < deadline, "no commit after the broker came back"
+    commit_once_ready(session, "after")
     session.close()
     dag_ids = [record.event.dag_id for record in replay(settings, EVENTS)]
     assert sorted(dag_ids) == ["after", "before"]
@@ -101,12 +108,6 @@ def test_a_session_started_while_the_broker_is_away_waits_for_it_instead_of_stop
     with pytest.raises(TransactionAborted):
         session.commit([queued("during")], None)
     private_broker.start()
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            session.commit([queued("after")], None)
-            break
-        except TransactionAborted:
-            assert time.monotonic() < deadline, "no commit after the broker came back"
+    commit_once_ready(session, "after")
     session.close()
     assert [record.event.dag_id for record in replay(settings, EVENTS)] == ["after"]

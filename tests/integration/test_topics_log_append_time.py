@@ -13,7 +13,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from infra.log import LogRecord, partition_for, replay
-from infra.topics import EVENTS_MAX_BYTES, SPECS, TopicNames, ensure_topics, topic_name
+from infra.topics import EVENTS_MAX_BYTES, SPECS, TopicNames, ensure_topics, topic_configs, topic_name
 from schemas import EVENTS, HEARTBEATS, LOGS, TaskHeartbeat, TaskStarted, encode
 
 pytestmark = pytest.mark.integration
@@ -51,8 +51,7 @@ def read_back(settings, logical: str) -> list[LogRecord]:
 
 
 def timestamp_type(admin, name: str) -> str:
-    resource = ConfigResource(ConfigResource.Type.TOPIC, name)
-    return admin.describe_configs([resource])[resource].result(10)["message.timestamp.type"].value
+    return topic_configs(admin, name)["message.timestamp.type"]
 
 
 @pytest.mark.parametrize(("logical", "event"), [(HEARTBEATS, heartbeat), (EVENTS, started)])
@@ -85,13 +84,11 @@ def test_topics_created_the_old_way_are_brought_to_log_append_time_in_place(make
     assert sorted(record.getMessage() for record in caplog.records) == [
         f"topic {names[EVENTS]}: set message.timestamp.type=LogAppendTime max.message.bytes={EVENTS_MAX_BYTES}",
         f"topic {names[HEARTBEATS]}: set message.timestamp.type=LogAppendTime"]
-    events = ConfigResource(ConfigResource.Type.TOPIC, names[EVENTS])
-    assert admin.describe_configs([events])[events].result(10)["max.message.bytes"].value == str(EVENTS_MAX_BYTES)
+    assert topic_configs(admin, names[EVENTS])["max.message.bytes"] == str(EVENTS_MAX_BYTES)
     assert [timestamp_type(admin, names[logical]) for logical in (EVENTS, HEARTBEATS, LOGS)] == [
         "LogAppendTime", "LogAppendTime", "CreateTime"]
-    resource = ConfigResource(ConfigResource.Type.TOPIC, names[HEARTBEATS])
-    kept = admin.describe_configs([resource])[resource].result(10)
-    assert (kept["retention.ms"].value, kept["cleanup.policy"].value) == ("3600000", "compact,delete")
+    kept = topic_configs(admin, names[HEARTBEATS])
+    assert (kept["retention.ms"], kept["cleanup.policy"]) == ("3600000", "compact,delete")
 
     before, after = write_with_runner_clock(settings, HEARTBEATS, heartbeat(time.time() - BEHIND))
     old_record, new_record = read_back(settings, HEARTBEATS)
