@@ -101,13 +101,18 @@ def by_rule(rule: str, states: Mapping[str, str], setups: frozenset[str] = froze
 # -- choices and setups ------------------------------------------------------------------------
 
 def _not_chosen(task_id: str, dag: DagEntry, run: DagRun, view: Mapping[str, str]) -> Verdict | None:
-    """A skip because a branch or short circuit upstream chose against this task, else None."""
+    """A skip because a branch or short circuit upstream chose against this task, else None. A short
+    circuit never skips a teardown (Airflow's: its teardown is judged by its own rule)."""
+    teardown = dag.tasks[task_id].is_teardown
     for up in dag.tasks[task_id].upstream:
         followed = _followed(run, up, view)
-        if followed is not None and task_id not in followed:
-            kind = dag.tasks[up].chooses.replace("_", " ")
-            said = f"followed {', '.join(followed)}" if followed else "followed none of its downstream tasks"
-            return Verdict(SKIP, f"{kind} {up} {said}", states={up: SUCCESS}, chosen_by=up)
+        if followed is None or task_id in followed or (teardown and dag.tasks[up].chooses == "short_circuit"):
+            continue
+        kind = dag.tasks[up].chooses.replace("_", " ")
+        said = f"followed {', '.join(followed)}" if followed else "followed none of its downstream tasks"
+        return Verdict(SKIP, f"{kind} {up} {said}", states={up: SUCCESS}, chosen_by=up)
+    if teardown:
+        return None
     for short_circuit in dag.short_circuits.get(task_id, ()):
         if _followed(run, short_circuit, view) == []:
             return Verdict(SKIP, f"short circuit {short_circuit} upstream was false: everything downstream of "
