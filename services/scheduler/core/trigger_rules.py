@@ -5,7 +5,8 @@ every rule, including that most rules decide a skip or an upstream failure as so
 makes it certain). A task with no upstream always may run. Upstreams removed from the DAG files
 count for nothing. Before the rule, two things may decide for it: a branch or short circuit upstream
 that did not choose it (``chosen``), and the setups it runs within that are not its direct upstreams
-(they must all succeed first, as Airflow's setup constraint says).
+(they must all succeed first, as Airflow's setup constraint says; its rule may still skip it or
+give it up meanwhile, and the rule ``always`` is not held by them).
 
 Pure: states in, a ``Verdict`` out; the caller writes the events.
 """
@@ -73,20 +74,22 @@ class Counts:
 
 def judge(task_id: str, dag: DagEntry, run: DagRun, view: Mapping[str, str]) -> Verdict:
     """The verdict on ``task_id`` in ``run``: ``view`` holds the states of the tasks decided before it
-    in this walk (every upstream of it, the topological order sees to it)."""
+    in this walk (every upstream of it, the topological order sees to it). As Airflow's: the setups it
+    runs within skip it or give it up first; while they have not all succeeded its own rule may still
+    skip it or give it up, but not run it; the rule ``always`` is not held by them."""
     task = dag.tasks[task_id]
     chosen = _not_chosen(task_id, dag, run, view)
     if chosen is not None:
         return chosen
-    if task.setups:
-        verdict = _setups_verdict({setup: view[setup] for setup in task.setups if setup in view})
-        if verdict is not RUNNABLE:
-            return verdict
+    held = RUNNABLE
+    if task.setups and task.trigger_rule != "always":
+        held = _setups_verdict({setup: view[setup] for setup in task.setups if setup in view})
+        if held.outcome in (SKIP, GIVE_UP):
+            return held
     states = {up: view[up] for up in task.upstream if up in view and view[up] != REMOVED}
-    if not states:
-        return RUNNABLE
     setups = frozenset(up for up in states if dag.tasks[up].is_setup)
-    return by_rule(task.trigger_rule, states, setups)
+    verdict = by_rule(task.trigger_rule, states, setups) if states else RUNNABLE
+    return held if verdict is RUNNABLE else verdict
 
 
 def by_rule(rule: str, states: Mapping[str, str], setups: frozenset[str] = frozenset()) -> Verdict:
@@ -101,13 +104,18 @@ def by_rule(rule: str, states: Mapping[str, str], setups: frozenset[str] = froze
 # -- choices and setups ------------------------------------------------------------------------
 
 def _not_chosen(task_id: str, dag: DagEntry, run: DagRun, view: Mapping[str, str]) -> Verdict | None:
-    """A skip because a branch or short circuit upstream chose against this task, else None."""
+    """A skip because a branch or short circuit upstream chose against this task, else None. A short
+    circuit never skips a teardown (Airflow's: its teardown is judged by its own rule)."""
+    teardown = dag.tasks[task_id].is_teardown
     for up in dag.tasks[task_id].upstream:
         followed = _followed(run, up, view)
-        if followed is not None and task_id not in followed:
-            kind = dag.tasks[up].chooses.replace("_", " ")
-            said = f"followed {', '.join(followed)}" if followed else "followed none of its downstream tasks"
-            return Verdict(SKIP, f"{kind} {up} {said}", states={up: SUCCESS}, chosen_by=up)
+        if followed is None or task_id in followed or (teardown and dag.tasks[up].chooses == "short_circuit"):
+            continue
+        kind = dag.tasks[up].chooses.replace("_", " ")
+        said = f"followed {', '.join(followed)}" if followed else "followed none of its downstream tasks"
+        return Verdict(SKIP, f"{kind} {up} {said}", states={up: SUCCESS}, chosen_by=up)
+    if teardown:
+        return None
     for short_circuit in dag.short_circuits.get(task_id, ()):
         if _followed(run, short_circuit, view) == []:
             return Verdict(SKIP, f"short circuit {short_circuit} upstream was false: everything downstream of "
