@@ -15,11 +15,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import hypothesis
 import pytest
 
 from infra.broker import LocalKafkaBroker
 from infra.kube import KubeError, LocalKube
 from infra.settings import Settings, load_settings
+
+# Timing stays out of pass/fail: Hypothesis's per-example deadline and its "too slow" health check
+# fail a property on a busy machine for being slow, not for being wrong.
+hypothesis.settings.register_profile("tock", deadline=None,
+                                     suppress_health_check=[hypothesis.HealthCheck.too_slow])
+hypothesis.settings.load_profile("tock")
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "infra" / "scripts"
