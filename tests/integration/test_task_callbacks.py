@@ -117,7 +117,8 @@ def test_a_real_monitor_calls_the_dag_files_functions_with_the_context_and_recor
         task_calls = sorted((line["trigger"], line["try_number"], line["state"], line["exception"])
                             for line in lines if "task_id" in line)
         assert task_calls == [("execute", 1, "running", None), ("execute", 2, "running", None),
-                              ("failure", 2, "failed", "exit 1 (try 2)"), ("retry", 1, "up_for_retry", "exit 1 (try 1)")]
+                              ("failure", 2, "failed", "exit 1 (try 2)"),
+                              ("retry", 1, "up_for_retry", "exit 1 (try 1)")]
         assert all(line["conf"] == {"source": "test"} and line["params"] == {"rows": 3} and len(line["ds"]) == 10
                    and line["pid"] != os.getpid() for line in lines if "task_id" in line)  # never in the monitor
         (run_call,) = [line for line in lines if "task_id" not in line]
