@@ -163,6 +163,7 @@ TEMPLATE_FIELDS = {"bash": ("bash_command", "env", "cwd"), "python": ("templates
                    "empty": ()}
 # Options only a Python task has (a group's default_args gives them to its Python tasks only).
 PYTHON_ONLY_OPTIONS = ("templates_dict", "templates_exts", "multiple_outputs")
+BASH_TEMPLATE_EXT = (".sh", ".bash")
 TASK_OPTION_NAMES = tuple(item.name for item in fields(TaskOptions))  # what default_args may hold
 
 
@@ -183,7 +184,6 @@ def default_args_problem(default_args: Any) -> str | None:
     return (f"default_args has {', '.join(map(repr, unknown))}, which "
             f"{'is not a task option' if len(unknown) == 1 else 'are not task options'} (task options: "
             f"{', '.join(TASK_OPTION_NAMES)})")
-BASH_TEMPLATE_EXT = (".sh", ".bash")
 
 
 class Links:

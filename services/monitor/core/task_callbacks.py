@@ -78,14 +78,13 @@ def run_created(book: NotificationBook, event: DagRunCreated) -> None:
 
 def run_finished(book: NotificationBook, event: DagRunFinished) -> None:
     """The run's own callbacks for its outcome; then its contexts are forgotten."""
-    if event.dag_id not in book.dags:
-        return
-    trigger = FAILURE if event.state == "failed" else SUCCESS
-    book.triggered(event.dag_id, event.run_id, trigger, event.at,
-                   {"state": event.state, "reason": event.reason, **_run_details(book, event.dag_id, event.run_id)})
+    if event.dag_id in book.dags:
+        trigger = FAILURE if event.state == "failed" else SUCCESS
+        details = {"state": event.state, "reason": event.reason, **_run_details(book, event.dag_id, event.run_id)}
+        book.triggered(event.dag_id, event.run_id, trigger, event.at, details)
     book.runs.pop((event.dag_id, event.run_id), None)
     for key in [key for key in book.tries if key[1] == event.run_id and key[0] == event.dag_id]:
-        del book.tries[key]
+        del book.tries[key]  # only tasks that declare callbacks have one: few
 
 
 def try_queued(book: NotificationBook, event: TaskQueued) -> None:
