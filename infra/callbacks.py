@@ -1,7 +1,8 @@
 """CallbackCaller: the one port the monitor calls a DAG's callbacks through.
 
-A target is a webhook URL (http or https: infra/webhooks.py) or a ``module:function`` path
-(infra/callables.py, in a subprocess); both give a Future of a CallOutcome.
+A target is a webhook URL (http or https: infra/webhooks.py) or a ``module:function`` (or
+``/path/dag_file.py:function``) path (infra/callables.py, in a subprocess); both give a Future of a
+CallOutcome. An Airflow-style callback (``context``) is a callable, given a context, never a webhook.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ class CallbackCaller:
         self.webhooks = WebhookCaller()
         self.callables = CallableCaller(timeout=callable_timeout)
 
-    def call(self, target: str, payload: dict) -> Future:
-        return (self.webhooks if is_webhook(target) else self.callables).call(target, payload)
+    def call(self, target: str, payload: dict, *, context: bool = False) -> Future:
+        if is_webhook(target):
+            return self.webhooks.call(target, payload)
+        return self.callables.call(target, payload, context=context)
 
     def close(self) -> None:
         self.webhooks.close()

@@ -43,13 +43,14 @@ class RetryPool:
         self.attempt, self.attempts, self.backoff = attempt, attempts, backoff
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix=name)
 
-    def submit(self, target: str, payload: dict[str, Any]) -> Future[CallOutcome]:
-        return self.pool.submit(self._call, target, payload)
+    def submit(self, target: str, payload: dict[str, Any], attempt: Attempt | None = None) -> Future[CallOutcome]:
+        """Call ``target`` with ``payload`` by ``attempt`` (None: the pool's own), retried."""
+        return self.pool.submit(self._call, attempt or self.attempt, target, payload)
 
-    def _call(self, target: str, payload: dict[str, Any]) -> CallOutcome:
+    def _call(self, attempt: Attempt, target: str, payload: dict[str, Any]) -> CallOutcome:
         delay, detail = self.backoff, ""
         for number in range(1, self.attempts + 1):
-            verdict, detail = self.attempt(target, payload)
+            verdict, detail = attempt(target, payload)
             if verdict is not Verdict.RETRY:
                 return CallOutcome(verdict is Verdict.SUCCEEDED, number, detail)
             if number < self.attempts:

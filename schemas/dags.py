@@ -44,6 +44,10 @@ class TaskDefinition:
     chooses: str = ""
     ignore_downstream_trigger_rules: bool = True  # a short circuit skips everything downstream
     task_group: str = ""
+    # Airflow-style callbacks (``on_success_callback``...): trigger ("success", "failure", "retry",
+    # "execute", "skipped") -> the callables `tock monitor` calls with the task's context, each as
+    # "module:qualname" or "/path/of/the/dag_file.py:qualname" (tock/callbacks.py).
+    callbacks: dict[str, list[str]] = field(default_factory=dict)
 
 
 @record
@@ -79,9 +83,12 @@ class DagDefinition:
     timezone: str = "UTC"  # IANA name its schedule is evaluated in (the start_date's zone)
     end_date: float | None = None  # no scheduled run has a logical date after it
     task_groups: list[TaskGroupDefinition] = field(default_factory=list)
+    # Airflow-style DAG callbacks (``on_success_callback`` / ``on_failure_callback``): trigger
+    # ("success", "failure") -> callables called with the run's context, as a task's callbacks are.
+    callbacks: dict[str, list[str]] = field(default_factory=dict)
 
 
-@event(DAGS, route=BY_DAG, version=7)
+@event(DAGS, route=BY_DAG, version=8)
 class DagParsed(EventBase):
     """The latest definition of a DAG; written only when its fingerprint changed.
     v2: the definition has on_failure and on_deadline_missed (webhook URLs).
@@ -90,7 +97,8 @@ class DagParsed(EventBase):
     v5: the definition has finished_runs_kept (the scheduler's retention of its finished runs).
     v6: the definition has timezone and end_date, each task definition its own params_json.
     v7: task definitions have their trigger rule, setup/teardown, what they choose and their group;
-    the definition has its task groups."""
+    the definition has its task groups.
+    v8: the definition and its task definitions have their Airflow-style callbacks."""
 
     dag_id: str
     file_path: str

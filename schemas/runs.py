@@ -74,17 +74,22 @@ class DeadlineMissed(EventBase):
     at: float
 
 
-@event(EVENTS, route=BY_DAG, version=2)
+@event(EVENTS, route=BY_DAG, version=3)
 class CallbackCalled(EventBase):
-    """The monitor called a DAG's callback (``trigger`` "failure" or "deadline_missed") for a run,
-    or for one of its task instances (``task_id``; "" for the run): ``ok`` whether ``target``
-    (a webhook URL, or a ``module:function`` path) accepted it within ``attempts`` tries;
-    ``detail`` is its last answer or error. v2 added task_id (a task instance's deadline miss)."""
+    """The monitor called a callback for a run, or for one of its task instances (``task_id``; ""
+    for the run): ``trigger`` is "failure" or "deadline_missed" (a DAG's ``on_failure`` /
+    ``on_deadline_missed``), or what an Airflow-style callback is for: "success", "failure", "retry",
+    "execute" or "skipped" (a task's ``on_*_callback``, a DAG's ``on_success_callback`` /
+    ``on_failure_callback``). ``try_number`` is the try a task's callback was called for (0: none).
+    ``ok`` whether ``target`` (a webhook URL, or a ``module:function`` or ``/path/dag.py:function``
+    path) accepted it within ``attempts`` tries; ``detail`` is its last answer or error.
+    v2 added task_id (a task instance's deadline miss); v3 added try_number (task callbacks)."""
 
     dag_id: str
     run_id: str
     trigger: str
     task_id: str = ""
+    try_number: int = 0
     target: str
     attempts: int
     ok: bool

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from schemas import schedule as cron
 from schemas.dags import DagDefinition, TaskDefinition, TaskGroupDefinition
+from tock.callbacks import DAG_CALLBACKS, callbacks_of
 from tock.deadline import Deadline, deadline_of
 from tock.params import ParamsDict, definition_problems, params_of, to_params_json
-from tock.tasks import ID_PATTERN, Task, TaskOptions, seconds_of
+from tock.tasks import ID_PATTERN, Task, TaskOptions, default_args_problem, defaults_for_kind, seconds_of
 from tock.templating import TemplateOptions
 from tock.trigger_rules import TriggerRule
 
@@ -63,6 +64,10 @@ class DAG:
     ``Deadline.after_logical_date(timedelta(hours=1))``: scheduled runs count from their logical date).
     ``on_failure`` / ``on_deadline_missed``: webhook URLs `tock monitor` POSTs to when a run fails
     or misses its deadline, or ``"package.module:function"`` paths it calls (in a subprocess).
+    ``on_success_callback`` / ``on_failure_callback`` (Airflow's): a function, or a list of them, called
+    with the run's context when a run succeeds / fails (tock/callbacks.py). ``default_args``: task options
+    (retries, queue, on_failure_callback...) for the DAG's tasks that do not set them (a task group's
+    default_args come first).
     ``finished_runs_kept``: how many of its finished runs the scheduler keeps for clear, mark and
     backfill (older ones are forgotten); None: the installation's TOCK_SCHEDULER_FINISHED_RUNS_KEPT.
     Templating, as Airflow's (tock/templating.py): ``template_searchpath`` (folders searched for template
@@ -82,7 +87,9 @@ class DAG:
                  user_defined_macros: dict[str, Any] | None = None,
                  user_defined_filters: dict[str, Callable[..., Any]] | None = None,
                  jinja_environment_kwargs: dict[str, Any] | None = None,
-                 render_template_as_native_obj: bool = False, end_date: datetime | date | None = None) -> None:
+                 render_template_as_native_obj: bool = False, end_date: datetime | date | None = None,
+                 on_success_callback: Any = None, on_failure_callback: Any = None,
+                 default_args: dict[str, Any] | None = None) -> None:
         # The file that defines the DAG, so errors can name it.
         self.fileloc: str | None = sys._getframe(1).f_code.co_filename
         self.dag_id = dag_id
@@ -93,6 +100,10 @@ class DAG:
         self._set_more_fields(retry_delay, deadline, tags, params)
         self.on_failure = self._callback(on_failure, "on_failure")
         self.on_deadline_missed = self._callback(on_deadline_missed, "on_deadline_missed")
+        self.callbacks = self._guard(lambda: callbacks_of({"on_success_callback": on_success_callback,
+                                                           "on_failure_callback": on_failure_callback},
+                                                          DAG_CALLBACKS))
+        self.default_args = self._default_args(default_args)
         self.finished_runs_kept = self._runs_kept(finished_runs_kept)
         self.template_options = self._guard(lambda: TemplateOptions.of(
             template_searchpath, template_undefined, user_defined_macros, user_defined_filters,
@@ -162,6 +173,19 @@ class DAG:
                                                            or CALLBACK_PATH.match(target))):
             return target
         self._fail(f"{name} must be an http(s) webhook URL or a 'module:function' path, got {target!r}")
+
+    def _default_args(self, default_args: dict[str, Any] | None) -> dict[str, Any]:
+        """Options for every task of the DAG that does not set them (checked as each task is made)."""
+        if default_args is None:
+            return {}
+        problem = default_args_problem(default_args)
+        if problem is not None:
+            self._fail(problem)
+        return dict(default_args)
+
+    def defaults_for(self, kind: str) -> dict[str, Any]:
+        """The default_args a task of ``kind`` takes (Python-only options go to Python tasks only)."""
+        return defaults_for_kind(self.default_args, kind)
 
     def _runs_kept(self, kept: int | None) -> int | None:
         if kept is None or (isinstance(kept, int) and not isinstance(kept, bool) and 0 <= kept <= MOST_RUNS_KEPT):
@@ -241,6 +265,7 @@ class DAG:
             on_failure=self.on_failure, on_deadline_missed=self.on_deadline_missed,
             finished_runs_kept=self.finished_runs_kept, timezone=self.timezone, end_date=self.end_date,
             task_groups=[_group_definition(group) for group in self.task_groups.values()],
+            callbacks=self.callbacks,
         )
 
     def test(self, run_after: datetime | None = None, logical_date: datetime | None = None,
@@ -283,7 +308,16 @@ def _task_definition(task: Task, setups: list[str]) -> TaskDefinition:
         on_failure_fail_dagrun=task.on_failure_fail_dagrun, setups=setups, chooses=task.chooses,
         ignore_downstream_trigger_rules=task.ignore_downstream_trigger_rules,
         task_group=task.task_group.group_id if task.task_group is not None else "",
+        callbacks=_task_callbacks(task),
     )
+
+
+def _task_callbacks(task: Task) -> dict[str, list[str]]:
+    """The task's callbacks as they were checked when it was made (a name rebound since fails here)."""
+    try:
+        return task.options.callbacks()
+    except ValueError as error:
+        task.dag.fail(f"task {task.task_id!r}: {error}")
 
 
 def _group_definition(group: TaskGroup) -> TaskGroupDefinition:

@@ -10,6 +10,7 @@ import types
 from pathlib import Path
 
 from tock import dag as dag_module
+from tock.callbacks import DAG_FILE_MODULE_PREFIX
 from tock.dag import DAG, DagDefinitionError
 
 _counter = itertools.count()
@@ -55,7 +56,7 @@ def _importable_beside(file_path: str) -> None:
 def _module_name(file_path: str) -> str:
     # A unique name per load: two loads of one file never share module state.
     digest = hashlib.sha1(file_path.encode()).hexdigest()[:12]
-    return f"tock_dagfile_{digest}_{next(_counter)}"
+    return f"{DAG_FILE_MODULE_PREFIX}{digest}_{next(_counter)}"
 
 
 def _validated(file_path: str, dags: list[DAG]) -> list[DAG]:

@@ -10,18 +10,16 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable
-from dataclasses import fields
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from tock.tasks import ID_PATTERN, PYTHON_ONLY_OPTIONS, Links, Task, TaskOptions
+from tock.tasks import ID_PATTERN, Links, Task, default_args_problem, defaults_for_kind
 
 if TYPE_CHECKING:
     from tock.dag import DAG
 
 # A group's own id: no dots (they separate the levels of a full id), as Airflow's group keys.
 GROUP_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
-TASK_OPTION_NAMES = tuple(item.name for item in fields(TaskOptions))
 
 _open: list[TaskGroup] = []  # groups whose `with` block is open, innermost last
 
@@ -90,13 +88,9 @@ class TaskGroup(Links):
     def _checked_defaults(self, default_args: Any) -> dict[str, Any]:
         if default_args is None:
             return {}
-        if not isinstance(default_args, dict):
-            self.dag.fail(f"task group {self.group_id!r}: default_args must be a dict, got {default_args!r}")
-        unknown = sorted(str(key) for key in default_args if key not in TASK_OPTION_NAMES)
-        if unknown:
-            self.dag.fail(f"task group {self.group_id!r}: default_args has {', '.join(map(repr, unknown))}, which "
-                          f"{'is not a task option' if len(unknown) == 1 else 'are not task options'} (task options: "
-                          f"{', '.join(TASK_OPTION_NAMES)})")
+        problem = default_args_problem(default_args)
+        if problem is not None:
+            self.dag.fail(f"task group {self.group_id!r}: {problem}")
         return dict(default_args)
 
     def child_id(self, label: str) -> str:
@@ -105,9 +99,7 @@ class TaskGroup(Links):
 
     def defaults_for(self, kind: str) -> dict[str, Any]:
         """The default_args a task of ``kind`` takes (Python-only options go to Python tasks only)."""
-        if kind == "python":
-            return dict(self.default_args)
-        return {key: value for key, value in self.default_args.items() if key not in PYTHON_ONLY_OPTIONS}
+        return defaults_for_kind(self.default_args, kind)
 
     def add(self, child: Task | TaskGroup) -> None:
         key = child.task_id if isinstance(child, Task) else child.group_id

@@ -8,11 +8,12 @@ import math
 import re
 import typing
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
+from tock.callbacks import TASK_CALLBACKS, callbacks_of
 from tock.trigger_rules import TriggerRule, trigger_rule_problem, trigger_rule_value
 from tock.values import RETURN_VALUE
 
@@ -62,6 +63,12 @@ class TaskOptions:
     templates_exts: tuple[str, ...] | list[str] | None = None
     params: dict[str, Any] | None = None  # the task's own params (values or tock.Param), over the DAG's
     trigger_rule: str | TriggerRule | None = None  # None: all_success (teardowns: all_done_setup_success)
+    # Airflow's task callbacks (tock/callbacks.py): a function or a list of them, called by `tock monitor`.
+    on_success_callback: Any = None
+    on_failure_callback: Any = None
+    on_retry_callback: Any = None
+    on_execute_callback: Any = None
+    on_skipped_callback: Any = None
 
     def problems(self) -> list[str]:
         """What is wrong with these options, in words (empty when valid)."""
@@ -87,7 +94,19 @@ class TaskOptions:
         found.extend(_params_problems(self.params))
         if self.trigger_rule is not None and trigger_rule_problem(self.trigger_rule):
             found.append(str(trigger_rule_problem(self.trigger_rule)))
+        found.extend(self._callback_problems())
         return found
+
+    def callbacks(self) -> dict[str, list[str]]:
+        """Trigger -> the targets of this task's callbacks (ValueError if one cannot be called)."""
+        return callbacks_of({name: getattr(self, name) for name in TASK_CALLBACKS}, TASK_CALLBACKS)
+
+    def _callback_problems(self) -> list[str]:
+        try:
+            self.callbacks()
+        except ValueError as error:
+            return [str(error)]
+        return []
 
     def pod_override_json(self) -> str | None:
         return None if self.pod_override is None else json.dumps(self.pod_override, sort_keys=True)
@@ -145,6 +164,26 @@ TEMPLATE_FIELDS = {"bash": ("bash_command", "env", "cwd"), "python": ("templates
 # Options only a Python task has (a group's default_args gives them to its Python tasks only).
 PYTHON_ONLY_OPTIONS = ("templates_dict", "templates_exts", "multiple_outputs")
 BASH_TEMPLATE_EXT = (".sh", ".bash")
+TASK_OPTION_NAMES = tuple(item.name for item in fields(TaskOptions))  # what default_args may hold
+
+
+def defaults_for_kind(default_args: dict[str, Any], kind: str) -> dict[str, Any]:
+    """The default_args a task of ``kind`` takes (Python-only options go to Python tasks only)."""
+    if kind == "python":
+        return dict(default_args)
+    return {key: value for key, value in default_args.items() if key not in PYTHON_ONLY_OPTIONS}
+
+
+def default_args_problem(default_args: Any) -> str | None:
+    """What is wrong with a DAG's or a task group's ``default_args`` (None: nothing)."""
+    if not isinstance(default_args, dict):
+        return f"default_args must be a dict, got {default_args!r}"
+    unknown = sorted(str(key) for key in default_args if key not in TASK_OPTION_NAMES)
+    if not unknown:
+        return None
+    return (f"default_args has {', '.join(map(repr, unknown))}, which "
+            f"{'is not a task option' if len(unknown) == 1 else 'are not task options'} (task options: "
+            f"{', '.join(TASK_OPTION_NAMES)})")
 
 
 class Links:
@@ -447,7 +486,7 @@ def prepare_task(dag: DAG | None, label: Any, kind: str, given: dict[str, Any],
     task_id = group.child_id(label) if group is not None and isinstance(label, str) else label
     if unique:
         task_id = unique_task_id(owner, task_id)
-    defaults = group.defaults_for(kind) if group is not None else {}
+    defaults = {**owner.defaults_for(kind), **(group.defaults_for(kind) if group is not None else {})}
     options = TaskOptions(**{**defaults, **given})
     owner.check_task(task_id, options)
     return owner, task_id, options, group

@@ -28,7 +28,7 @@ class CallbackCalls:
         """Start the calls owed that are not under way (the owner calls; a call ends with an event)."""
         for partition, notification in owed:
             if notification.key not in self.in_flight:
-                future = self._caller.call(notification.target, notification.payload)
+                future = self._caller.call(notification.target, notification.payload, context=notification.context)
                 self.in_flight[notification.key] = (partition, notification, future)
 
     def ended(self, now: float) -> list[tuple[int, CallbackCalled]]:
@@ -39,17 +39,18 @@ class CallbackCalls:
                 outcome = future.result()
                 ended.append((partition, CallbackCalled(
                     dag_id=notification.dag_id, run_id=notification.run_id, trigger=notification.trigger,
-                    task_id=notification.task_id, target=notification.target, attempts=outcome.attempts,
-                    ok=outcome.ok, detail=outcome.detail, at=now)))
+                    task_id=notification.task_id, try_number=notification.try_number, target=notification.target,
+                    attempts=outcome.attempts, ok=outcome.ok, detail=outcome.detail, at=now)))
         return ended
 
     def committed(self, called: Iterable[CallbackCalled]) -> None:
         for event in called:
-            self.in_flight.pop((event.dag_id, event.run_id, event.trigger, event.task_id), None)
+            self.in_flight.pop((event.dag_id, event.run_id, event.trigger, event.task_id, event.try_number,
+                                event.target), None)
             self.called["ok" if event.ok else "failed"] += 1
-            log.info("callback %s of %s / %s%s: %s after %d attempt(s) (%s)", event.trigger, event.dag_id,
-                     event.run_id, f" / {event.task_id}" if event.task_id else "", "ok" if event.ok else "FAILED",
-                     event.attempts, event.detail)
+            log.info("callback %s of %s / %s%s: %s %s after %d attempt(s) (%s)", event.trigger, event.dag_id,
+                     event.run_id, f" / {event.task_id} try {event.try_number}" if event.task_id else "",
+                     event.target, "ok" if event.ok else "FAILED", event.attempts, event.detail)
 
     def revoked(self, partitions: set[int]) -> None:
         """Calls under way for lost partitions: their new owner calls again (at least once)."""

@@ -25,12 +25,13 @@ Exactly one DeadlineMissed per run (and one TaskDeadlineMissed per task instance
   the owner never decides it twice (infra/log/read_back.py).
 
 Callbacks (a DAG's ``on_failure`` / ``on_deadline_missed``: webhook URLs, or ``module:function``
-paths run in a subprocess with a timeout) are called by the owner of the DAG's partition, on
+paths run in a subprocess with a timeout; and Airflow's task and DAG ``on_*_callback`` functions,
+services/monitor/core/task_callbacks.py) are called by the owner of the DAG's partition, on
 worker threads (infra/callbacks.py: retried with backoff), and each
 call sequence ends with a CallbackCalled committed like a miss; the log settles it. A monitor
 that dies or loses the partition between the call and that commit leaves it owed, and the
 next owner calls again: callbacks are at least once (a receiver may dedupe on dag_id, run_id,
-trigger and, for a task instance's miss, task_id, which the payload carries).
+trigger and, for a task instance's, task_id and try_number, which the payload carries).
 
 Why not faust-streaming: faust 0.15.3 (aiokafka 0.14) does join a consumer group on this
 Kafka 4.1 broker, but aiokafka has no KIP-447 transactional offset commits, so a monitor

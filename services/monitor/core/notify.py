@@ -1,11 +1,18 @@
-"""Callbacks: which DAG callbacks are owed a call, from the log alone.
+"""Callbacks: which calls are owed, from the log alone.
 
-A DAG declares callbacks (``on_failure``, ``on_deadline_missed``: webhook URLs or
-``module:function`` paths). A run that fails, or misses its deadline, and a task instance that
-misses its own deadline, owes its DAG's callback one call sequence; a CallbackCalled in the log
-(whatever its outcome: the caller already retried) settles it. Only triggers at or after
-the time the DAG's current definition was published count, so a callback added today is
-not called for yesterday's failures on replay.
+A DAG declares callbacks of its own (``on_failure``, ``on_deadline_missed``: webhook URLs or
+``module:function`` paths, given the payload as JSON) and Airflow's (``on_success_callback``,
+``on_failure_callback`` on the DAG and ``on_*_callback`` on its tasks: callables given the
+payload as a task context, see services/monitor/core/task_callbacks.py). A run that fails,
+succeeds or misses its deadline, and a task instance that misses its own deadline, owes each
+of its DAG's callbacks for that trigger one call sequence; a CallbackCalled in the log (whatever
+its outcome: the caller already retried) settles it. Only triggers at or after the time the DAG's
+current definition was published count, so a callback added today is not called for
+yesterday's failures on replay.
+
+A DAG's own ``on_failure`` / ``on_deadline_missed`` are called once per run (a run that fails
+again after a clear is not called again); Airflow's callbacks are called at each transition, as
+Airflow calls them.
 """
 
 from __future__ import annotations
@@ -14,13 +21,28 @@ from dataclasses import dataclass, field
 
 FAILURE = "failure"
 DEADLINE_MISSED = "deadline_missed"
+SUCCESS = "success"
+RETRY = "retry"
+EXECUTE = "execute"
+SKIPPED = "skipped"
 
-NotificationKey = tuple[str, str, str, str]  # (dag_id, run_id, trigger, task_id: "" for the run)
+# (dag_id, run_id, trigger, task_id: "" for the run, try_number: 0 for none, target)
+NotificationKey = tuple[str, str, str, str, int, str]
+
+
+@dataclass(frozen=True)
+class Callback:
+    """One target of a trigger; ``context``: an Airflow-style callable, called with a context built
+    from the payload (dates as datetimes, ``ti``, ``dag_run``), not with the JSON payload itself."""
+
+    target: str
+    context: bool = False
 
 
 @dataclass(frozen=True)
 class Notification:
-    """One call owed: ``payload`` (JSON) to ``target``; ``task_id`` is "" for a run's own trigger."""
+    """One call owed: ``payload`` (JSON) to ``target``; ``task_id`` is "" for a run's own trigger,
+    ``try_number`` the try a task's callback is for (0: none)."""
 
     dag_id: str
     run_id: str
@@ -28,43 +50,108 @@ class Notification:
     target: str
     payload: dict[str, object]  # JSON
     task_id: str = ""
+    try_number: int = 0
+    context: bool = False
 
     @property
     def key(self) -> NotificationKey:
-        return (self.dag_id, self.run_id, self.trigger, self.task_id)
+        return (self.dag_id, self.run_id, self.trigger, self.task_id, self.try_number, self.target)
+
+
+@dataclass
+class DagCallbacks:
+    """One DAG's callbacks as its current definition declares them, and since when: its own (trigger
+    -> callbacks), its tasks' (task id -> trigger -> callables), the retries of those tasks (a failure
+    is final past them) and the DAG's params (what its runs' contexts hold)."""
+
+    since: float
+    run: dict[str, list[Callback]] = field(default_factory=dict)
+    tasks: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    retries: dict[str, int] = field(default_factory=dict)
+    params_json: str = "{}"
+
+
+@dataclass
+class RunContext:
+    """What an open run's callbacks are told of it (from its DagRunCreated, or a TaskQueued of it)."""
+
+    logical_date: float | None
+    run_type: str
+    conf_json: str
+
+
+@dataclass
+class TryContext:
+    """A task instance's current try, as its callbacks are told of it (from its TaskQueued), and how
+    far it went: the runner whose TaskStarted came first (the only one that runs), whether it ended,
+    the error it failed with, and whether its retry is owed already."""
+
+    try_number: int
+    logical_date: float | None = None
+    data_interval_start: float | None = None
+    data_interval_end: float | None = None
+    run_type: str = ""
+    conf_json: str = "{}"
+    params_json: str = "{}"
+    runner_id: str = ""
+    ended: bool = False
+    error: str = ""
+    retried: bool = False
 
 
 @dataclass
 class NotificationBook:
-    """Each DAG's callbacks (and since when), the calls owed, and the calls settled."""
+    """Each DAG's callbacks, the calls owed, the calls settled for good (a DAG's own, once per run),
+    and what the contexts of open runs and tries are built from (services/monitor/core/task_callbacks.py)."""
 
-    callbacks: dict[str, tuple[dict[str, str], float]] = field(default_factory=dict)  # dag -> ({trigger: url}, since)
+    dags: dict[str, DagCallbacks] = field(default_factory=dict)
     owed: dict[NotificationKey, Notification] = field(default_factory=dict)
     settled: set[NotificationKey] = field(default_factory=set)
+    runs: dict[tuple[str, str], RunContext] = field(default_factory=dict)  # (dag_id, run_id)
+    tries: dict[tuple[str, str, str], TryContext] = field(default_factory=dict)  # (dag_id, run_id, task_id)
 
-    def define(self, dag_id: str, targets: dict[str, str | None], since: float) -> None:
-        declared = {trigger: url for trigger, url in targets.items() if url}
-        if declared:
-            self.callbacks[dag_id] = (declared, since)
+    def define(self, dag_id: str, callbacks: DagCallbacks) -> None:
+        """A DAG's current callbacks (none declared: forgotten)."""
+        if callbacks.run or callbacks.tasks:
+            self.dags[dag_id] = callbacks
         else:
-            self.callbacks.pop(dag_id, None)
+            self.dags.pop(dag_id, None)
 
     def triggered(self, dag_id: str, run_id: str, trigger: str, at: float, details: dict[str, object],
                   task_id: str = "") -> None:
-        """A run (or its task instance ``task_id``) failed or missed its deadline at ``at``: owe a
-        call if its DAG declares one. The payload names the task only for a task's trigger."""
-        targets, since = self.callbacks.get(dag_id, ({}, 0.0))
-        key = (dag_id, run_id, trigger, task_id)
-        if trigger not in targets or at < since or key in self.settled or key in self.owed:
+        """A run (or its task instance ``task_id``) failed, succeeded or missed its deadline at ``at``:
+        owe a call to each of its DAG's callbacks for ``trigger``. The payload names the task only
+        for a task's trigger."""
+        callbacks = self.dags.get(dag_id)
+        if callbacks is None or at < callbacks.since:
             return
         task = {"task_id": task_id} if task_id else {}
         payload = {"dag_id": dag_id, "run_id": run_id, **task, "trigger": trigger, "at": at, **details}
-        self.owed[key] = Notification(dag_id, run_id, trigger, targets[trigger], payload, task_id)
+        for callback in callbacks.run.get(trigger, []):
+            self.owe(Notification(dag_id, run_id, trigger, callback.target, payload, task_id,
+                                  context=callback.context))
 
-    def called(self, dag_id: str, run_id: str, trigger: str, task_id: str = "") -> None:
-        key = (dag_id, run_id, trigger, task_id)
+    def owe(self, notification: Notification) -> None:
+        """Owe ``notification`` unless it is owed already or settled for good."""
+        if notification.key not in self.settled:
+            self.owed.setdefault(notification.key, notification)
+
+    def called(self, key: NotificationKey) -> None:
+        """A CallbackCalled settled the call ``key``; a DAG's own callback is not called again for it."""
         self.owed.pop(key, None)
-        self.settled.add(key)
+        if self._once_per_run(key):
+            self.settled.add(key)
+
+    def _once_per_run(self, key: NotificationKey) -> bool:
+        """Whether ``key`` is a call of a DAG's own ``on_failure`` / ``on_deadline_missed``."""
+        dag_id, _run_id, trigger, task_id, _try_number, target = key
+        if trigger == DEADLINE_MISSED:
+            return True
+        if trigger != FAILURE or task_id:
+            return False
+        callbacks = self.dags.get(dag_id)
+        own = [item.target for item in callbacks.run.get(FAILURE, []) if not item.context] if callbacks else [target]
+        return target in own
 
 
 def due_notifications(book: NotificationBook) -> list[Notification]:

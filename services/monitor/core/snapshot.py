@@ -24,17 +24,25 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from services.monitor.core.notify import Notification, NotificationBook
+from services.monitor.core.notify import (
+    Callback,
+    DagCallbacks,
+    Notification,
+    NotificationBook,
+    RunContext,
+    TryContext,
+)
 from services.monitor.core.state import MonitorState, RunClock, TaskClock
 from services.monitor.core.windows import Aggregate, WindowedStats, WindowSpec
 
 FORMAT = "tock-monitor-state"
-STATE_VERSION = 1  # bump when the meaning of the encoding changes with the same fields
+STATE_VERSION = 2  # bump when the meaning of the encoding changes with the same fields
 MAGIC = b"TOCKMON\n"
 COMPRESSION_LEVEL = 1
 
 Json: TypeAlias = Any  # a value parsed from (or written as) JSON: its shape is the positional format here
-MODEL = (MonitorState, RunClock, TaskClock, WindowedStats, WindowSpec, Aggregate, NotificationBook, Notification)
+MODEL = (MonitorState, RunClock, TaskClock, WindowedStats, WindowSpec, Aggregate, NotificationBook, Notification,
+         DagCallbacks, Callback, RunContext, TryContext)
 
 
 class SnapshotRefused(ValueError):
@@ -97,10 +105,17 @@ def _pack_stats(stats: WindowedStats) -> list[Json]:
 
 
 def _pack_notifications(book: NotificationBook) -> list[Json]:
-    return [[[dag_id, targets, since] for dag_id, (targets, since) in book.callbacks.items()],
-            [[item.dag_id, item.run_id, item.trigger, item.target, item.payload, item.task_id]
-             for item in book.owed.values()],
-            sorted(map(list, book.settled))]
+    return [[_pack_dag_callbacks(dag_id, callbacks) for dag_id, callbacks in book.dags.items()],
+            [[item.dag_id, item.run_id, item.trigger, item.target, item.payload, item.task_id, item.try_number,
+              item.context] for item in book.owed.values()],
+            sorted(map(list, book.settled)),
+            [[*key, run.logical_date, run.run_type, run.conf_json] for key, run in book.runs.items()],
+            [[*key, *dataclasses.astuple(context)] for key, context in book.tries.items()]]
+
+
+def _pack_dag_callbacks(dag_id: str, callbacks: DagCallbacks) -> list[Json]:
+    run = {trigger: [[item.target, item.context] for item in items] for trigger, items in callbacks.run.items()}
+    return [dag_id, callbacks.since, run, callbacks.tasks, callbacks.retries, callbacks.params_json]
 
 
 # -- decoding ----------------------------------------------------------------------------------
@@ -154,10 +169,16 @@ def _unpack_stats(packed: list[Json]) -> WindowedStats:
 
 
 def _unpack_notifications(packed: list[Json]) -> NotificationBook:
-    callbacks, owed, settled = packed
-    notifications = [Notification(dag_id, run_id, trigger, target, payload, task_id)
-                     for dag_id, run_id, trigger, target, payload, task_id in owed]
-    return NotificationBook(callbacks={dag_id: (dict(targets), since) for dag_id, targets, since in callbacks},
-                            owed={item.key: item for item in notifications},
-                            settled={(dag_id, run_id, trigger, task_id)
-                                     for dag_id, run_id, trigger, task_id in settled})
+    dags, owed, settled, runs, tries = packed
+    notifications = [Notification(dag_id, run_id, trigger, target, payload, task_id, int(number), bool(context))
+                     for dag_id, run_id, trigger, target, payload, task_id, number, context in owed]
+    return NotificationBook(
+        dags={dag_id: DagCallbacks(since, {trigger: [Callback(target, bool(context)) for target, context in items]
+                                           for trigger, items in run.items()}, tasks, retries, params_json)
+              for dag_id, since, run, tasks, retries, params_json in dags},
+        owed={item.key: item for item in notifications},
+        settled={(dag_id, run_id, trigger, task_id, int(number), target)
+                 for dag_id, run_id, trigger, task_id, number, target in settled},
+        runs={(dag_id, run_id): RunContext(logical, run_type, conf)
+              for dag_id, run_id, logical, run_type, conf in runs},
+        tries={(dag_id, run_id, task_id): TryContext(*fields) for dag_id, run_id, task_id, *fields in tries})

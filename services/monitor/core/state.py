@@ -40,7 +40,8 @@ from schemas import (
     TaskTrySkipped,
     TaskUpstreamFailed,
 )
-from services.monitor.core.notify import DEADLINE_MISSED, FAILURE, NotificationBook
+from services.monitor.core import task_callbacks as callbacks
+from services.monitor.core.notify import DEADLINE_MISSED, DagCallbacks, NotificationBook
 from services.monitor.core.windows import WindowedStats
 
 RunKey = tuple[str, str]  # (dag_id, run_id)
@@ -172,8 +173,11 @@ def _fold_rarer(state: MonitorState, event: MonitorEvent) -> None:
     match event:
         case TaskRetryScheduled():
             _task_retry_coming(state, event)
-        case TaskKilled() | TaskSkipped() | TaskUpstreamFailed() | TaskRemoved() | TaskEmptySucceeded():
+        case TaskKilled() | TaskSkipped() | TaskUpstreamFailed() | TaskRemoved():
             _task_instance_ended(state, event)
+        case TaskEmptySucceeded():
+            _task_instance_ended(state, event)
+            callbacks.empty_succeeded(state.notifications, event)
         case TaskCleared():
             _task_cleared(state, event)
         case TaskDeadlineMissed():
@@ -211,8 +215,7 @@ def fold(events: Iterable[MonitorEvent], state: MonitorState | None = None) -> M
 
 def _dag_parsed(state: MonitorState, event: DagParsed) -> None:
     definition = event.definition
-    state.notifications.define(event.dag_id, {FAILURE: definition.on_failure,
-                                              DEADLINE_MISSED: definition.on_deadline_missed}, event.at)
+    state.notifications.define(event.dag_id, callbacks.dag_callbacks(definition, event.at))
     if event.definition.deadline is None:
         state.deadlines.pop(event.dag_id, None)
     else:
@@ -232,7 +235,7 @@ def _dag_removed(state: MonitorState, event: DagDefinitionRemoved) -> None:
     state.deadlines.pop(event.dag_id, None)
     state.after_logical_date.discard(event.dag_id)
     state.task_deadlines.pop(event.dag_id, None)
-    state.notifications.define(event.dag_id, {}, 0.0)
+    state.notifications.define(event.dag_id, DagCallbacks(0.0))
 
 
 def _run_created(state: MonitorState, event: DagRunCreated) -> None:
@@ -241,6 +244,7 @@ def _run_created(state: MonitorState, event: DagRunCreated) -> None:
     # asked for, a backfill's is in the past by design (it would miss at once).
     logical_date = event.logical_date if event.run_type == "scheduled" else None
     state.runs.setdefault(key, RunClock(event.at, missed=key in state.missed, logical_date=logical_date))
+    callbacks.run_created(state.notifications, event)
 
 
 def _run_reopened(state: MonitorState, event: DagRunReopened) -> None:
@@ -262,9 +266,7 @@ def _run_finished(state: MonitorState, event: DagRunFinished) -> None:
     if clock is not None:
         state.stats.observe(RUN_DURATION, (event.dag_id,), event.at, event.at - clock.started_at)
     state.stats.observe(RUN_FAILED, (event.dag_id,), event.at, 1.0 if event.state == "failed" else 0.0)
-    if event.state == "failed":
-        state.notifications.triggered(event.dag_id, event.run_id, FAILURE, event.at,
-                                      {"state": event.state, "reason": event.reason})
+    callbacks.run_finished(state.notifications, event)
 
 
 def _forget_old_late_runs(state: MonitorState, now: float) -> None:
@@ -315,7 +317,8 @@ def _task_deadline_missed(state: MonitorState, event: TaskDeadlineMissed) -> Non
 
 
 def _callback_called(state: MonitorState, event: CallbackCalled) -> None:
-    state.notifications.called(event.dag_id, event.run_id, event.trigger, event.task_id)
+    state.notifications.called((event.dag_id, event.run_id, event.trigger, event.task_id, event.try_number,
+                                event.target))
 
 
 def _try_key(event: TryEvent) -> TryKey:
@@ -328,6 +331,7 @@ def _task_key(event: InstanceEvent) -> TaskKey:
 
 def _task_queued(state: MonitorState, event: TaskQueued) -> None:
     state.queued[_try_key(event)] = (event.at, event.executor, event.queue)
+    callbacks.try_queued(state.notifications, event)
     key = _task_key(event)
     clock = state.tasks.get(key)
     if clock is None:
@@ -346,6 +350,7 @@ def _task_retry_coming(state: MonitorState, event: TaskRetryScheduled) -> None:
     clock = state.tasks.get(_task_key(event))
     if clock is not None:
         clock.ended = False  # failed, but not ended: it goes on with another try
+    callbacks.retry_scheduled(state.notifications, event)
     state.stats.observe(TASK_RETRIES, (event.dag_id,), event.at, 1.0)
 
 
@@ -355,6 +360,7 @@ def _task_cleared(state: MonitorState, event: TaskCleared) -> None:
 
 
 def _task_started(state: MonitorState, event: TaskStarted) -> None:
+    callbacks.try_started(state.notifications, event)
     key = _try_key(event)
     queued = state.queued.pop(key, None)
     if key in state.started:
@@ -373,6 +379,7 @@ def _task_ended(state: MonitorState, event: TaskSucceeded | TaskFailed | TaskTry
         state.stats.observe(TASK_DURATION, (event.dag_id, event.task_id), event.at, event.at - started_at)
     state.stats.observe(TASK_FAILED, (event.dag_id,), event.at, 1.0 if isinstance(event, TaskFailed) else 0.0)
     _task_instance_ended(state, event)
+    callbacks.try_ended(state.notifications, event)
 
 
 def _declared_dead(state: MonitorState, event: TaskDeclaredDead) -> None:
@@ -380,6 +387,7 @@ def _declared_dead(state: MonitorState, event: TaskDeclaredDead) -> None:
     key = _try_key(event)
     state.queued.pop(key, None)
     state.started.pop(key, None)
+    callbacks.declared_dead(state.notifications, event)
 
 
 def _task_adopted(state: MonitorState, event: TaskAdopted) -> None:
