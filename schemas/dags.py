@@ -8,6 +8,10 @@ from dataclasses import field
 from schemas.declare import DAGS, EVENTS, EventBase, event, record
 from schemas.routing import BY_DAG
 
+# The weight rules a task definition may name (Airflow's WeightRule values), read by
+# services/scheduler/core/priorities.py: how a task's priority_weight adds up to its priority.
+WEIGHT_RULES = ("downstream", "upstream", "absolute")
+
 # The trigger rules a task definition may name (Airflow's), read by services/scheduler/core/trigger_rules.py.
 TRIGGER_RULES = ("all_success", "all_failed", "all_done", "all_done_setup_success", "all_done_min_one_success",
                  "all_skipped", "one_success", "one_failed", "one_done", "none_failed", "none_failed_min_one_success",
@@ -44,6 +48,18 @@ class TaskDefinition:
     chooses: str = ""
     ignore_downstream_trigger_rules: bool = True  # a short circuit skips everything downstream
     task_group: str = ""
+    # Priorities and limits (services/scheduler/core/priorities.py, limits.py). When more tries are
+    # ready than may be queued or launched, higher priorities go first: the task's priority_weight,
+    # added up as its weight_rule says. At most max_active_tis_per_dag tries of the task are queued or
+    # running across the DAG's runs, max_active_tis_per_dagrun within one run (None: no limit).
+    priority_weight: int = 1
+    weight_rule: str = "downstream"
+    max_active_tis_per_dag: int | None = None
+    max_active_tis_per_dagrun: int | None = None
+    # The retry delay doubles with each try (Airflow's formula, its jitter derived from the try's
+    # identity: core/retries.py), at most max_retry_delay seconds.
+    retry_exponential_backoff: bool = False
+    max_retry_delay: float | None = None
 
 
 @record
@@ -79,9 +95,14 @@ class DagDefinition:
     timezone: str = "UTC"  # IANA name its schedule is evaluated in (the start_date's zone)
     end_date: float | None = None  # no scheduled run has a logical date after it
     task_groups: list[TaskGroupDefinition] = field(default_factory=list)
+    # At most this many tries of the DAG are queued or running at once, across its runs
+    # (Airflow's max_active_tasks, default core.max_active_tasks_per_dag = 16).
+    max_active_tasks: int = 16
+    # Seconds a run may run (from its creation, or its reopening); then it fails (core/timeouts.py).
+    dagrun_timeout: float | None = None
 
 
-@event(DAGS, route=BY_DAG, version=7)
+@event(DAGS, route=BY_DAG, version=8)
 class DagParsed(EventBase):
     """The latest definition of a DAG; written only when its fingerprint changed.
     v2: the definition has on_failure and on_deadline_missed (webhook URLs).
@@ -90,7 +111,9 @@ class DagParsed(EventBase):
     v5: the definition has finished_runs_kept (the scheduler's retention of its finished runs).
     v6: the definition has timezone and end_date, each task definition its own params_json.
     v7: task definitions have their trigger rule, setup/teardown, what they choose and their group;
-    the definition has its task groups."""
+    the definition has its task groups.
+    v8: task definitions have their priority_weight and weight_rule, max_active_tis_per_dag / _per_dagrun,
+    retry_exponential_backoff and max_retry_delay; the definition has max_active_tasks and dagrun_timeout."""
 
     dag_id: str
     file_path: str

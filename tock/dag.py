@@ -16,7 +16,7 @@ from schemas import schedule as cron
 from schemas.dags import DagDefinition, TaskDefinition, TaskGroupDefinition
 from tock.deadline import Deadline, deadline_of
 from tock.params import ParamsDict, definition_problems, params_of, to_params_json
-from tock.tasks import ID_PATTERN, Task, TaskOptions, seconds_of
+from tock.tasks import ID_PATTERN, OPTION_NAMES, Task, TaskOptions, defaults_of_kind, seconds_of
 from tock.templating import TemplateOptions
 from tock.trigger_rules import TriggerRule
 
@@ -69,6 +69,11 @@ class DAG:
     files after the DAG file's own), ``template_undefined`` (default ``jinja2.StrictUndefined``: an
     undefined name fails the try), ``user_defined_macros``, ``user_defined_filters``,
     ``jinja_environment_kwargs`` and ``render_template_as_native_obj``.
+    Limits, as Airflow's: ``max_active_tasks`` tries of the DAG queued or running at once across its runs
+    (default 16, Airflow's core.max_active_tasks_per_dag); ``dagrun_timeout`` (seconds or a timedelta): a
+    run still running that long after it started fails, its running tries killed and the rest skipped.
+    ``default_args``: task options (retries, priority_weight, queue...) for every task of the DAG that does
+    not set them (a task group's default_args go over the DAG's).
     """
 
     def __init__(self, dag_id: str, schedule: str | None = None, start_date: datetime | date | None = None,
@@ -82,7 +87,9 @@ class DAG:
                  user_defined_macros: dict[str, Any] | None = None,
                  user_defined_filters: dict[str, Callable[..., Any]] | None = None,
                  jinja_environment_kwargs: dict[str, Any] | None = None,
-                 render_template_as_native_obj: bool = False, end_date: datetime | date | None = None) -> None:
+                 render_template_as_native_obj: bool = False, end_date: datetime | date | None = None,
+                 max_active_tasks: int = 16, dagrun_timeout: float | timedelta | None = None,
+                 default_args: dict[str, Any] | None = None) -> None:
         # The file that defines the DAG, so errors can name it.
         self.fileloc: str | None = sys._getframe(1).f_code.co_filename
         self.dag_id = dag_id
@@ -94,6 +101,7 @@ class DAG:
         self.on_failure = self._callback(on_failure, "on_failure")
         self.on_deadline_missed = self._callback(on_deadline_missed, "on_deadline_missed")
         self.finished_runs_kept = self._runs_kept(finished_runs_kept)
+        self._set_limits(max_active_tasks, dagrun_timeout, default_args)
         self.template_options = self._guard(lambda: TemplateOptions.of(
             template_searchpath, template_undefined, user_defined_macros, user_defined_filters,
             jinja_environment_kwargs, render_template_as_native_obj))
@@ -154,6 +162,36 @@ class DAG:
         if problems:
             self._fail("; ".join(problems))
         self.params_json = self._guard(lambda: to_params_json(self.params))
+
+    def _set_limits(self, max_active_tasks: int, dagrun_timeout: float | timedelta | None,
+                    default_args: dict[str, Any] | None) -> None:
+        if isinstance(max_active_tasks, bool) or not isinstance(max_active_tasks, int) or max_active_tasks < 1:
+            self._fail(f"max_active_tasks must be a positive integer, got {max_active_tasks!r}")
+        self.max_active_tasks = max_active_tasks
+        self.dagrun_timeout: float | None = self._guard(lambda: seconds_of(dagrun_timeout, "dagrun_timeout"))
+        if self.dagrun_timeout == 0:
+            self._fail("dagrun_timeout must be positive (or None: no timeout), got 0")
+        self.default_args = self._checked_defaults(default_args)
+
+    def _checked_defaults(self, default_args: Any) -> dict[str, Any]:
+        """Only task options, each valid (a bad one fails here, naming default_args)."""
+        if default_args is None:
+            return {}
+        if not isinstance(default_args, dict):
+            self._fail(f"default_args must be a dict, got {default_args!r}")
+        unknown = sorted(str(key) for key in default_args if key not in OPTION_NAMES)
+        if unknown:
+            self._fail(f"default_args has {', '.join(map(repr, unknown))}, which "
+                       f"{'is not a task option' if len(unknown) == 1 else 'are not task options'} "
+                       f"(task options: {', '.join(OPTION_NAMES)})")
+        problems = TaskOptions(**default_args).problems()
+        if problems:
+            self._fail("default_args: " + "; ".join(problems))
+        return dict(default_args)
+
+    def defaults_for(self, kind: str) -> dict[str, Any]:
+        """The default_args a task of ``kind`` takes (Python-only options go to Python tasks only)."""
+        return defaults_of_kind(self.default_args, kind)
 
     def _callback(self, target: str | None, name: str) -> str | None:
         """A callback is a webhook URL (http or https) that `tock monitor` POSTs a JSON object to, or
@@ -241,6 +279,7 @@ class DAG:
             on_failure=self.on_failure, on_deadline_missed=self.on_deadline_missed,
             finished_runs_kept=self.finished_runs_kept, timezone=self.timezone, end_date=self.end_date,
             task_groups=[_group_definition(group) for group in self.task_groups.values()],
+            max_active_tasks=self.max_active_tasks, dagrun_timeout=self.dagrun_timeout,
         )
 
     def test(self, run_after: datetime | None = None, logical_date: datetime | None = None,
@@ -283,6 +322,9 @@ def _task_definition(task: Task, setups: list[str]) -> TaskDefinition:
         on_failure_fail_dagrun=task.on_failure_fail_dagrun, setups=setups, chooses=task.chooses,
         ignore_downstream_trigger_rules=task.ignore_downstream_trigger_rules,
         task_group=task.task_group.group_id if task.task_group is not None else "",
+        priority_weight=task.priority_weight, weight_rule=task.weight_rule,
+        max_active_tis_per_dag=task.max_active_tis_per_dag, max_active_tis_per_dagrun=task.max_active_tis_per_dagrun,
+        retry_exponential_backoff=task.retry_exponential_backoff, max_retry_delay=task.max_retry_delay,
     )
 
 

@@ -8,13 +8,14 @@ import math
 import re
 import typing
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from tock.trigger_rules import TriggerRule, trigger_rule_problem, trigger_rule_value
 from tock.values import RETURN_VALUE
+from tock.weight_rules import WeightRule, priority_weight_problem, weight_rule_problem, weight_rule_value
 
 if TYPE_CHECKING:
     from tock.dag import DAG
@@ -62,6 +63,15 @@ class TaskOptions:
     templates_exts: tuple[str, ...] | list[str] | None = None
     params: dict[str, Any] | None = None  # the task's own params (values or tock.Param), over the DAG's
     trigger_rule: str | TriggerRule | None = None  # None: all_success (teardowns: all_done_setup_success)
+    # Priorities and limits (Airflow's names): the task's weight and how it adds up to its priority,
+    # its tries queued or running at once across the DAG's runs and within one run (None: no limit).
+    priority_weight: int = 1
+    weight_rule: str | WeightRule = WeightRule.DOWNSTREAM
+    max_active_tis_per_dag: int | None = None
+    max_active_tis_per_dagrun: int | None = None
+    # The retry delay doubles with each try (with a jitter), at most max_retry_delay.
+    retry_exponential_backoff: bool = False
+    max_retry_delay: float | timedelta | None = None
 
     def problems(self) -> list[str]:
         """What is wrong with these options, in words (empty when valid)."""
@@ -69,7 +79,7 @@ class TaskOptions:
         if self.retries is not None and (not isinstance(self.retries, int) or self.retries < 0):
             found.append(f"retries must be a non-negative integer, got {self.retries!r}")
         durations = {"retry_delay": self.retry_delay, "execution_timeout": self.execution_timeout,
-                     "deadline": self.deadline}
+                     "deadline": self.deadline, "max_retry_delay": self.max_retry_delay}
         for name, duration in durations.items():
             try:
                 seconds_of(duration, name)
@@ -87,6 +97,19 @@ class TaskOptions:
         found.extend(_params_problems(self.params))
         if self.trigger_rule is not None and trigger_rule_problem(self.trigger_rule):
             found.append(str(trigger_rule_problem(self.trigger_rule)))
+        found.extend(self._limit_problems())
+        return found
+
+    def _limit_problems(self) -> list[str]:
+        """What is wrong with the priority, limit and backoff options."""
+        found = [problem for problem in (priority_weight_problem(self.priority_weight),
+                                         weight_rule_problem(self.weight_rule)) if problem]
+        for name in ("max_active_tis_per_dag", "max_active_tis_per_dagrun"):
+            limit = getattr(self, name)
+            if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+                found.append(f"{name} must be None or a positive integer, got {limit!r}")
+        if not isinstance(self.retry_exponential_backoff, bool):
+            found.append(f"retry_exponential_backoff must be True or False, got {self.retry_exponential_backoff!r}")
         return found
 
     def pod_override_json(self) -> str | None:
@@ -144,6 +167,16 @@ TEMPLATE_FIELDS = {"bash": ("bash_command", "env", "cwd"), "python": ("templates
                    "empty": ()}
 # Options only a Python task has (a group's default_args gives them to its Python tasks only).
 PYTHON_ONLY_OPTIONS = ("templates_dict", "templates_exts", "multiple_outputs")
+
+
+OPTION_NAMES = tuple(item.name for item in fields(TaskOptions))
+
+
+def defaults_of_kind(default_args: dict[str, Any], kind: str) -> dict[str, Any]:
+    """The default_args a task of ``kind`` takes (Python-only options go to Python tasks only)."""
+    if kind == "python":
+        return dict(default_args)
+    return {key: value for key, value in default_args.items() if key not in PYTHON_ONLY_OPTIONS}
 BASH_TEMPLATE_EXT = (".sh", ".bash")
 
 
@@ -230,6 +263,30 @@ class Task(Links):
     @property
     def execution_timeout(self) -> float | None:
         return seconds_of(self.options.execution_timeout, "execution_timeout")
+
+    @property
+    def priority_weight(self) -> int:
+        return self.options.priority_weight
+
+    @property
+    def weight_rule(self) -> str:
+        return weight_rule_value(self.options.weight_rule)
+
+    @property
+    def max_active_tis_per_dag(self) -> int | None:
+        return self.options.max_active_tis_per_dag
+
+    @property
+    def max_active_tis_per_dagrun(self) -> int | None:
+        return self.options.max_active_tis_per_dagrun
+
+    @property
+    def retry_exponential_backoff(self) -> bool:
+        return self.options.retry_exponential_backoff
+
+    @property
+    def max_retry_delay(self) -> float | None:
+        return seconds_of(self.options.max_retry_delay, "max_retry_delay")
 
     @property
     def deadline(self) -> float | None:
@@ -447,7 +504,7 @@ def prepare_task(dag: DAG | None, label: Any, kind: str, given: dict[str, Any],
     task_id = group.child_id(label) if group is not None and isinstance(label, str) else label
     if unique:
         task_id = unique_task_id(owner, task_id)
-    defaults = group.defaults_for(kind) if group is not None else {}
+    defaults = {**owner.defaults_for(kind), **(group.defaults_for(kind) if group is not None else {})}
     options = TaskOptions(**{**defaults, **given})
     owner.check_task(task_id, options)
     return owner, task_id, options, group

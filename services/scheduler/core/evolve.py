@@ -25,6 +25,7 @@ from schemas import (
     DagRunCreated,
     DagRunFinished,
     DagRunReopened,
+    DagRunTimedOut,
     DeadlineMissed,
     KillTask,
     MarkTask,
@@ -90,7 +91,8 @@ class UnknownEvent(TypeError):
 _OfCommands: TypeAlias = (TaskKillRequested | TaskKilled | TaskCleared | TaskRemoved | ClearTask | MarkTask
                           | KillTask | RequestBackfill | CancelBackfill | CommandRejected | DagRunReopened
                           | BackfillPlanned | BackfillFinished)
-_RecordedOnly: TypeAlias = PodStarted | DeadlineMissed | TaskDeadlineMissed | CallbackCalled | SecretAccessed
+_RecordedOnly: TypeAlias = (PodStarted | DeadlineMissed | TaskDeadlineMissed | CallbackCalled | SecretAccessed
+                             | DagRunTimedOut)
 """Events the scheduler keeps in the log but does not act on (yet)."""
 _Rarer: TypeAlias = (DagParsed | DagTombstone | PauseDag | TriggerDagRun | DagQuarantined | DagQuarantineLifted
                      | _RecordedOnly | _OfCommands)
@@ -155,7 +157,8 @@ def _fold_rarer(state: SchedulerState, event: _Rarer) -> None:
             quarantine.quarantined(state, event)
         case DagQuarantineLifted():
             quarantine.lifted(state, event)
-        case PodStarted() | DeadlineMissed() | TaskDeadlineMissed() | CallbackCalled() | SecretAccessed():
+        case PodStarted() | DeadlineMissed() | TaskDeadlineMissed() | CallbackCalled() | SecretAccessed() \
+                | DagRunTimedOut():
             pass  # recorded only
         case _:
             _fold_command(state, event)
