@@ -39,7 +39,7 @@ from infra.executors.base import Executor, Killing, LaunchRefused, Watching
 from infra.executors.requests import TryRequest
 from schemas import Event, TaskDeclaredDead, TaskFailed, TaskKillRequested, TaskLaunched
 from services.scheduler.core import TryKey
-from services.scheduler.core.priorities import try_order
+from services.scheduler.core.priorities import launch_order
 from services.scheduler.core.stops import Stop, handle_to_stop
 from services.scheduler.memory import PartitionMemory
 
@@ -129,13 +129,11 @@ class Stopping:
 
 def _in_launch_order(memories: list[PartitionMemory], free: int) -> list[tuple[PartitionMemory, TryKey]]:
     """The queued tries of the settled partitions (an unsettled one's may be over already, by our
-    decisions not read back), highest priority first (core/priorities.py) when there are more than
-    the free slots; else in the order they were queued."""
-    queued = [(memory, key) for memory in memories if not memory.awaiting for key in memory.state.unlaunched]
-    if len(queued) <= free:
-        return queued
-    orders = {memory.partition: try_order(memory.state) for memory in memories}
-    return sorted(queued, key=lambda item: orders[item[0].partition](item[1]))
+    decisions not read back), in the order they go in (core/priorities.py: highest priority first
+    when there are more than ``free`` slots)."""
+    settled = {memory.partition: memory for memory in memories if not memory.awaiting}
+    order = launch_order({partition: memory.state for partition, memory in settled.items()}, free)
+    return [(settled[partition], key) for partition, key in order]
 
 
 class Launcher:

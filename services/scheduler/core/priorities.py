@@ -32,12 +32,12 @@ def priorities_of(tasks: Mapping[str, TaskDefinition], order: tuple[str, ...]) -
     below = _closure(order[::-1], _downstream_of(tasks), index) if "downstream" in rules else {}
     above = _closure(order, {task_id: tasks[task_id].upstream for task_id in order}, index) \
         if "upstream" in rules else {}
-    weights = [tasks[task_id].priority_weight for task_id in order]
+    by_weight = _masks_by_weight(tasks, index)
     found: dict[str, int] = {}
     for task_id in order:
         task = tasks[task_id]
         others = below if task.weight_rule == "downstream" else above if task.weight_rule == "upstream" else {}
-        total = task.priority_weight + _sum_of(others.get(task_id, 0), weights)
+        total = task.priority_weight + _sum_of(others.get(task_id, 0), by_weight)
         found[task_id] = min(max(total, LOWEST), HIGHEST)
     return found
 
@@ -65,13 +65,18 @@ def _closure(sequence: tuple[str, ...], linked: Mapping[str, list[str]], index: 
     return masks
 
 
-def _sum_of(mask: int, weights: list[int]) -> int:
-    total = 0
-    while mask:
-        lowest = mask & -mask
-        total += weights[lowest.bit_length() - 1]
-        mask ^= lowest
-    return total
+def _masks_by_weight(tasks: Mapping[str, TaskDefinition], index: Mapping[str, int]) -> dict[int, int]:
+    """Weight -> the bit mask of the tasks that have it (most DAGs have a few weights: often only 1)."""
+    masks: dict[int, int] = {}
+    for task_id, number in index.items():
+        weight = tasks[task_id].priority_weight
+        masks[weight] = masks.get(weight, 0) | (1 << number)
+    return masks
+
+
+def _sum_of(mask: int, by_weight: Mapping[int, int]) -> int:
+    """The weights of the tasks in ``mask`` added up: per weight, how many have it."""
+    return sum(weight * (mask & tasks).bit_count() for weight, tasks in by_weight.items()) if mask else 0
 
 
 def priority_of(state: SchedulerState, key: TryKey) -> int:
@@ -88,3 +93,14 @@ def try_order(state: SchedulerState) -> Callable[[TryKey], TryOrder]:
         logical_date = run.logical_date if run is not None else 0.0
         return -priority_of(state, key), logical_date, key[2], key[1], key[0]
     return key_of
+
+
+def launch_order(states: Mapping[int, SchedulerState], free: int) -> list[tuple[int, TryKey]]:
+    """(partition, try) of every queued try without a handle, in the order they are launched: the
+    order they were queued while there are slots for all of them (``free``), else by ``try_order``
+    across the partitions."""
+    queued = [(partition, key) for partition, state in states.items() for key in state.unlaunched]
+    if len(queued) <= free:
+        return queued
+    orders = {partition: try_order(state) for partition, state in states.items()}
+    return sorted(queued, key=lambda item: orders[item[0]](item[1]))
