@@ -7,7 +7,8 @@ takeover folds it rather than deciding again. With it, in the same turn and on e
 until the run ends:
 
 - its queued and running tries are stopped through the kill path (TaskKillRequested, once; a try
-  found dead is declared dead): each ends as its runner reports it, then failed, not retried;
+  found dead is declared dead): each ends failed when its kill is in the log (a queued try no runner
+  claimed at once), and is not retried;
 - its task instances not started (waiting, up for retry) are skipped (TaskSkipped naming the
   timeout), as Airflow skips every unfinished task instance of a timed-out run;
 - once no try of it runs, it finishes failed (DagRunFinished, its reason naming the timeout).
@@ -51,6 +52,7 @@ if TYPE_CHECKING:  # decide.py imports this module
 TimeoutDecision: TypeAlias = (DagRunTimedOut | TaskKillRequested | TaskDeclaredDead | TaskFailed | TaskSkipped
                               | DagRunFinished)
 """What a timed-out run's walk writes."""
+
 
 def decide_dagrun_timeout(run: DagRun, dag: DagEntry, now: float, policy: Policy, dead: Collection[TryKey],
                           paused: bool) -> list[TimeoutDecision] | None:
