@@ -50,6 +50,7 @@ from schemas.runs import (
                               DagRunCreated,
                               DagRunFinished,
                               DagRunReopened,
+                              DagRunTimedOut,
                               DeadlineMissed,
 )
 from schemas.schedulers import SchedulerHeartbeat, SchedulerStopped
@@ -113,6 +114,7 @@ __all__ = [
     "DagRunCreated",
     "DagRunFinished",
     "DagRunReopened",
+    "DagRunTimedOut",
     "DagsTopicEvent",
     "DeadlineMissed",
     "DecodeError",

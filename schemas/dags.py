@@ -8,6 +8,10 @@ from dataclasses import field
 from schemas.declare import DAGS, EVENTS, EventBase, event, record
 from schemas.routing import BY_DAG
 
+# The weight rules a task definition may name (Airflow's WeightRule values), read by
+# services/scheduler/core/priorities.py: how a task's priority_weight adds up to its priority.
+WEIGHT_RULES = ("downstream", "upstream", "absolute")
+
 # The trigger rules a task definition may name (Airflow's), read by services/scheduler/core/trigger_rules.py.
 TRIGGER_RULES = ("all_success", "all_failed", "all_done", "all_done_setup_success", "all_done_min_one_success",
                  "all_skipped", "one_success", "one_failed", "one_done", "none_failed", "none_failed_min_one_success",
@@ -48,6 +52,18 @@ class TaskDefinition:
     # "execute", "skipped") -> the callables `tock monitor` calls with the task's context, each as
     # "module:qualname" or "/path/of/the/dag_file.py:qualname" (tock/callbacks.py).
     callbacks: dict[str, list[str]] = field(default_factory=dict)
+    # Priorities and limits (services/scheduler/core/priorities.py, limits.py). When more tries are
+    # ready than may be queued or launched, higher priorities go first: the task's priority_weight,
+    # added up as its weight_rule says. At most max_active_tis_per_dag tries of the task are queued or
+    # running across the DAG's runs, max_active_tis_per_dagrun within one run (None: no limit).
+    priority_weight: int = 1
+    weight_rule: str = "downstream"
+    max_active_tis_per_dag: int | None = None
+    max_active_tis_per_dagrun: int | None = None
+    # The retry delay doubles with each try (Airflow's formula, its jitter derived from the try's
+    # identity: core/retries.py), at most max_retry_delay seconds.
+    retry_exponential_backoff: bool = False
+    max_retry_delay: float | None = None
 
 
 @record
@@ -86,9 +102,14 @@ class DagDefinition:
     # Airflow-style DAG callbacks (``on_success_callback`` / ``on_failure_callback``): trigger
     # ("success", "failure") -> callables called with the run's context, as a task's callbacks are.
     callbacks: dict[str, list[str]] = field(default_factory=dict)
+    # At most this many tries of the DAG are queued or running at once, across its runs
+    # (Airflow's max_active_tasks, default core.max_active_tasks_per_dag = 16).
+    max_active_tasks: int = 16
+    # Seconds a run may run (from its creation, or its reopening); then it fails (core/timeouts.py).
+    dagrun_timeout: float | None = None
 
 
-@event(DAGS, route=BY_DAG, version=8)
+@event(DAGS, route=BY_DAG, version=9)
 class DagParsed(EventBase):
     """The latest definition of a DAG; written only when its fingerprint changed.
     v2: the definition has on_failure and on_deadline_missed (webhook URLs).
@@ -98,7 +119,9 @@ class DagParsed(EventBase):
     v6: the definition has timezone and end_date, each task definition its own params_json.
     v7: task definitions have their trigger rule, setup/teardown, what they choose and their group;
     the definition has its task groups.
-    v8: the definition and its task definitions have their Airflow-style callbacks."""
+    v8: the definition and its task definitions have their Airflow-style callbacks.
+    v9: task definitions have their priority_weight and weight_rule, max_active_tis_per_dag / _per_dagrun,
+    retry_exponential_backoff and max_retry_delay; the definition has max_active_tasks and dagrun_timeout."""
 
     dag_id: str
     file_path: str

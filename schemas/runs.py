@@ -33,6 +33,21 @@ class DagRunFinished(EventBase):
 
 
 @event(EVENTS, route=BY_DAG)
+class DagRunTimedOut(EventBase):
+    """The run was still running ``timeout`` seconds (its DAG's dagrun_timeout) after ``started_at``
+    (its creation, or its reopening): the owner fails it. Its queued and running tries are stopped
+    (TaskKillRequested), its tasks not started are skipped (TaskSkipped), and it finishes failed
+    (DagRunFinished, reason naming the timeout) once no try of it runs."""
+
+    dag_id: str
+    run_id: str
+    started_at: float
+    timeout: float
+    scheduler_id: str
+    at: float
+
+
+@event(EVENTS, route=BY_DAG)
 class DagRunReopened(EventBase):
     """A finished run runs again: some of its tasks were cleared (request_id of the clear)."""
 

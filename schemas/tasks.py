@@ -140,9 +140,11 @@ class TaskFailed(EventBase):
     at: float
 
 
-@event(EVENTS, route=BY_DAG)
+@event(EVENTS, route=BY_DAG, version=2)
 class TaskRetryScheduled(EventBase):
-    """Try ``try_number`` failed; ``next_try_number`` may be queued from ``not_before``."""
+    """Try ``try_number`` failed; ``next_try_number`` may be queued from ``not_before``, ``delay``
+    seconds after the try ended (the task's retry_delay, or its exponential backoff: the decision
+    is in the log, so a replay waits the same). v2 added delay (None in v1 records)."""
 
     dag_id: str
     run_id: str
@@ -150,6 +152,7 @@ class TaskRetryScheduled(EventBase):
     try_number: int
     next_try_number: int
     not_before: float
+    delay: float | None = None
     at: float
 
 

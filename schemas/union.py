@@ -35,6 +35,7 @@ from schemas.runs import (
     DagRunCreated,
     DagRunFinished,
     DagRunReopened,
+    DagRunTimedOut,
     DeadlineMissed,
 )
 from schemas.schedulers import SchedulerHeartbeat, SchedulerStopped
@@ -75,8 +76,8 @@ DagsTopicEvent: TypeAlias = DagParsed
 EventsTopicEvent: TypeAlias = (
     BackfillFinished | BackfillPlanned | CallbackCalled | CancelBackfill | ClearTask |
     CommandRejected | DagQuarantineLifted | DagQuarantined | DagRunCreated | DagRunFinished |
-    DagRunReopened | DeadlineMissed | KillTask | MarkTask | PauseDag | PodFinished | PodStarted |
-    RequestBackfill | SecretAccessed | TaskAdopted | TaskCleared | TaskDeadlineMissed |
+    DagRunReopened | DagRunTimedOut | DeadlineMissed | KillTask | MarkTask | PauseDag | PodFinished |
+    PodStarted | RequestBackfill | SecretAccessed | TaskAdopted | TaskCleared | TaskDeadlineMissed |
     TaskDeclaredDead | TaskEmptySucceeded | TaskFailed | TaskKillRequested | TaskKilled |
     TaskLaunched | TaskQueued | TaskRemoved | TaskRetryScheduled | TaskSkipped | TaskStarted |
     TaskSucceeded | TaskTrySkipped | TaskUpstreamFailed | TriggerDagRun
@@ -101,12 +102,12 @@ Event: TypeAlias = (
     BackfillFinished | BackfillPlanned | CallbackCalled | CancelBackfill | ClearTask |
     CommandRejected | ConnectionDeleted | ConnectionSet | DagFileProcessed | DagFileRemoved |
     DagParseFailed | DagParsed | DagQuarantineLifted | DagQuarantined | DagRemoved | DagRunCreated |
-    DagRunFinished | DagRunReopened | DeadlineMissed | KillTask | MarkTask | PauseDag | PodFinished |
-    PodStarted | ProcessorFinished | ProcessorKilled | ProcessorStarted | RequestBackfill |
-    SchedulerHeartbeat | SchedulerStopped | SecretAccessed | TaskAdopted | TaskCleared |
-    TaskDeadlineMissed | TaskDeclaredDead | TaskEmptySucceeded | TaskFailed | TaskHeartbeat |
-    TaskKillRequested | TaskKilled | TaskLaunched | TaskLogShipped | TaskQueued | TaskRemoved |
-    TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded | TaskTrySkipped |
+    DagRunFinished | DagRunReopened | DagRunTimedOut | DeadlineMissed | KillTask | MarkTask |
+    PauseDag | PodFinished | PodStarted | ProcessorFinished | ProcessorKilled | ProcessorStarted |
+    RequestBackfill | SchedulerHeartbeat | SchedulerStopped | SecretAccessed | TaskAdopted |
+    TaskCleared | TaskDeadlineMissed | TaskDeclaredDead | TaskEmptySucceeded | TaskFailed |
+    TaskHeartbeat | TaskKillRequested | TaskKilled | TaskLaunched | TaskLogShipped | TaskQueued |
+    TaskRemoved | TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded | TaskTrySkipped |
     TaskUpstreamFailed | TokenCreated | TokenRevoked | TriggerDagRun | UserCreated | UserDeleted |
     VariableDeleted | VariableSet | WorkerHeartbeat | WorkerStopped
 )
@@ -115,11 +116,11 @@ EVENT_CLASSES: tuple[type[Event], ...] = (
     BackfillFinished, BackfillPlanned, CallbackCalled, CancelBackfill, ClearTask, CommandRejected,
     ConnectionDeleted, ConnectionSet, DagFileProcessed, DagFileRemoved, DagParseFailed, DagParsed,
     DagQuarantineLifted, DagQuarantined, DagRemoved, DagRunCreated, DagRunFinished, DagRunReopened,
-    DeadlineMissed, KillTask, MarkTask, PauseDag, PodFinished, PodStarted, ProcessorFinished,
-    ProcessorKilled, ProcessorStarted, RequestBackfill, SchedulerHeartbeat, SchedulerStopped,
-    SecretAccessed, TaskAdopted, TaskCleared, TaskDeadlineMissed, TaskDeclaredDead, TaskEmptySucceeded,
-    TaskFailed, TaskHeartbeat, TaskKillRequested, TaskKilled, TaskLaunched, TaskLogShipped, TaskQueued,
-    TaskRemoved, TaskRetryScheduled, TaskSkipped, TaskStarted, TaskSucceeded, TaskTrySkipped,
-    TaskUpstreamFailed, TokenCreated, TokenRevoked, TriggerDagRun, UserCreated, UserDeleted,
-    VariableDeleted, VariableSet, WorkerHeartbeat, WorkerStopped
+    DagRunTimedOut, DeadlineMissed, KillTask, MarkTask, PauseDag, PodFinished, PodStarted,
+    ProcessorFinished, ProcessorKilled, ProcessorStarted, RequestBackfill, SchedulerHeartbeat,
+    SchedulerStopped, SecretAccessed, TaskAdopted, TaskCleared, TaskDeadlineMissed, TaskDeclaredDead,
+    TaskEmptySucceeded, TaskFailed, TaskHeartbeat, TaskKillRequested, TaskKilled, TaskLaunched,
+    TaskLogShipped, TaskQueued, TaskRemoved, TaskRetryScheduled, TaskSkipped, TaskStarted,
+    TaskSucceeded, TaskTrySkipped, TaskUpstreamFailed, TokenCreated, TokenRevoked, TriggerDagRun,
+    UserCreated, UserDeleted, VariableDeleted, VariableSet, WorkerHeartbeat, WorkerStopped
 )

@@ -19,10 +19,12 @@ from tock.tasks import BashTask, Task, XComArg
 from tock.templating import TemplateRenderError, render_template_fields, rendered_for_record
 from tock.trigger_rules import TriggerRule
 from tock.variables import Variable
+from tock.weight_rules import WeightRule
 
 __all__ = ["DAG", "AirflowNotFoundException", "AirflowRuntimeError", "AirflowSkipException", "BaseHook",
            "BashTask", "BranchPythonOperator", "Connection", "Context", "DagDefinitionError", "Deadline",
            "EmptyOperator", "LatestOnlyOperator", "Param", "ParamValidationError", "ParamsDict", "PythonOperator",
-           "ShortCircuitOperator", "Task", "TaskGroup", "TemplateRenderError", "TriggerRule", "Variable", "XComArg",
+           "ShortCircuitOperator", "Task", "TaskGroup", "TemplateRenderError", "TriggerRule", "Variable", "WeightRule",
+           "XComArg",
            "chain", "cross_downstream", "fingerprint", "get_current_context", "load_dags", "macros", "mask_secret",
            "render_template_fields", "rendered_for_record", "setup", "task", "task_group", "teardown"]

@@ -74,6 +74,11 @@ class DAG:
     files after the DAG file's own), ``template_undefined`` (default ``jinja2.StrictUndefined``: an
     undefined name fails the try), ``user_defined_macros``, ``user_defined_filters``,
     ``jinja_environment_kwargs`` and ``render_template_as_native_obj``.
+    Limits, as Airflow's: ``max_active_tasks`` tries of the DAG queued or running at once across its runs
+    (default 16, Airflow's core.max_active_tasks_per_dag); ``dagrun_timeout`` (seconds or a timedelta): a
+    run still running that long after it started fails, its running tries killed and the rest skipped.
+    ``default_args``: task options (retries, priority_weight, queue...) for every task of the DAG that does
+    not set them (a task group's default_args go over the DAG's).
     """
 
     def __init__(self, dag_id: str, schedule: str | None = None, start_date: datetime | date | None = None,
@@ -89,6 +94,7 @@ class DAG:
                  jinja_environment_kwargs: dict[str, Any] | None = None,
                  render_template_as_native_obj: bool = False, end_date: datetime | date | None = None,
                  on_success_callback: Any = None, on_failure_callback: Any = None,
+                 max_active_tasks: int = 16, dagrun_timeout: float | timedelta | None = None,
                  default_args: dict[str, Any] | None = None) -> None:
         # The file that defines the DAG, so errors can name it.
         self.fileloc: str | None = sys._getframe(1).f_code.co_filename
@@ -105,6 +111,7 @@ class DAG:
                                                           DAG_CALLBACKS))
         self.default_args = self._default_args(default_args)
         self.finished_runs_kept = self._runs_kept(finished_runs_kept)
+        self._set_limits(max_active_tasks, dagrun_timeout)
         self.template_options = self._guard(lambda: TemplateOptions.of(
             template_searchpath, template_undefined, user_defined_macros, user_defined_filters,
             jinja_environment_kwargs, render_template_as_native_obj))
@@ -166,6 +173,14 @@ class DAG:
             self._fail("; ".join(problems))
         self.params_json = self._guard(lambda: to_params_json(self.params))
 
+    def _set_limits(self, max_active_tasks: int, dagrun_timeout: float | timedelta | None) -> None:
+        if isinstance(max_active_tasks, bool) or not isinstance(max_active_tasks, int) or max_active_tasks < 1:
+            self._fail(f"max_active_tasks must be a positive integer, got {max_active_tasks!r}")
+        self.max_active_tasks = max_active_tasks
+        self.dagrun_timeout: float | None = self._guard(lambda: seconds_of(dagrun_timeout, "dagrun_timeout"))
+        if self.dagrun_timeout == 0:
+            self._fail("dagrun_timeout must be positive (or None: no timeout), got 0")
+
     def _callback(self, target: str | None, name: str) -> str | None:
         """A callback is a webhook URL (http or https) that `tock monitor` POSTs a JSON object to, or
         a ``module:function`` path it calls with that object, in a subprocess."""
@@ -181,6 +196,9 @@ class DAG:
         problem = default_args_problem(default_args)
         if problem is not None:
             self._fail(problem)
+        problems = TaskOptions(**default_args).problems()
+        if problems:
+            self._fail("default_args: " + "; ".join(problems))
         return dict(default_args)
 
     def defaults_for(self, kind: str) -> dict[str, Any]:
@@ -266,6 +284,7 @@ class DAG:
             finished_runs_kept=self.finished_runs_kept, timezone=self.timezone, end_date=self.end_date,
             task_groups=[_group_definition(group) for group in self.task_groups.values()],
             callbacks=self.callbacks,
+            max_active_tasks=self.max_active_tasks, dagrun_timeout=self.dagrun_timeout,
         )
 
     def test(self, run_after: datetime | None = None, logical_date: datetime | None = None,
@@ -309,6 +328,9 @@ def _task_definition(task: Task, setups: list[str]) -> TaskDefinition:
         ignore_downstream_trigger_rules=task.ignore_downstream_trigger_rules,
         task_group=task.task_group.group_id if task.task_group is not None else "",
         callbacks=_task_callbacks(task),
+        priority_weight=task.priority_weight, weight_rule=task.weight_rule,
+        max_active_tis_per_dag=task.max_active_tis_per_dag, max_active_tis_per_dagrun=task.max_active_tis_per_dagrun,
+        retry_exponential_backoff=task.retry_exponential_backoff, max_retry_delay=task.max_retry_delay,
     )
 
 

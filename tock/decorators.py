@@ -112,7 +112,9 @@ class TaskDecorator:
         TaskDeadlineMissed if it has not ended by then), executor ("local" | "celery" | "kubernetes"),
         queue, pod_override ({"image", "resources"}), multiple_outputs (a returned dict is also passed on
         key by key; default: whether the function is annotated ``-> dict``), do_xcom_push (default True),
-        trigger_rule (a ``TriggerRule`` or its string; default all_success).
+        trigger_rule (a ``TriggerRule`` or its string; default all_success), priority_weight and weight_rule
+        (a ``WeightRule`` or its string; default downstream), max_active_tis_per_dag / max_active_tis_per_dagrun,
+        retry_exponential_backoff and max_retry_delay.
         Called inside a DAG with other tasks (or their ``["key"]``) as arguments, it depends on them and
         receives their values when it runs.
         """

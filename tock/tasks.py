@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 from tock.callbacks import TASK_CALLBACKS, callbacks_of
 from tock.trigger_rules import TriggerRule, trigger_rule_problem, trigger_rule_value
 from tock.values import RETURN_VALUE
+from tock.weight_rules import WeightRule, priority_weight_problem, weight_rule_problem, weight_rule_value
 
 if TYPE_CHECKING:
     from tock.dag import DAG
@@ -69,6 +70,15 @@ class TaskOptions:
     on_retry_callback: Any = None
     on_execute_callback: Any = None
     on_skipped_callback: Any = None
+    # Priorities and limits (Airflow's names): the task's weight and how it adds up to its priority,
+    # its tries queued or running at once across the DAG's runs and within one run (None: no limit).
+    priority_weight: int = 1
+    weight_rule: str | WeightRule = WeightRule.DOWNSTREAM
+    max_active_tis_per_dag: int | None = None
+    max_active_tis_per_dagrun: int | None = None
+    # The retry delay doubles with each try (with a jitter), at most max_retry_delay.
+    retry_exponential_backoff: bool = False
+    max_retry_delay: float | timedelta | None = None
 
     def problems(self) -> list[str]:
         """What is wrong with these options, in words (empty when valid)."""
@@ -76,7 +86,7 @@ class TaskOptions:
         if self.retries is not None and (not isinstance(self.retries, int) or self.retries < 0):
             found.append(f"retries must be a non-negative integer, got {self.retries!r}")
         durations = {"retry_delay": self.retry_delay, "execution_timeout": self.execution_timeout,
-                     "deadline": self.deadline}
+                     "deadline": self.deadline, "max_retry_delay": self.max_retry_delay}
         for name, duration in durations.items():
             try:
                 seconds_of(duration, name)
@@ -95,6 +105,19 @@ class TaskOptions:
         if self.trigger_rule is not None and trigger_rule_problem(self.trigger_rule):
             found.append(str(trigger_rule_problem(self.trigger_rule)))
         found.extend(self._callback_problems())
+        found.extend(self._limit_problems())
+        return found
+
+    def _limit_problems(self) -> list[str]:
+        """What is wrong with the priority, limit and backoff options."""
+        found = [problem for problem in (priority_weight_problem(self.priority_weight),
+                                         weight_rule_problem(self.weight_rule)) if problem]
+        for name in ("max_active_tis_per_dag", "max_active_tis_per_dagrun"):
+            limit = getattr(self, name)
+            if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+                found.append(f"{name} must be None or a positive integer, got {limit!r}")
+        if not isinstance(self.retry_exponential_backoff, bool):
+            found.append(f"retry_exponential_backoff must be True or False, got {self.retry_exponential_backoff!r}")
         return found
 
     def callbacks(self) -> dict[str, list[str]]:
@@ -269,6 +292,30 @@ class Task(Links):
     @property
     def execution_timeout(self) -> float | None:
         return seconds_of(self.options.execution_timeout, "execution_timeout")
+
+    @property
+    def priority_weight(self) -> int:
+        return self.options.priority_weight
+
+    @property
+    def weight_rule(self) -> str:
+        return weight_rule_value(self.options.weight_rule)
+
+    @property
+    def max_active_tis_per_dag(self) -> int | None:
+        return self.options.max_active_tis_per_dag
+
+    @property
+    def max_active_tis_per_dagrun(self) -> int | None:
+        return self.options.max_active_tis_per_dagrun
+
+    @property
+    def retry_exponential_backoff(self) -> bool:
+        return self.options.retry_exponential_backoff
+
+    @property
+    def max_retry_delay(self) -> float | None:
+        return seconds_of(self.options.max_retry_delay, "max_retry_delay")
 
     @property
     def deadline(self) -> float | None:

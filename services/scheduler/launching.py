@@ -1,5 +1,5 @@
 """Side effects after a commit: launching queued tries on their executors, bounded by each
-executor's parallelism, and stopping killed or dead tries on executors that can.
+executor's parallelism (highest priority first), and stopping killed or dead tries on executors that can.
 
 The executors are seen through their port (infra/executors/base.py); the optional abilities
 (Killing, Watching) are found once, when the Launcher is built: ``killers`` and ``watchers``.
@@ -39,6 +39,7 @@ from infra.executors.base import Executor, Killing, LaunchRefused, Watching
 from infra.executors.requests import TryRequest
 from schemas import Event, TaskDeclaredDead, TaskFailed, TaskKillRequested, TaskLaunched
 from services.scheduler.core import TryKey
+from services.scheduler.core.priorities import launch_order
 from services.scheduler.core.stops import Stop, handle_to_stop
 from services.scheduler.memory import PartitionMemory
 
@@ -126,8 +127,18 @@ class Stopping:
         heapq.heappush(self._again, (due, next(self._order), attempt + 1, stop))
 
 
+def _in_launch_order(memories: list[PartitionMemory], free: int) -> list[tuple[PartitionMemory, TryKey]]:
+    """The queued tries of the settled partitions (an unsettled one's may be over already, by our
+    decisions not read back), in the order they go in (core/priorities.py: highest priority first
+    when there are more than ``free`` slots)."""
+    settled = {memory.partition: memory for memory in memories if not memory.awaiting}
+    order = launch_order({partition: memory.state for partition, memory in settled.items()}, free)
+    return [(settled[partition], key) for partition, key in order]
+
+
 class Launcher:
-    """Launches the owned partitions' queued tries; remembers launches not yet committed."""
+    """Launches the owned partitions' queued tries, highest priority first when their executors are
+    short of slots; remembers launches not yet committed."""
 
     def __init__(self, executors: Mapping[str, Executor], parallelism: Mapping[str, int], scheduler_id: str) -> None:
         self.executors = executors
@@ -150,16 +161,13 @@ class Launcher:
         self._forget_launches_folded(memories)
         slots = self._free_slots(memories)
         launches = []
-        for memory in memories:
-            if memory.awaiting:
-                continue  # unsettled: its queued tries may be over already, by our decisions not read back
-            for key in memory.state.unlaunched:
-                if not self._may_take(memory, key, slots):
-                    continue  # its executor is full: the request is not even built (10,000 queued cost seconds)
-                launch = self._prepare(memory, key)
-                if launch is not None and slots[launch.executor] > 0:
-                    slots[launch.executor] -= 1
-                    launches.append(launch)
+        for memory, key in _in_launch_order(memories, sum(max(free, 0) for free in slots.values())):
+            if not self._may_take(memory, key, slots):
+                continue  # its executor is full: the request is not even built (10,000 queued cost seconds)
+            launch = self._prepare(memory, key)
+            if launch is not None and slots[launch.executor] > 0:
+                slots[launch.executor] -= 1
+                launches.append(launch)
         launched = []
         for name in sorted({launch.executor for launch in launches}):
             launched += self._launch_on(name, [launch for launch in launches if launch.executor == name])

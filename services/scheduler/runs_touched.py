@@ -16,6 +16,7 @@ from schemas import (
     DagRunCreated,
     DagRunFinished,
     DagRunReopened,
+    DagRunTimedOut,
     DeadlineMissed,
     Event,
     KillTask,
@@ -51,7 +52,7 @@ RunEvent: TypeAlias = (
     | MarkTask | PodFinished | PodStarted | TaskAdopted | TaskCleared | TaskDeadlineMissed | TaskDeclaredDead
     | TaskFailed | TaskHeartbeat | TaskKillRequested | TaskKilled | TaskLaunched | TaskLogShipped | TaskQueued
     | TaskRemoved | TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded | TaskUpstreamFailed
-    | TaskTrySkipped | TaskEmptySucceeded
+    | TaskTrySkipped | TaskEmptySucceeded | DagRunTimedOut
     | SecretAccessed
 )
 EveryRunEvent: TypeAlias = DagParsed | DagTombstone | PauseDag  # may change what any run of the DAG does

@@ -110,7 +110,7 @@ def test_a_callback_another_process_cannot_find_is_refused_naming_the_task_and_a
 def test_a_refused_dag_callback_and_default_args_name_the_dag_and_argument():
     with pytest.raises(DagDefinitionError, match="DAG 'bad': on_success_callback: a lambda"):
         DAG("bad", on_success_callback=lambda context: None)
-    with pytest.raises(DagDefinitionError, match="DAG 'bad': task 'a': on_retry_callback: a lambda"):
+    with pytest.raises(DagDefinitionError, match="DAG 'bad': default_args: on_retry_callback: a lambda"):
         with DAG("bad", default_args={"on_retry_callback": lambda context: None}):
             BashTask("a", "true")
     with pytest.raises(DagDefinitionError, match="DAG 'bad': default_args has 'owner', which is not a task option"):

@@ -48,6 +48,7 @@ from services.scheduler.core.model import (
     REMOVED,
     SKIPPED,
     SUCCESS,
+    UP_FOR_RETRY,
     Backfill,
     DagEntry,
     DagRun,
@@ -56,6 +57,7 @@ from services.scheduler.core.model import (
     TaskInstance,
 )
 from services.scheduler.core.retention import forgotten_reason, remember_request, was_forgotten
+from services.scheduler.core.run_deadlines import time_run
 
 MARKABLE = (SUCCESS, FAILED, SKIPPED)
 
@@ -174,8 +176,14 @@ def cleared(state: SchedulerState, event: TaskCleared) -> None:
 
 def skipped(state: SchedulerState, event: TaskSkipped) -> None:
     run = state.runs.get((event.dag_id, event.run_id))
-    if run is not None and run.instance(event.task_id).state == NONE:
-        run.tasks[event.task_id].state = SKIPPED
+    if run is None:
+        return
+    instance = run.instance(event.task_id)
+    if instance.state == UP_FOR_RETRY:  # its run timed out (timeouts.py): its retry will not come
+        forget_try(state, (event.dag_id, event.run_id, event.task_id))
+        instance.state = NONE
+    if instance.state == NONE:
+        instance.state = SKIPPED
 
 
 def removed(state: SchedulerState, event: TaskRemoved) -> None:
@@ -194,7 +202,8 @@ def reopened(state: SchedulerState, event: DagRunReopened) -> None:
         state.runs[key] = run
     run = state.runs.get(key)
     if run is not None:
-        run.reopened_by = None
+        run.reopened_by, run.reopened_at, run.timed_out_at = None, event.at, None
+        time_run(state, run)  # its dagrun_timeout counts from now
     backfill = state.backfills.get(event.request_id)
     if backfill is not None and run is not None:
         _backfill_took(backfill, key, run.logical_date)

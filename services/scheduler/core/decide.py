@@ -30,6 +30,7 @@ from schemas import (
     TaskUpstreamFailed,
 )
 from services.scheduler.core.backfill import BackfillDecision, decide_backfills
+from services.scheduler.core.limits import admit, walk_with_siblings
 from services.scheduler.core.liveness import Evidence, dead_tries, declared_dead, due_retries
 from services.scheduler.core.model import (
     ACTIVE,
@@ -59,7 +60,10 @@ from services.scheduler.core.operations import (
 from services.scheduler.core.pods import failed_with_pod, pod_ended_without_outcome
 from services.scheduler.core.quarantine import Guard, decide_quarantines
 from services.scheduler.core.queuing import Previous, Queuing, no_previous, previous_success
+from services.scheduler.core.retries import retry_delay
+from services.scheduler.core.run_deadlines import due_timeouts
 from services.scheduler.core.runs import decide_runs
+from services.scheduler.core.timeouts import TimeoutDecision, decide_dagrun_timeout
 from services.scheduler.core.trigger_rules import GIVE_UP, RUN, SKIP, Verdict, judge
 
 
@@ -79,7 +83,7 @@ InstanceDecision: TypeAlias = (TaskQueued | TaskRetryScheduled | TaskUpstreamFai
 TaskDecision: TypeAlias = InstanceDecision | TaskDeclaredDead | TaskFailed | TaskKillRequested | TaskCleared
 """What deciding one task of a run writes: the above, or its try's end, stop or clear."""
 
-RunDecision: TypeAlias = TaskDecision | Removal | DagRunReopened | DagRunFinished
+RunDecision: TypeAlias = TaskDecision | Removal | DagRunReopened | DagRunFinished | TimeoutDecision
 """What walking one open run writes (``decide_run``, ``decide_deleted_dag_run``)."""
 
 Decision: TypeAlias = (RunDecision | DagRunCreated | CommandRejected | BackfillDecision | DagQuarantined
@@ -91,7 +95,8 @@ def decide(state: SchedulerState, now: float, policy: Policy,
            touched: Collection[RunKey] | None = None, evidence: Evidence | None = None) -> list[Decision]:
     """New runs, then each run's task decisions. ``touched`` limits the walk to runs whose
     events arrived since the last decision (None: every run); timers are always checked.
-    Without ``evidence`` nothing is declared dead."""
+    Without ``evidence`` nothing is declared dead. The tries queued are those their DAG's and
+    task's limits admit, by priority (limits.py)."""
     guard = Guard(state)
     events: list[Decision] = [*decide_quarantines(state, now, policy.scheduler_id)]
     events += decide_runs(state, now, policy.scheduler_id, guard)
@@ -104,13 +109,16 @@ def decide(state: SchedulerState, now: float, policy: Policy,
             continue
         with guard.of(run.dag_id):
             events.extend(_decide_open_run(state, run, now, policy, dead))
-    return guard.kept(events, now, policy.scheduler_id)
+    return guard.kept(admit(state, events), now, policy.scheduler_id)
 
 
 def _decide_open_run(state: SchedulerState, run: DagRun, now: float, policy: Policy,
                      dead: Collection[TryKey]) -> list[RunDecision]:
     dag, gone = state.dags.get(run.dag_id), state.removed_dags.get(run.dag_id)
     if dag is not None:
+        timed_out = decide_dagrun_timeout(run, dag, now, policy, dead, run.dag_id in state.paused)
+        if timed_out is not None:
+            return [*timed_out]
         return decide_run(run, dag, now, policy, dead, paused=run.dag_id in state.paused,
                           previous=lambda: previous_success(state, dag, run))
     if gone is not None:
@@ -175,8 +183,9 @@ def _decide_instance(queuing: Queuing, instance: TaskInstance, view: Mapping[str
     ids: dict[str, Any] = {"dag_id": run.dag_id, "run_id": run.run_id, "task_id": task.task_id}
     if instance.state == FAILED and instance.retryable and instance.try_number <= task.retries:
         ended = instance.ended_at if instance.ended_at is not None else now
+        delay = retry_delay(task, run.dag_id, run.run_id, instance.try_number)
         return [TaskRetryScheduled(**ids, try_number=instance.try_number, next_try_number=instance.try_number + 1,
-                                   not_before=ended + task.retry_delay, at=now)], UP_FOR_RETRY
+                                   not_before=ended + delay, delay=delay, at=now)], UP_FOR_RETRY
     if instance.state == UP_FOR_RETRY and now >= (instance.not_before or 0.0) and not paused:
         return [queuing.queued(instance, task, now)], QUEUED
     return [], instance.state
@@ -217,7 +226,7 @@ def _runs_to_walk(state: SchedulerState, now: float, touched: Collection[RunKey]
     if touched is None:
         return list(state.runs.values())
     keys = set(touched) | {key[:2] for key in dead}
-    keys |= {key[:2] for key in due_retries(state, now)}
-    return [state.runs[key] for key in sorted(keys) if key in state.runs]
+    keys |= {key[:2] for key in due_retries(state, now)} | due_timeouts(state, now)
+    return [state.runs[key] for key in sorted(walk_with_siblings(state, keys)) if key in state.runs]
 
 

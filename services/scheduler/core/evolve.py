@@ -25,6 +25,7 @@ from schemas import (
     DagRunCreated,
     DagRunFinished,
     DagRunReopened,
+    DagRunTimedOut,
     DeadlineMissed,
     KillTask,
     MarkTask,
@@ -53,7 +54,7 @@ from schemas import (
     TaskUpstreamFailed,
     TriggerDagRun,
 )
-from services.scheduler.core import commands, quarantine, retention
+from services.scheduler.core import commands, quarantine, retention, timeouts
 from services.scheduler.core.instances import end_try, forget_try, now_live
 from services.scheduler.core.model import (
     ACTIVE,
@@ -77,6 +78,7 @@ from services.scheduler.core.model import (
     TryKey,
 )
 from services.scheduler.core.pods import pod_failure
+from services.scheduler.core.run_deadlines import time_run, time_runs_of
 from services.scheduler.core.runs import first_due
 
 
@@ -93,7 +95,7 @@ _OfCommands: TypeAlias = (TaskKillRequested | TaskKilled | TaskCleared | TaskRem
 _RecordedOnly: TypeAlias = PodStarted | DeadlineMissed | TaskDeadlineMissed | CallbackCalled | SecretAccessed
 """Events the scheduler keeps in the log but does not act on (yet)."""
 _Rarer: TypeAlias = (DagParsed | DagTombstone | PauseDag | TriggerDagRun | DagQuarantined | DagQuarantineLifted
-                     | _RecordedOnly | _OfCommands)
+                     | DagRunTimedOut | _RecordedOnly | _OfCommands)
 
 
 def evolve(state: SchedulerState, event: SchedulerEvent) -> SchedulerState:
@@ -155,6 +157,8 @@ def _fold_rarer(state: SchedulerState, event: _Rarer) -> None:
             quarantine.quarantined(state, event)
         case DagQuarantineLifted():
             quarantine.lifted(state, event)
+        case DagRunTimedOut():
+            timeouts.timed_out(state, event)
         case PodStarted() | DeadlineMissed() | TaskDeadlineMissed() | CallbackCalled() | SecretAccessed():
             pass  # recorded only
         case _:
@@ -207,6 +211,7 @@ def _dag_parsed(state: SchedulerState, event: DagParsed) -> None:
     state.dags[event.dag_id] = DagEntry.of(event.definition, event.fingerprint,
                                            known.first_seen_at if known else event.at)
     _update_next_due(state, event.dag_id)
+    time_runs_of(state, event.dag_id)
 
 
 def _dag_deleted(state: SchedulerState, event: DagTombstone) -> None:
@@ -241,8 +246,9 @@ def _run_created(state: SchedulerState, event: DagRunCreated) -> None:
     elif event.run_type == "backfill":
         commands.backfill_run_created(state, event.dag_id, key, event.logical_date)
     if key not in state.runs and key not in state.finished:
-        state.runs[key] = DagRun(event.dag_id, event.run_id, event.logical_date, event.run_type,
-                                 event.conf_json, event.at)
+        run = state.runs[key] = DagRun(event.dag_id, event.run_id, event.logical_date, event.run_type,
+                                       event.conf_json, event.at)
+        time_run(state, run)
 
 
 def _run_finished(state: SchedulerState, event: DagRunFinished) -> None:

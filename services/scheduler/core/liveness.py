@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from schemas import TaskAdopted, TaskDeclaredDead
 from services.scheduler.core.model import ACTIVE, DagRun, SchedulerState, TaskInstance, TryKey
+from services.scheduler.core.run_deadlines import time_run, timeout_now
 from services.scheduler.core.timers import Current, Timers
 
 
@@ -83,19 +84,22 @@ def due_retries(state: SchedulerState, now: float) -> set[TryKey]:
 
 
 def next_wakeup(state: SchedulerState, timeout: float, now: float, start_timeout: float | None = None) -> float | None:
-    """The earliest time after ``now`` a retry falls due or a live try's silence deadline passes.
+    """The earliest time after ``now`` a retry falls due, a live try's silence deadline passes or a run
+    times out.
 
     Times already past are left out: what is due is decided on every turn, and a time a
     decision cannot act on (a retry of a run whose DAG is gone, a death still waiting for
     evidence) must not turn the loop into a spin."""
     timers = _filed(state, timeout, start_timeout)
     times = [timers.retries.next_after(now, _retry_now(state)),
-             timers.silence.next_after(now, _silence_now(state, timeout, start_timeout))]
+             timers.silence.next_after(now, _silence_now(state, timeout, start_timeout)),
+             timers.runs.next_after(now, timeout_now(state))]
     return min((time for time in times if time is not None), default=None)
 
 
 def reindex_timers(state: SchedulerState) -> None:
-    """Rebuild the deadline heaps from the live and waiting tries (after a state was restored)."""
+    """Rebuild the deadline heaps from the live and waiting tries and the open runs (after a state was
+    restored)."""
     state.timers.clear()
     for key in state.live:
         if (instance := state.instance(key)) is not None:
@@ -103,6 +107,8 @@ def reindex_timers(state: SchedulerState) -> None:
     for key in state.waiting:
         if (instance := state.instance(key)) is not None and instance.not_before is not None:
             state.timers.retry(key, instance.try_number, instance.not_before)
+    for run in state.runs.values():
+        time_run(state, run)
 
 
 def _filed(state: SchedulerState, timeout: float, start_timeout: float | None) -> Timers:

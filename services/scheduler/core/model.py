@@ -98,13 +98,16 @@ class DagEntry:
     # Task id -> the short circuits upstream of it that skip everything downstream when false.
     short_circuits: dict[str, tuple[str, ...]]
     leaves: frozenset[str]  # the tasks whose states decide the run's (Airflow's: teardowns left out)
+    priorities: dict[str, int]  # each task's priority, as its weight rule adds the weights up (priorities.py)
 
     @staticmethod
     def of(definition: DagDefinition, fingerprint: str, first_seen_at: float) -> DagEntry:
+        from services.scheduler.core.priorities import priorities_of
+
         tasks = {task.task_id: task for task in definition.tasks}
         order = topological_order(tasks)
         return DagEntry(definition, fingerprint, first_seen_at, tasks, order, short_circuits_above(order, tasks),
-                        run_state_leaves(tasks))
+                        run_state_leaves(tasks), priorities_of(tasks, order))
 
 
 @dataclass(slots=True)
@@ -146,6 +149,8 @@ class DagRun:
     tasks: dict[str, TaskInstance] = field(default_factory=dict)
     finished_state: str = ""   # "success" / "failed" once finished
     reopened_by: str | None = None  # request id of the clear that reopened it, until DagRunReopened
+    reopened_at: float | None = None  # its latest DagRunReopened: its dagrun_timeout counts from then
+    timed_out_at: float | None = None  # its DagRunTimedOut (core/timeouts.py), until it is reopened
 
     def instance(self, task_id: str) -> TaskInstance:
         """The task instance, created in state NONE on first use."""

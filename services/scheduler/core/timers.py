@@ -1,4 +1,5 @@
-"""When live tries fall silent and retries fall due, kept in heaps so no turn scans every try.
+"""When live tries fall silent, retries fall due and runs time out, kept in heaps so no turn scans
+every try (or run).
 
 The fold (``evolve``) only says which tries to time (``Timers.watch`` / ``Timers.retry``); the
 silence deadlines depend on the policy's timeouts, so the liveness queries, which are given
@@ -90,6 +91,7 @@ class Timers:
     fresh: dict[TryKey, int] = field(default_factory=dict)  # tries to time at the next query -> try number
     silence: Deadlines = field(default_factory=Deadlines)
     retries: Deadlines = field(default_factory=Deadlines)
+    runs: Deadlines = field(default_factory=Deadlines)  # runs' dagrun_timeout, keyed (dag_id, run_id, "")
 
     def watch(self, key: TryKey, try_number: int) -> None:
         """A try became live, or its runner started: time it (again) at the next query."""
@@ -114,3 +116,4 @@ class Timers:
         self.fresh = {}
         self.silence.clear()
         self.retries.clear()
+        self.runs.clear()
