@@ -17,6 +17,11 @@ reached it), as the scheduler decides it. ``TaskKillRequested`` notes ``kill_req
 no runner had claimed (no ``TaskStarted`` yet) ends as ``killed`` at once. Nothing of a killed try
 changes its state afterwards (a runner that lost the race to the kill may still append its
 ``TaskStarted``).
+
+Control flow: ``TaskSkipped`` / ``TaskUpstreamFailed`` keep why the task will not run (``reason``,
+``trigger_rule``, ``upstream_states_json``, and a skip's ``chosen_by``); a ``TaskSucceeded`` keeps what a
+branch or short circuit followed (``follow_json``, None for a task that does not choose); a clear or the next
+``TaskQueued`` forgets them.
 """
 
 from __future__ import annotations

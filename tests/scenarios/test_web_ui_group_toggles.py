@@ -9,32 +9,33 @@ import pytest
 from selenium.webdriver.common.by import By
 
 from projections.db import create_tables, open_engine
+from schemas import DagRunCreated
 from tests.integration.control_flow_support import shop_run
 from tests.integration.ui_pages_support import PASSWORD, fold_into_tables, user_created
 from tests.scenarios.scheduler_support import Processes
 from tests.scenarios.web_ui_support import browser, click, free_port, log_in, screenshots_folder, wait, wait_for_http
+from tests.unit.projection_logs import LogBuilder
 
 pytestmark = pytest.mark.scenario
 
 
 @pytest.fixture
-def base(make_settings, tmp_path):
+def system(make_settings, tmp_path):
+    """The API's address, and a function folding more events into its tables (as the projector would)."""
     settings = make_settings(db_url=f"sqlite:///{tmp_path / 'projections.db'}", api_port=free_port(),
                              api_secret_key="k" * 40)
-    engine = open_engine(settings)
-    try:
-        create_tables(engine)
-        fold_into_tables(engine, [*shop_run(), user_created("vic", "viewer", 1.0)])
-    finally:
-        engine.dispose()
+    engine, builder = open_engine(settings), LogBuilder()
+    create_tables(engine)
+    fold_into_tables(engine, [*shop_run(), user_created("vic", "viewer", 1.0)], builder)
     processes = Processes(settings, tmp_path / "logs")
     try:
         processes.start("api", name="api")
         address = f"http://127.0.0.1:{settings.api_port}"
         wait_for_http(address + "/health")
-        yield address
+        yield address, lambda events: fold_into_tables(engine, events, builder)
     finally:
         processes.close()
+        engine.dispose()
 
 
 def _shown_tasks(driver) -> set[str]:
@@ -42,7 +43,8 @@ def _shown_tasks(driver) -> set[str]:
             if cell.is_displayed()}
 
 
-def test_clicking_a_task_group_collapses_and_expands_it(base, request):
+def test_clicking_a_task_group_collapses_and_expands_it(system, request):
+    base, fold = system
     shots = screenshots_folder(request.node.name)
     driver = browser()
     try:
@@ -57,6 +59,11 @@ def test_clicking_a_task_group_collapses_and_expands_it(base, request):
         assert driver.find_element(By.CSS_SELECTOR, 'span.cell[data-group="crm"]').get_attribute("data-state") == (
             "failed")  # the collapsed group still shows its tasks' state
         driver.save_screenshot(str(shots / "grid-collapsed.png"))
+        fold([DagRunCreated(dag_id="shop", run_id="r2", logical_date=2.0, run_type="manual",
+                            dag_fingerprint="fp-shop", scheduler_id="s1", at=2.0)])
+        wait(driver, lambda: len(driver.find_elements(By.CSS_SELECTOR, 'span.cell[data-group="crm"]')) == 2, 15,
+             "the live update's second run")
+        assert "crm.fetch" not in _shown_tasks(driver)  # still collapsed after the swap
         driver.refresh()
         wait(driver, lambda: "weigh" in _shown_tasks(driver) and "crm.fetch" not in _shown_tasks(driver), 10,
              "crm still collapsed after a reload")
