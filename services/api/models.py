@@ -26,7 +26,20 @@ def _model_of(table_name: str, model_name: str) -> type[BaseModel]:
 
 _INTERVAL_DOC = ("the data interval's start: a scheduled or backfill run's previous fire time in the DAG's "
                  "time zone (never before its start date); a manual run's logical date (empty interval)")
-Dag = _model_of("dag", "Dag")
+
+
+class TaskGroup(BaseModel):
+    """A task group of a DAG: its full id, the group it is in ("" the DAG) and its tooltip."""
+
+    model_config = ConfigDict(extra="forbid")
+    group_id: str
+    parent_id: str = ""
+    tooltip: str = ""
+
+
+Dag = create_model("Dag", __base__=_model_of("dag", "DagRow"),
+                   task_groups=(list[TaskGroup] | None, Field(None, description="its task groups, nested by "
+                                                                                "parent_id")))
 DagRun = create_model("DagRun", __base__=_model_of("dag_run", "DagRunRow"),
                       duration=(float | None, Field(None, description="seconds from the run's creation to its "
                                                                       "(latest) end; null while it runs")),

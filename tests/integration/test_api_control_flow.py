@@ -92,13 +92,16 @@ def test_history_items_carry_each_decision_typed_and_in_words(client):
     assert (dedupe["task_group"], dedupe["items"][0]["upstream_states"]) == ("crm.clean", {"crm.fetch": "failed"})
 
 
-def test_the_openapi_document_types_the_decision_fields(client):
+def test_the_openapi_document_types_the_decision_fields_and_the_dag_s_groups(client):
     components = _get(client, "/openapi.json")["components"]["schemas"]
     instance = components["TaskInstance"]["properties"]
     assert instance["upstream_states"]["anyOf"][0] == {"type": "object", "additionalProperties": {"type": "string"}}
     assert instance["follow"]["anyOf"][0] == {"type": "array", "items": {"type": "string"}}
     assert {"task_group", "is_setup", "is_teardown", "chosen_by"} <= set(instance)
     assert {"why", "reason", "trigger_rule"} <= set(components["TaskEvent"]["properties"])
+    assert _get(client, "/api/v1/dags/shop")["task_groups"] == [
+        {"group_id": "crm", "parent_id": "", "tooltip": "Customer records"},
+        {"group_id": "crm.clean", "parent_id": "crm", "tooltip": "Dedupe <the> records"}]
 
 
 def test_tock_tasks_history_says_why(projected):
