@@ -19,7 +19,8 @@ def empty(dag_id: str) -> Row:
     return {"dag_id": dag_id, "file_path": None, "fingerprint": None, "schedule": None,
             "start_date": None, "timezone": "UTC", "end_date": None, "catchup": None, "max_active_runs": None,
             "deadline": None,
-            "tags_json": "[]", "tasks_json": "[]", "params_json": "[]", "parsed_at": None, "removed_at": None,
+            "tags_json": "[]", "tasks_json": "[]", "params_json": "[]", "task_groups_json": "[]",
+            "parsed_at": None, "removed_at": None,
             "is_active": False, "is_paused": False, "paused_at": None}
 
 
@@ -50,14 +51,19 @@ def evolve(row: Row | None, record: Record) -> Row:
 def _parsed(row: Row, event: DagParsed) -> Row:
     definition = event.definition
     tasks = [{"task_id": task.task_id, "kind": task.kind, "upstream": task.upstream,
-              "executor": task.executor, "queue": task.queue, "retries": task.retries}
+              "executor": task.executor, "queue": task.queue, "retries": task.retries,
+              "task_group": task.task_group, "trigger_rule": task.trigger_rule, "is_setup": task.is_setup,
+              "is_teardown": task.is_teardown, "chooses": task.chooses}
              for task in definition.tasks]
+    groups = [{"group_id": group.group_id, "parent_id": group.parent_id, "tooltip": group.tooltip}
+              for group in definition.task_groups]
     return {**row, "file_path": event.file_path, "fingerprint": event.fingerprint,
             "schedule": definition.schedule, "start_date": definition.start_date,
             "timezone": definition.timezone, "end_date": definition.end_date,
             "catchup": definition.catchup, "max_active_runs": definition.max_active_runs,
             "deadline": definition.deadline, "tags_json": as_json(definition.tags),
-            "tasks_json": as_json(tasks), "params_json": _params_json(definition.params_json),
+            "tasks_json": as_json(tasks), "task_groups_json": as_json(groups),
+            "params_json": _params_json(definition.params_json),
             "parsed_at": max(event.at, row["parsed_at"] or event.at)}
 
 

@@ -120,6 +120,32 @@ def task_instance(engine: Engine, dag_id: str, run_id: str, task_id: str) -> Row
                                             table.c.task_id == task_id))
 
 
+TASK_SHAPE = ("task_group", "is_setup", "is_teardown", "trigger_rule")
+
+
+def task_shapes(engine: Engine, dag_id: str) -> dict[str, Row]:
+    """Task id -> its task group ("" none), whether a setup or a teardown, and its trigger rule, as the
+    DAG's current definition says (a task no longer defined is absent)."""
+    table = LIVE["dag"]
+    with engine.connect() as connection:
+        tasks_json = connection.execute(select(table.c.tasks_json).where(table.c.dag_id == dag_id)).scalar()
+    tasks = json.loads(tasks_json) if tasks_json else []
+    return {task["task_id"]: {"task_group": task.get("task_group", ""), "is_setup": task.get("is_setup", False),
+                              "is_teardown": task.get("is_teardown", False),
+                              "trigger_rule": task.get("trigger_rule", "all_success")} for task in tasks}
+
+
+def with_task_shape(engine: Engine, dag_id: str, rows: list[Row]) -> list[Row]:
+    """Task-instance rows with their task's ``task_group``, ``is_setup`` and ``is_teardown`` (None when the
+    task is no longer defined). ``trigger_rule`` stays the one a skip or upstream failure recorded (the rule
+    that decided it); for any other instance it is the task's rule in the current definition."""
+    shapes = task_shapes(engine, dag_id) if rows else {}
+    unknown = dict.fromkeys(TASK_SHAPE)
+    return [{**row, **shapes.get(row["task_id"], unknown),
+             "trigger_rule": row["trigger_rule"] or shapes.get(row["task_id"], unknown)["trigger_rule"]}
+            for row in rows]
+
+
 def task_history(engine: Engine, dag_id: str, run_id: str, task_id: str, *,
                  limit: int = 1000, offset: int = 0) -> list[Row]:
     """Every event of one task instance, in log order."""

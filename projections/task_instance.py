@@ -17,11 +17,16 @@ reached it), as the scheduler decides it. ``TaskKillRequested`` notes ``kill_req
 no runner had claimed (no ``TaskStarted`` yet) ends as ``killed`` at once. Nothing of a killed try
 changes its state afterwards (a runner that lost the race to the kill may still append its
 ``TaskStarted``).
+
+Control flow: ``TaskSkipped`` / ``TaskUpstreamFailed`` keep why the task will not run (``reason``,
+``trigger_rule``, ``upstream_states_json``, and a skip's ``chosen_by``); a ``TaskSucceeded`` keeps what a
+branch or short circuit followed (``follow_json``, None for a task that does not choose); a clear or the next
+``TaskQueued`` forgets them.
 """
 
 from __future__ import annotations
 
-from projections.records import Key, Record, Row
+from projections.records import Key, Record, Row, as_json
 from schemas import (
     KillTask,
     MarkTask,
@@ -65,7 +70,12 @@ def empty(dag_id: str, run_id: str, task_id: str) -> Row:
             "end_date": None, "retry_not_before": None, "error": None, "reason": None, "updated_at": None,
             "heartbeat_try": None, "last_heartbeat": None, "marked_at": None, "marked_by": None,
             "cleared_at": None, "kill_requested_at": None, "kill_request_id": None, "kill_try": None,
-            "values_json": None, "rendered_json": None}
+            "values_json": None, "rendered_json": None, **_NO_DECISION}
+
+
+# Why the instance did not run (the rule, the upstream states it read, the branch that chose) and what
+# a branch's success followed: set by the decision's event, reset when the instance is tried again.
+_NO_DECISION = {"trigger_rule": None, "upstream_states_json": None, "chosen_by": None, "follow_json": None}
 
 
 def key_of(record: Record) -> Key | None:
@@ -87,6 +97,8 @@ def evolve(row: Row | None, record: Record) -> Row:
             return _cleared(row, event)
         case KillTask():
             return _kill_asked(row, event)
+        case TaskSkipped() | TaskUpstreamFailed():
+            return _decided(row, event)
         case _ if isinstance(event, _ENDED):
             return {**row, "state": _ENDED_STATE[type(event)], "end_date": event.at,
                     "reason": getattr(event, "reason", None) or row["reason"], "updated_at": event.at}
@@ -99,6 +111,15 @@ _ENDED_STATE = {TaskUpstreamFailed: "upstream_failed", TaskSkipped: "skipped", T
                 TaskEmptySucceeded: "success"}
 
 
+def _decided(row: Row, event: TaskSkipped | TaskUpstreamFailed) -> Row:
+    """The owner decided the instance will not run: the state, and the rule, states and choice behind it."""
+    chosen_by = event.chosen_by if isinstance(event, TaskSkipped) else ""
+    return {**row, "state": _ENDED_STATE[type(event)], "end_date": event.at, "reason": event.reason or row["reason"],
+            "trigger_rule": event.trigger_rule or None, "chosen_by": chosen_by or None,
+            "upstream_states_json": as_json(event.upstream_states) if event.upstream_states else None,
+            "updated_at": event.at}
+
+
 def _queued(row: Row, event: TaskQueued) -> Row:
     if row["try_number"] is not None and event.try_number < row["try_number"]:
         return row  # a stale decision about an older try
@@ -107,7 +128,7 @@ def _queued(row: Row, event: TaskQueued) -> Row:
             "handle": None, "hostname": None, "pid": None, "runner_id": None, "start_date": None,
             "end_date": None, "retry_not_before": None, "error": None, "reason": None, "updated_at": event.at,
             "marked_at": None, "marked_by": None, "cleared_at": None, "kill_requested_at": None,
-            "values_json": None, "rendered_json": None}
+            "values_json": None, "rendered_json": None, **_NO_DECISION}
 
 
 def _heartbeat(row: Row, event: TaskHeartbeat) -> Row:
@@ -128,7 +149,7 @@ def _cleared(row: Row, event: TaskCleared) -> Row:
     if row["try_number"] is not None and event.try_number < row["try_number"]:
         return row  # about a try older than the one the row shows
     return {**row, "state": "cleared", "retry_not_before": None, "reason": None, "updated_at": event.at,
-            "cleared_at": event.at, "marked_at": None, "marked_by": None}
+            "cleared_at": event.at, "marked_at": None, "marked_by": None, **_NO_DECISION}
 
 
 def _kill_asked(row: Row, event: KillTask) -> Row:
@@ -178,7 +199,8 @@ _CURRENT_TRY = {
     TaskAdopted: lambda event: {"state": "running", "handle": event.handle,
                                 "scheduler_id": event.by_scheduler},
     TaskSucceeded: lambda event: {"state": "success", "end_date": event.at, "values_json": event.values_json or None,
-                                  "rendered_json": event.rendered_json or None},
+                                  "rendered_json": event.rendered_json or None,
+                                  "follow_json": None if event.follow is None else as_json(event.follow)},
     TaskTrySkipped: lambda event: {"state": "skipped", "end_date": event.at, "reason": event.reason or None,
                                    "values_json": event.values_json or None,
                                    "rendered_json": event.rendered_json or None},

@@ -19,6 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from projections import queries
 from projections.db import create_tables, open_engine
+from schemas.decisions_view import described_decision
 from schemas.values_view import described_values
 from tock_cli import settings_of
 from tock_cli.groups import dags_app, projections_app, runs_app, schedulers_app, tasks_app
@@ -118,9 +119,18 @@ def tasks_history(ctx: typer.Context, dag_id: str = typer.Argument(..., help="Th
     if not rows:
         typer.echo(f"tock: no events of task {task_id} in {dag_id} / {run_id}", err=True)
         raise typer.Exit(1)
-    rows = [{**row, "values": described_values(row["event_type"], row.get("payload") or {})} for row in rows]
-    _show(rows, ["offset", "event_type", "try_number", "at", "values", "payload"], as_json,
+    rows = [_history_line(row) for row in rows]
+    _show(rows, ["offset", "event_type", "try_number", "at", "why", "values", "payload"], as_json,
           title=f"{dag_id} / {run_id} / {task_id}")
+
+
+def _history_line(row: dict[str, Any]) -> dict[str, Any]:
+    """A history row with its values and, for a decision (a skip, an upstream failure, an empty task's
+    success, a skipped try, a branch's success), why in words: reason, trigger rule, upstream states,
+    the branch that chose, what it followed."""
+    payload = row.get("payload") or {}
+    return {**row, "why": described_decision(row["event_type"], payload),
+            "values": described_values(row["event_type"], payload)}
 
 
 @schedulers_app.command("list")

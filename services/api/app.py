@@ -22,6 +22,7 @@ import services.api.task_commands  # noqa: F401 - adds the task commands to the 
 from infra.settings import Settings
 from projections import queries
 from projections.db import create_tables, open_engine
+from schemas.decisions_view import decision_fields
 from services.api import models
 from services.api.auth import VIEWER, Principal, authenticate, bearer_scheme
 from services.api.backfills import status
@@ -257,22 +258,26 @@ def get_run(dag_id: str, run_id: str, engine: Engine = Depends(engine_of)):
 def list_task_instances(dag_id: str, run_id: str, state: str | None = None, limit: int = LIMIT,
                         offset: int = OFFSET, engine: Engine = Depends(engine_of)):
     items = queries.task_instances(engine, dag_id, run_id, state=state, limit=limit, offset=offset)
-    return {"items": items, "limit": limit, "offset": offset}
+    return {"items": queries.with_task_shape(engine, dag_id, items), "limit": limit, "offset": offset}
 
 
 @reads.get("/api/v1/dags/{dag_id}/runs/{run_id}/tasks/{task_id}", response_model=models.TaskInstance,
            tags=["tasks"])
 def get_task_instance(dag_id: str, run_id: str, task_id: str, engine: Engine = Depends(engine_of)):
-    return _found(queries.task_instance(engine, dag_id, run_id, task_id), f"task instance {task_id}")
+    instance = _found(queries.task_instance(engine, dag_id, run_id, task_id), f"task instance {task_id}")
+    return queries.with_task_shape(engine, dag_id, [instance])[0]
 
 
 @reads.get("/api/v1/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/history",
-           response_model=models.Page[models.TaskEvent], tags=["tasks"])
+           response_model=models.TaskHistoryPage, tags=["tasks"])
 def task_history(dag_id: str, run_id: str, task_id: str, limit: int = LIMIT, offset: int = OFFSET,
                  engine: Engine = Depends(engine_of)):
-    """Every event of the task instance in log order, those of old tries included."""
+    """Every event of the task instance in log order, those of old tries included; each decision (a skip,
+    an upstream failure, a skipped try, an empty task's success, a branch's choice) with its fields and why."""
     items = queries.task_history(engine, dag_id, run_id, task_id, limit=limit, offset=offset)
-    return {"items": items, "limit": limit, "offset": offset}
+    shape = queries.task_shapes(engine, dag_id).get(task_id, {})
+    return {"items": [{**item, **decision_fields(item["event_type"], item.get("payload") or {})} for item in items],
+            "limit": limit, "offset": offset, **shape}
 
 
 @reads.get("/api/v1/import-errors", response_model=models.Page[models.ImportError_], tags=["parsing"])

@@ -26,15 +26,50 @@ def _model_of(table_name: str, model_name: str) -> type[BaseModel]:
 
 _INTERVAL_DOC = ("the data interval's start: a scheduled or backfill run's previous fire time in the DAG's "
                  "time zone (never before its start date); a manual run's logical date (empty interval)")
-Dag = _model_of("dag", "Dag")
+
+
+class TaskGroup(BaseModel):
+    """A task group of a DAG: its full id, the group it is in ("" the DAG) and its tooltip."""
+
+    model_config = ConfigDict(extra="forbid")
+    group_id: str
+    parent_id: str = ""
+    tooltip: str = ""
+
+
+Dag = create_model("Dag", __base__=_model_of("dag", "DagRow"),
+                   task_groups=(list[TaskGroup] | None, Field(None, description="its task groups, nested by "
+                                                                                "parent_id")))
 DagRun = create_model("DagRun", __base__=_model_of("dag_run", "DagRunRow"),
                       duration=(float | None, Field(None, description="seconds from the run's creation to its "
                                                                       "(latest) end; null while it runs")),
                       data_interval_start=(float | None, Field(None, description=_INTERVAL_DOC)),
                       data_interval_end=(float | None, Field(None, description="the data interval's end: the "
                                                                                "logical date")))
-TaskInstance = _model_of("task_instance", "TaskInstance")
-TaskEvent = _model_of(TASK_EVENT, "TaskEvent")
+_REASON_DOC = "why it did not run (a skip, an upstream failure, a skipped try, a removal), in words"
+_RULE_DOC = "the trigger rule that decided a skip or an upstream failure"
+_STATES_DOC = "the upstream tasks' states that decision read (task id -> state)"
+_CHOSEN_DOC = "the branch or short circuit that did not choose this task (a skip)"
+_FOLLOW_DOC = ("the downstream task ids a branch or short circuit chose ([] none); null for a task that "
+               "does not choose")
+_DECISION = {"reason": (str | None, Field(None, description=_REASON_DOC)),
+             "trigger_rule": (str | None, Field(None, description=_RULE_DOC)),
+             "upstream_states": (dict[str, str] | None, Field(None, description=_STATES_DOC)),
+             "chosen_by": (str | None, Field(None, description=_CHOSEN_DOC)),
+             "follow": (list[str] | None, Field(None, description=_FOLLOW_DOC))}
+_SHAPE = {"task_group": (str | None, Field(None, description='the id of the innermost task group its task is in '
+                                                             '("" none; null: the task is no longer defined)')),
+          "is_setup": (bool | None, Field(None, description="its task is a setup task")),
+          "is_teardown": (bool | None, Field(None, description="its task is a teardown task"))}
+TaskInstance = create_model(
+    "TaskInstance", __base__=_model_of("task_instance", "TaskInstanceRow"), **_SHAPE, **{
+        **_DECISION, "trigger_rule": (str | None, Field(None, description=_RULE_DOC + "; for any other instance, "
+                                                                      "its task's rule in the current definition"))})
+TaskEvent = create_model(
+    "TaskEvent", __base__=_model_of(TASK_EVENT, "TaskEventRow"), **_DECISION,
+    why=(str, Field("", description="what the event decided, in words: the reason, trigger rule, upstream "
+                                    'states and branch of a skip or upstream failure, what a branch followed ("" '
+                                    "for an event that decides nothing)")))
 ImportError_ = _model_of("import_error", "ImportError")
 ParseStatus = _model_of("parse_status", "ParseStatus")
 Scheduler = _model_of("scheduler", "Scheduler")
@@ -50,6 +85,15 @@ class Page(BaseModel, Generic[T]):
     items: list[T]
     limit: int
     offset: int
+
+
+class TaskHistoryPage(Page[TaskEvent]):
+    """One page of a task instance's events, with its task's shape in the DAG's current definition."""
+
+    task_group: str | None = Field(None, description=_SHAPE["task_group"][1].description)
+    is_setup: bool | None = None
+    is_teardown: bool | None = None
+    trigger_rule: str | None = Field(None, description="its task's trigger rule in the DAG's current definition")
 
 
 def _finite_json(conf: dict[str, Any]) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.api.core import dag_list, graph, login_limits, views
+from services.api.core import dag_list, graph_view, group_graph, login_limits, views
 from services.api.ui import grid_html, sessions
 
 LIMITS = login_limits.LoginLimits(attempts=3, window=60.0)
@@ -153,8 +153,9 @@ def test_liveness_has_a_symbol_for_each_state():
 
 
 def test_graph_nodes_carry_the_latest_runs_state_and_a_short_label():
-    result = graph.layout([{"task_id": "a" * 40, "upstream": []}, {"task_id": "b", "upstream": ["a" * 40]}])
-    nodes = views.graph_nodes(result, {"b": {"state": "failed", "try_number": 2}})
+    tasks = [{"task_id": "a" * 40, "upstream": []}, {"task_id": "b", "upstream": ["a" * 40]}]
+    result = group_graph.grouped_layout(tasks, [])
+    nodes = graph_view.graph_view(result, tasks, [], {"b": {"state": "failed", "try_number": 2}}, ())["nodes"]
     assert [(node["symbol"], node["try_number"], len(node["label"])) for node in nodes] == [
         ("·", None, 22), ("✗", 2, 1)]
 

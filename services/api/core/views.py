@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote as url_quote
 
+from schemas.decisions_view import DECIDING, described_decision
 from schemas.values_view import described_values
-from services.api.core.graph import Layout, label
+from services.api.core.groups import TreeRow, group_state, tree_rows
 
 # state -> (symbol, css class). Colour is never the only cue: each state has its symbol.
 STATES = {
@@ -40,8 +42,10 @@ def parse_look(state: str | None) -> dict[str, str]:
 
 
 def grid(tasks: list[dict[str, Any]], runs: list[dict[str, Any]], instances: list[dict[str, Any]],
-         dag_id: str = "") -> dict[str, Any]:
-    """Runs as columns (oldest first), tasks as rows, each cell the instance's state look and try.
+         dag_id: str = "", groups: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """Runs as columns (oldest first), tasks as rows, each cell the instance's state look and try; a task
+    group is a row of its own above its tasks (``kind`` "group"), each cell its tasks' state in that run
+    (services/api/core/groups.py), its rows carrying the groups they are in (``ancestors``) to collapse.
 
     Each column carries the start of its cells' links (the DAG's and run's ids quoted once, not per cell).
     """
@@ -49,15 +53,42 @@ def grid(tasks: list[dict[str, Any]], runs: list[dict[str, Any]], instances: lis
     looks = {state: state_look(state) for state in {row["state"] for row in instances} | {None}}  # a dozen, shared
     columns = [{"run_id": run["run_id"], "href": f"/dags/{quote(dag_id)}/runs/{quote(run['run_id'])}/tasks/",
                 **state_look(run["state"])} for run in reversed(runs)]
+    shapes = {task["task_id"]: task for task in tasks}
     rows = []
-    for task in tasks:
+    for item in tree_rows(tasks, groups):
+        if item.kind == "group":
+            rows.append({**_tree_fields(item), "group_id": item.node_id, "tooltip": item.tooltip,
+                         "count": len(item.members), "cells": _group_cells(item, columns, by_key, looks)})
+            continue
         cells = []
         for column in columns:
-            instance = by_key.get((column["run_id"], task["task_id"]), {})
+            instance = by_key.get((column["run_id"], item.node_id), {})
             cells.append({"run_id": column["run_id"], "try_number": instance.get("try_number"),
                           **looks[instance.get("state")]})
-        rows.append({"task_id": task["task_id"], "cells": cells})
-    return {"columns": columns, "rows": rows}
+        rows.append({**_tree_fields(item), "task_id": item.node_id, **task_marks(shapes[item.node_id]),
+                     "cells": cells})
+    return {"columns": columns, "rows": rows, "grouped": bool(groups)}
+
+
+def _tree_fields(item: TreeRow) -> dict[str, Any]:
+    return {"kind": item.kind, "label": item.label, "ancestors": list(item.ancestors), "depth": item.depth}
+
+
+def _group_cells(item: TreeRow, columns: list[dict[str, Any]], by_key: Mapping[tuple[str, str], dict[str, Any]],
+                 looks: Mapping[str | None, dict[str, str]]) -> list[dict[str, Any]]:
+    cells = []
+    for column in columns:
+        state = group_state(by_key.get((column["run_id"], task_id), {}).get("state") for task_id in item.members)
+        cells.append({"run_id": column["run_id"], **(looks.get(state) or state_look(state))})
+    return cells
+
+
+def task_marks(task: Mapping[str, Any]) -> dict[str, Any]:
+    """Whether a task is a setup or a teardown, and how the UI marks it (Airflow's arrows: up, down)."""
+    setup, teardown = bool(task.get("is_setup")), bool(task.get("is_teardown"))
+    return {"is_setup": setup, "is_teardown": teardown,
+            "mark": "↥" if setup else "↧" if teardown else "",
+            "mark_label": "setup task" if setup else "teardown task" if teardown else ""}
 
 
 def quote(text: str) -> str:
@@ -74,13 +105,14 @@ def timeline(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
             items[-1] = {**items[-1], "count": items[-1]["count"] + 1, "last_at": event["at"]}
             continue
         payload = event.get("payload") or {}
-        details = secret_access(payload) if kind == "SecretAccessed" else _details(payload)
+        details = secret_access(payload) if kind == "SecretAccessed" else _details(payload, kind in DECIDING)
         items.append({**event, "count": 1, "last_at": event["at"], "details": details,
-                      "values": described_values(kind, payload)})
+                      "values": described_values(kind, payload), "why": described_decision(kind, payload)})
     return items
 
 
 _QUIET = {"dag_id", "run_id", "task_id", "try_number", "at", "values_json", "inputs"}  # values: their own column
+_SAID = {"reason", "trigger_rule", "upstream_states", "chosen_by", "follow", "scheduler_id"}  # a decision's: in "why"
 
 
 def secret_access(payload: dict[str, Any]) -> str:
@@ -88,9 +120,10 @@ def secret_access(payload: dict[str, Any]) -> str:
     return f"{payload.get('kind', '?')} {payload.get('name', '?')} read ({payload.get('backend', '?')})"
 
 
-def _details(payload: dict[str, Any]) -> str:
+def _details(payload: dict[str, Any], decides: bool = False) -> str:
+    quiet = _QUIET | _SAID if decides else _QUIET
     return ", ".join(f"{name}={value}" for name, value in sorted(payload.items())
-                     if name not in _QUIET and value not in (None, "", [], {}))
+                     if name not in quiet and value not in (None, "", [], {}))
 
 
 def pretty_json(value: Any) -> str:
@@ -143,11 +176,20 @@ def dag_files(statuses: list[dict[str, Any]], errors: list[dict[str, Any]]) -> l
     return [{**row, "look": parse_look(row["state"])} for _, row in sorted(by_path.items())]
 
 
-def graph_nodes(result: Layout, states: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The graph's boxes with the state look (and try) of each task in the latest run."""
-    nodes = []
-    for box in result.boxes:
-        instance = states.get(box.task_id, {})
-        nodes.append({"box": box, "label": label(box.task_id), "try_number": instance.get("try_number"),
-                      **state_look(instance.get("state"))})
-    return nodes
+NOT_RUN = frozenset({"skipped", "upstream_failed", "removed"})
+
+
+def instance_why(instance: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What the task page says of how the scheduler decided the instance: the reason it did not run, the
+    trigger rule, the upstream states it read (each with its look), the branch that did not choose it,
+    what a branch followed, its task group and whether it is a setup or a teardown. None: no instance."""
+    if instance is None:
+        return None
+    state = instance.get("state")
+    upstream = [{"task_id": task_id, **state_look(up)} for task_id, up in
+                sorted((instance.get("upstream_states") or {}).items())]
+    return {"title": "Why it did not run" if state in NOT_RUN else "Control flow",
+            "reason": (instance.get("reason") or "") if state in NOT_RUN else "",
+            "trigger_rule": instance.get("trigger_rule") or "", "upstream": upstream,
+            "chosen_by": instance.get("chosen_by") or "", "follow": instance.get("follow"),
+            "task_group": instance.get("task_group") or "", **task_marks(instance)}

@@ -37,3 +37,14 @@ def _cell(cell: dict[str, Any], task_id: str, run_id: str, href: str) -> str:
     sub = f"<sub>{tried}</sub>" if tried and tried > 1 else ""
     return (f'<td><a class="cell {cell["css"]}" data-task="{task_id}" data-state="{state}" href="{href}" '
             f'aria-label="{label}">{cell["symbol"]}{sub}</a></td>')
+
+
+def group_cells(row: dict[str, Any], columns: list[dict[str, Any]]) -> Markup:
+    """The ``<td>`` cells of a task group's row: in each run, its tasks' state as the group shows it
+    (services/api/core/groups.py), in colour and symbol; not a link (a group has no task page)."""
+    group_id = escape(row["group_id"])
+    cells = zip(row["cells"], columns, strict=False)
+    return Markup("".join(
+        f'<td><span class="cell {cell["css"]}" data-group="{group_id}" data-state="{escape(cell["state"])}" '
+        f'aria-label="task group {group_id} in {escape(column["run_id"])}: {escape(cell["state"])}">'
+        f'{cell["symbol"]}</span></td>' for cell, column in cells))

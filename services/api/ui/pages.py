@@ -49,7 +49,8 @@ def _grid(engine: Engine, dag_id: str, shown: int = GRID_RUNS) -> dict:
     dag = known_dag(engine, dag_id)
     runs = queries.runs(engine, dag_id=dag_id, limit=shown)
     instances = queries.instances_of_runs(engine, dag_id, [run["run_id"] for run in runs])
-    return {"dag": dag, "grid": views.grid(dag["tasks"] or [], runs, instances, dag_id), "shown": shown}
+    grid = views.grid(dag["tasks"] or [], runs, instances, dag_id, dag.get("task_groups") or [])
+    return {"dag": dag, "grid": grid, "shown": shown}
 
 
 def _task(engine: Engine, dag_id: str, run_id: str, task_id: str) -> dict:
@@ -58,8 +59,10 @@ def _task(engine: Engine, dag_id: str, run_id: str, task_id: str) -> dict:
     if instance is None and not history:
         raise HTTPException(status_code=404, detail=f"no task instance {task_id} of run {run_id}")
     look = views.state_look(instance["state"] if instance else None)
+    if instance is not None:
+        instance = queries.with_task_shape(engine, dag_id, [instance])[0]
     return {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "instance": instance, "look": look,
-            "timeline": views.timeline(history)}
+            "timeline": views.timeline(history), "why": views.instance_why(instance)}
 
 
 def _wanted(search: str = Query("", max_length=200), tag: str = Query("", max_length=200),

@@ -31,6 +31,7 @@ templates.env.filters["when"] = lambda at: time.strftime("%Y-%m-%d %H:%M:%S", ti
 templates.env.filters["duration"] = views.duration
 templates.env.filters["pretty_json"] = views.pretty_json
 templates.env.globals["row_cells"] = grid_html.row_cells
+templates.env.globals["group_cells"] = grid_html.group_cells
 web = APIRouter(include_in_schema=False)
 
 
