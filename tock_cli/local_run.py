@@ -12,12 +12,13 @@ executor); the log is not written anywhere.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -143,8 +144,9 @@ def _run_try(dag: DAG, queued: TaskQueued, xcom_max_bytes: int, report: Report) 
     report(f"[{queued.task_id}] try {queued.try_number}: running")
     progress = TryProgress()
     try:
-        result = run_task_code(dag.tasks[queued.task_id], queued.run_id, queued.try_number, queued, xcom_max_bytes,
-                               progress)
+        with _try_variables(queued):
+            result = run_task_code(dag.tasks[queued.task_id], queued.run_id, queued.try_number, queued,
+                                   xcom_max_bytes, progress)
     except Exception as error:  # noqa: BLE001 - the try fails, as a runner would report it
         report(f"[{queued.task_id}] try {queued.try_number}: failed\n{''.join(traceback.format_exception(error))}")
         return [started, TaskFailed(**ids, runner_id=RUNNER, error=f"{type(error).__name__}: {error}",
@@ -157,6 +159,25 @@ def _run_try(dag: DAG, queued: TaskQueued, xcom_max_bytes: int, report: Report) 
         return [started, TaskFailed(**ids, runner_id=RUNNER, error=why, rendered_json=result.rendered_json,
                                     at=time.time())]
     return [started, _ended_well(queued, result, report)]
+
+
+@contextlib.contextmanager
+def _try_variables(queued: TaskQueued) -> Iterator[None]:
+    """The try's ``TOCKRUN_*`` variables, as a runner gives its user code, set while it runs here."""
+    from infra.task_environment import TRY_PREFIX  # imported here: at the top it closes an import cycle
+
+    variables = {f"{TRY_PREFIX}DAG_ID": queued.dag_id, f"{TRY_PREFIX}RUN_ID": queued.run_id,
+                 f"{TRY_PREFIX}TASK_ID": queued.task_id, f"{TRY_PREFIX}TRY_NUMBER": str(queued.try_number)}
+    before = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _ended_well(queued: TaskQueued, result: TryResult, report: Report) -> TaskSucceeded | TaskTrySkipped:

@@ -4,6 +4,7 @@ core decides, each try runs here with its recorded context; given a DAG, expect 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -147,3 +148,27 @@ def test_variables_and_connections_come_from_the_environment_as_in_a_runner(tmp_
             return [Variable.get("region"), Connection.get("warehouse").host]
         where()
     assert dag.test().task_instance("where").return_value == ["eu-west-1", "db"]
+
+
+TRY_VARIABLES = '''
+import os
+from tock import DAG, task
+
+with DAG("variables") as dag:
+    @task
+    def seen():
+        return [os.environ.get(name) for name in ("TOCKRUN_DAG_ID", "TOCKRUN_RUN_ID", "TOCKRUN_TASK_ID",
+                                                   "TOCKRUN_TRY_NUMBER")]
+
+    seen()
+'''
+
+
+def test_a_try_here_sees_its_tockrun_variables_as_under_a_runner_and_they_are_gone_after(tmp_path, monkeypatch):
+    monkeypatch.delenv("TOCKRUN_RUN_ID", raising=False)
+    path = tmp_path / "variables.py"
+    path.write_text(TRY_VARIABLES)
+    [dag] = load_dags(path)
+    run = dag.test()
+    assert run.task_instance("seen").return_value == ["variables", run.run_id, "seen", "1"]
+    assert "TOCKRUN_RUN_ID" not in os.environ
