@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import threading
 import time
 from contextlib import asynccontextmanager
 from urllib.parse import quote
@@ -21,6 +22,7 @@ from sqlalchemy.exc import DataError, SQLAlchemyError, StatementError
 import services.api.task_commands  # noqa: F401 - adds the task commands to the commands router
 from infra.settings import Settings
 from projections import queries
+from projections.committer import retry_outages
 from projections.db import create_tables, open_engine
 from schemas.decisions_view import decision_fields
 from services.api import models
@@ -88,6 +90,11 @@ def _loopback(host: str) -> bool:
         return False
 
 
+def _create_tables(engine: Engine) -> None:
+    create_tables(engine)
+    logouts.create_table(engine)
+
+
 def create_app(settings: Settings) -> FastAPI:
     """The API over ``settings``' database; commands go to its Kafka log. Raises UnsafeSettings for
     settings it refuses to serve with (:func:`refuse_unsafe_settings`)."""
@@ -103,8 +110,9 @@ def create_app(settings: Settings) -> FastAPI:
                   docs_url=None, redoc_url=None, openapi_url=None)  # served behind a login: _add_documents
     app.state.settings = settings
     app.state.engine = open_engine(settings)
-    create_tables(app.state.engine)  # an API started before the projector answers with empty lists
-    logouts.create_table(app.state.engine)
+    # An API started before the projector answers with empty lists; one started while the database
+    # is away waits for it (the soak restarted the API during a PostgreSQL restart: it exited 1).
+    retry_outages(lambda: _create_tables(app.state.engine), threading.Event())
     app.state.command_log = CommandLog(settings)
     app.state.metrics = ApiMetrics(app.state.engine)
     app.state.ui = UiState(settings)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,3 +102,23 @@ def test_a_projector_started_while_the_database_is_away_waits_for_it(postgres_se
     finally:
         projector.__exit__(None, None, None)
         engine.dispose()
+
+
+def test_an_api_started_while_the_database_is_away_waits_for_it(postgres_settings, private_postgres):
+    # The 30-minute soak restarted the API during a PostgreSQL restart: it exited 1 at start-up
+    # ("connection refused" from creating its tables) where it waits for the database.
+    from services.api.app import create_app
+
+    private_postgres.run("stop")
+    made = []
+    try:
+        maker = threading.Thread(target=lambda: made.append(create_app(postgres_settings)), daemon=True)
+        maker.start()
+        maker.join(5)  # the outage it must outlast (it retries with backoff meanwhile)
+        assert maker.is_alive() and not made, "the API did not wait for the database"
+    finally:
+        private_postgres.run("start")
+    maker.join(90)
+    assert made, "the API did not start once the database was back"
+    made[0].state.command_log.close()
+    made[0].state.engine.dispose()
