@@ -90,7 +90,10 @@ def ui(projection_settings, engine):
     now = time.time()
     fold_into_tables(engine, [*_etl(), *_others(), *_files_and_cluster(now),
                               user_created("olga", "operator", AT), user_created("vic", "viewer", AT)])
-    with TestClient(create_app(projection_settings)) as client:
+    # A session timeout far beyond how long the set-up takes on a busy machine (its password hashes
+    # alone took 40 s once): s-alive reads alive, s-dead (an hour silent) dead.
+    settings = projection_settings.model_copy(update={"scheduler_session_timeout": 300})
+    with TestClient(create_app(settings)) as client:
         yield client
 
 
