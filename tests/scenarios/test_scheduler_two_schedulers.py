@@ -20,7 +20,7 @@ PAIR = '''
 from tock import DAG, BashTask
 
 with DAG("{dag_id}", retries=1, retry_delay=0) as dag:
-    first = BashTask("first", 'echo "$TOCKRUN_DAG_ID first $TOCKRUN_TRY_NUMBER" >> {ran}; sleep {seconds}')
+    first = BashTask("first", 'echo "$TOCKRUN_DAG_ID first $TOCKRUN_TRY_NUMBER" >> {ran}; {wait}')
     second = BashTask("second", 'echo "$TOCKRUN_DAG_ID second $TOCKRUN_TRY_NUMBER" >> {ran}')
     first >> second
 '''
@@ -45,14 +45,15 @@ def dag_ids_on_every_partition(partitions: int, per_partition: int = 1) -> list[
     return sorted(dag_id for ids in chosen.values() for dag_id in ids)
 
 
-def publish_pairs(settings, tmp_path, seconds: float) -> tuple[list[str], object]:
+def publish_pairs(settings, tmp_path, wait: str) -> tuple[list[str], object]:
+    """One pair DAG per partition; each ``first`` task runs ``wait`` (a shell command) after its line."""
     ran = tmp_path / "ran.txt"
     folder = tmp_path / "dags"
     folder.mkdir()
     dag_ids = dag_ids_on_every_partition(settings.partitions)
     for dag_id in dag_ids:
         path = folder / f"{dag_id}.py"
-        path.write_text(PAIR.format(dag_id=dag_id, ran=ran, seconds=seconds))
+        path.write_text(PAIR.format(dag_id=dag_id, ran=ran, wait=wait))
         publish_dags(settings, path)
     return dag_ids, ran
 
@@ -66,7 +67,7 @@ def owners(settings) -> dict[str, set[int]]:
     return latest
 
 
-def wait_until_both_own(settings, timeout: float = 60) -> dict[str, set[int]]:
+def wait_until_both_own(settings, timeout: float = 180) -> dict[str, set[int]]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = owners(settings)
@@ -84,7 +85,7 @@ def both_running(settings, processes: Processes, tail: LogTail, dag_ids: list[st
     processes.scheduler("b")
     wait_until_both_own(settings)
     runs = {dag_id: trigger(settings, dag_id) for dag_id in dag_ids}
-    tail.wait_for(lambda _events: len(tail.of_type(TaskStarted)) >= len(dag_ids), 60, "every first task to start")
+    tail.wait_for(lambda _events: len(tail.of_type(TaskStarted)) >= len(dag_ids), 180, "every first task to start")
     return scheduler_a, runs, queued_by(tail)
 
 
@@ -100,14 +101,22 @@ def assert_each_try_queued_and_run_once(tail: LogTail, ran) -> None:
 
 
 def test_survivor_adopts_only_the_killed_schedulers_tries(settings, tmp_path):
-    dag_ids, ran = publish_pairs(settings, tmp_path, seconds=20)
+    # The "first" tasks run until released, after the survivor adopted them: on a busy machine a
+    # fixed sleep could end before the takeover, leaving nothing to adopt.
+    release = tmp_path / "release"
+    dag_ids, ran = publish_pairs(settings, tmp_path, f"while [ ! -e {release} ]; do sleep 0.2; done")
     processes, tail = Processes(settings, tmp_path / "logs"), LogTail(settings)
     try:
         scheduler_a, runs, owner_of = both_running(settings, processes, tail, dag_ids)
         assert set(owner_of.values()) == {"a", "b"}
         kill_hard(scheduler_a.pid)
+        owned_by_a = sum(owner == "a" for owner in owner_of.values())
+        tail.wait_for(lambda _events: len(tail.of_type(TaskAdopted)) >= owned_by_a, 180,
+                      "the survivor to adopt the killed scheduler's tries")
+        release.touch()
         finished = [tail.run_finished(run_id, 120) for run_id in runs.values()]
     finally:
+        release.touch()
         processes.close()
         tail.close()
     assert {event.state for event in finished} == {"success"}
@@ -119,7 +128,7 @@ def test_survivor_adopts_only_the_killed_schedulers_tries(settings, tmp_path):
 
 
 def test_frozen_scheduler_is_fenced_and_nothing_is_queued_twice(settings, tmp_path):
-    dag_ids, ran = publish_pairs(settings, tmp_path, seconds=2)
+    dag_ids, ran = publish_pairs(settings, tmp_path, "sleep 2")
     processes, tail = Processes(settings, tmp_path / "logs"), LogTail(settings)
     try:
         scheduler_a, runs, owner_of = both_running(settings, processes, tail, dag_ids)
