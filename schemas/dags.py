@@ -14,6 +14,35 @@ TRIGGER_RULES = ("all_success", "all_failed", "all_done", "all_done_setup_succes
                  "none_skipped", "always")
 
 
+# Airflow's core.max_map_length: the most instances one mapped task expands to, unless it says otherwise.
+MAX_MAP_LENGTH = 1024
+MAP_KINDS = ("expand", "expand_kwargs")
+
+
+@record
+class MapInput:
+    """One input a mapped task expands over: a literal list or dict (``literal_json``, the value as
+    tock/values.py encodes it), or the value an upstream task passes on (``task_id`` and ``key``).
+    ``name`` is the argument it fills ("" for expand_kwargs' one input: each element is the kwargs)."""
+
+    name: str = ""
+    literal_json: str = ""
+    task_id: str = ""
+    key: str = "return_value"
+
+
+@record
+class MapDefinition:
+    """How a mapped task (Airflow's ``.expand()`` / ``.expand_kwargs()``) expands: ``expand`` makes one
+    instance per element of the cartesian product of its inputs (in their order), ``expand_kwargs``
+    one per element of its one input (each a dict of kwargs). More than ``max_map_length`` instances
+    fail the task."""
+
+    kind: str = "expand"
+    inputs: list[MapInput] = field(default_factory=list)
+    max_map_length: int = MAX_MAP_LENGTH
+
+
 @record
 class TaskDefinition:
     """One task of a DAG as the scheduler and the runner need it."""
@@ -44,6 +73,7 @@ class TaskDefinition:
     chooses: str = ""
     ignore_downstream_trigger_rules: bool = True  # a short circuit skips everything downstream
     task_group: str = ""
+    mapped: MapDefinition | None = None  # a mapped task: how it expands (services/scheduler/core/mapping.py)
 
 
 @record
@@ -81,7 +111,7 @@ class DagDefinition:
     task_groups: list[TaskGroupDefinition] = field(default_factory=list)
 
 
-@event(DAGS, route=BY_DAG, version=7)
+@event(DAGS, route=BY_DAG, version=8)
 class DagParsed(EventBase):
     """The latest definition of a DAG; written only when its fingerprint changed.
     v2: the definition has on_failure and on_deadline_missed (webhook URLs).
@@ -90,7 +120,8 @@ class DagParsed(EventBase):
     v5: the definition has finished_runs_kept (the scheduler's retention of its finished runs).
     v6: the definition has timezone and end_date, each task definition its own params_json.
     v7: task definitions have their trigger rule, setup/teardown, what they choose and their group;
-    the definition has its task groups."""
+    the definition has its task groups.
+    v8: a mapped task's definition says how it expands (``mapped``)."""
 
     dag_id: str
     file_path: str

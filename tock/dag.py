@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from schemas import schedule as cron
 from schemas.dags import DagDefinition, TaskDefinition, TaskGroupDefinition
 from tock.deadline import Deadline, deadline_of
+from tock.mapping import definition_of
 from tock.params import ParamsDict, definition_problems, params_of, to_params_json
 from tock.tasks import ID_PATTERN, Task, TaskOptions, seconds_of
 from tock.templating import TemplateOptions
@@ -283,6 +284,7 @@ def _task_definition(task: Task, setups: list[str]) -> TaskDefinition:
         on_failure_fail_dagrun=task.on_failure_fail_dagrun, setups=setups, chooses=task.chooses,
         ignore_downstream_trigger_rules=task.ignore_downstream_trigger_rules,
         task_group=task.task_group.group_id if task.task_group is not None else "",
+        mapped=None if task.mapped is None else definition_of(task.mapped, task.options.max_map_length),
     )
 
 

@@ -35,6 +35,8 @@ from schemas import (
     TaskKillRequested,
     TaskLaunched,
     TaskLogShipped,
+    TaskMapExpanded,
+    TaskMapFailed,
     TaskQueued,
     TaskRemoved,
     TaskRetryScheduled,
@@ -51,7 +53,7 @@ RunEvent: TypeAlias = (
     | MarkTask | PodFinished | PodStarted | TaskAdopted | TaskCleared | TaskDeadlineMissed | TaskDeclaredDead
     | TaskFailed | TaskHeartbeat | TaskKillRequested | TaskKilled | TaskLaunched | TaskLogShipped | TaskQueued
     | TaskRemoved | TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded | TaskUpstreamFailed
-    | TaskTrySkipped | TaskEmptySucceeded
+    | TaskTrySkipped | TaskEmptySucceeded | TaskMapExpanded | TaskMapFailed
     | SecretAccessed
 )
 EveryRunEvent: TypeAlias = DagParsed | DagTombstone | PauseDag  # may change what any run of the DAG does

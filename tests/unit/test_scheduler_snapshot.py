@@ -142,7 +142,7 @@ def test_snapshot_cadence(folded, seconds, every, interval, due):
 # before is then refused (a full replay on the next takeover: safe, but slow on a long history).
 # Pinned so that such a change is made on purpose: bump STATE_VERSION when the meaning changed, and
 # update the pin.
-PINNED = (4, "51953b4e04d438a2")  # a task instance keeps a branch's choice (follow_json); DagDefinition v7, task groups
+PINNED = (4, "5802cca71add057b")  # task instances have map_index and map_count (mapping); DagDefinition v8 (mapped)
 
 
 def test_the_model_fingerprint_changes_only_on_purpose():

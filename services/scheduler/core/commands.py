@@ -54,6 +54,7 @@ from services.scheduler.core.model import (
     Rejection,
     SchedulerState,
     TaskInstance,
+    instance_key,
 )
 from services.scheduler.core.retention import forgotten_reason, remember_request, was_forgotten
 
@@ -164,25 +165,28 @@ def killed(state: SchedulerState, event: TaskKilled) -> None:
 
 def cleared(state: SchedulerState, event: TaskCleared) -> None:
     run = state.runs.get((event.dag_id, event.run_id))
-    instance = run.tasks.get(event.task_id) if run else None
+    key = instance_key(event.task_id, event.map_index)
+    instance = run.tasks.get(key) if run else None
     if run is None or instance is None or instance.state in ACTIVE or instance.try_number != event.try_number:
         return
-    forget_try(state, (event.dag_id, event.run_id, event.task_id))
-    run.tasks[event.task_id] = TaskInstance(event.task_id, try_number=instance.try_number)
+    forget_try(state, (event.dag_id, event.run_id, key))
+    run.tasks[key] = TaskInstance(event.task_id, try_number=instance.try_number, map_index=event.map_index,
+                                  map_count=instance.map_count)
     reconsider_downstream(state, run, event.task_id)
 
 
 def skipped(state: SchedulerState, event: TaskSkipped) -> None:
     run = state.runs.get((event.dag_id, event.run_id))
-    if run is not None and run.instance(event.task_id).state == NONE:
-        run.tasks[event.task_id].state = SKIPPED
+    instance = run.instance(event.task_id, event.map_index) if run is not None else None
+    if instance is not None and instance.state == NONE:
+        instance.state = SKIPPED
 
 
 def removed(state: SchedulerState, event: TaskRemoved) -> None:
     run = state.runs.get((event.dag_id, event.run_id))
     instance = run.instance(event.task_id) if run else None
     if instance is not None and instance.state not in ACTIVE:
-        forget_try(state, (event.dag_id, event.run_id, event.task_id))
+        forget_try(state, (event.dag_id, event.run_id, instance.key))
         instance.state, instance.pending, instance.ended_at = REMOVED, "", event.at
 
 
@@ -286,7 +290,7 @@ def _current_try(state: SchedulerState,
                  event: TaskKillRequested | TaskKilled) -> tuple[DagRun, TaskInstance] | None:
     """The run and instance if ``event`` concerns the instance's current, still active try."""
     run = state.runs.get((event.dag_id, event.run_id))
-    instance = run.tasks.get(event.task_id) if run else None
+    instance = run.tasks.get(instance_key(event.task_id, event.map_index)) if run else None
     if run is None or instance is None or instance.try_number != event.try_number or instance.state not in ACTIVE:
         return None
     return run, instance

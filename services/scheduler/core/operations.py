@@ -42,7 +42,8 @@ def stop(run: DagRun, instance: TaskInstance, now: float, scheduler_id: str,
         return []
     reason = reason or _REASONS.get(instance.pending, "") or _marked_reason(instance.pending)
     return [TaskKillRequested(dag_id=run.dag_id, run_id=run.run_id, task_id=instance.task_id,
-                              try_number=instance.try_number, reason=reason, scheduler_id=scheduler_id, at=now)]
+                              map_index=instance.map_index, try_number=instance.try_number, reason=reason,
+                              scheduler_id=scheduler_id, at=now)]
 
 
 def decide_rejections(state: SchedulerState, now: float, scheduler_id: str) -> list[CommandRejected]:
@@ -77,7 +78,7 @@ def decide_deleted_dag_run(run: DagRun, gone: DagEntry, now: float, policy: Poli
 
 def _remove(run: DagRun, instance: TaskInstance, now: float, policy: Policy, dead: Collection[TryKey],
             reason: str) -> list[Removal]:
-    if (run.dag_id, run.run_id, instance.task_id) in dead:
+    if (run.dag_id, run.run_id, instance.key) in dead:
         return [declared_dead(run, instance, now, policy.scheduler_id, policy.heartbeat_timeout, policy.start_timeout)]
     if instance.state in ACTIVE:
         return [*stop(run, instance, now, policy.scheduler_id, reason)]
