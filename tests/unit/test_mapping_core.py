@@ -13,17 +13,24 @@ from typing import Any
 import pytest
 
 from schemas import (
+    ClearTask,
+    CommandRejected,
     DagDefinition,
     DagParsed,
     DagRunFinished,
+    KillTask,
     MapDefinition,
     MapInput,
     MapSource,
+    MarkTask,
+    TaskCleared,
     TaskDefinition,
     TaskFailed,
+    TaskKillRequested,
     TaskMapExpanded,
     TaskMapFailed,
     TaskQueued,
+    TaskRemoved,
     TaskSkipped,
     TaskStarted,
     TaskSucceeded,
@@ -199,6 +206,7 @@ def test_one_failed_instance_gives_up_the_downstream_naming_that_instance():
     [gave_up] = drive.of(TaskUpstreamFailed)
     assert gave_up.upstream_states == {"add[0]": "success", "add[1]": "failed", "add[2]": "success"}
     assert "add[1]" in gave_up.reason and drive.finished() == "failed"
+    assert not drive.of(TaskRemoved)  # an instance (keyed add|1) is not taken for a task gone from the DAG
 
 
 def test_an_instance_retries_alone_with_its_own_element():
@@ -251,3 +259,59 @@ def test_a_takeover_mid_expansion_expands_nothing_again_and_decides_as_the_live_
 def test_a_snapshot_keeps_the_expansion_and_the_instances():
     state = _mid_expansion().state
     assert decode_snapshot(encode_snapshot(Snapshot(0, state, {}))).state == state
+
+
+# -- commands of one map index ------------------------------------------------------------------
+
+def _finished_mapped() -> Drive:
+    drive = Drive(task("add", mapped=MapDefinition(inputs=[literal("x", [1, 2, 3])])), task("total", "add"))
+    return drive.to_the_end()
+
+
+def test_clearing_one_map_index_reruns_that_instance_alone_with_its_element():
+    drive = _finished_mapped()
+    drive.append(ClearTask(dag_id="etl", run_id=RUN, task_id="add", map_index=1, request_id="c1", at=50.0))
+    drive.now = 50.0
+    drive.to_the_end()
+    assert [(event.task_id, event.map_index) for event in drive.of(TaskCleared)] == [("add", 1)]
+    again = [event for event in drive.of(TaskQueued) if event.try_number == 2]
+    assert [(event.map_index, element(event)) for event in again] == [(1, {"x": 2})]
+    assert len(drive.of(TaskMapExpanded)) == 1 and drive.finished() == "success"
+
+
+def test_clearing_a_mapped_task_clears_every_instance():
+    drive = _finished_mapped()
+    drive.append(ClearTask(dag_id="etl", run_id=RUN, task_id="add", request_id="c2", at=50.0))
+    drive.now = 50.0
+    drive.to_the_end()
+    assert sorted(event.map_index for event in drive.of(TaskCleared)) == [0, 1, 2]
+
+
+def test_marking_one_map_index_changes_that_instance_only():
+    drive = _finished_mapped()
+    drive.append(MarkTask(dag_id="etl", run_id=RUN, task_id="add", map_index=2, state="failed", request_id="m1",
+                          at=50.0))
+    run = drive.state.runs[("etl", RUN)]
+    assert [run.tasks[f"add|{index}"].state for index in range(3)] == ["success", "success", "failed"]
+
+
+def test_killing_one_map_index_stops_that_instance_only():
+    drive = Drive(task("add", mapped=MapDefinition(inputs=[literal("x", [1, 2, 3])])),
+                  outcome=lambda queued: ("success", None))
+    drive.now += 1.0
+    drive.append(*decide(drive.state, drive.now, drive.policy))  # queued, not started
+    drive.append(KillTask(dag_id="etl", run_id=RUN, task_id="add", map_index=2, request_id="k1", at=20.0))
+    kills = [event for event in decide(drive.state, 21.0, drive.policy) if isinstance(event, TaskKillRequested)]
+    assert [(event.task_id, event.map_index) for event in kills] == [("add", 2)]
+
+
+@pytest.mark.parametrize(("task_id", "map_index", "words"), [
+    ("add", 3, "mapped task add has no map index 3 in run manual__r1 (it has 3)"),
+    ("total", 0, "task total is not mapped: it has no map index 0"),
+])
+def test_a_command_naming_a_map_index_that_is_not_there_is_rejected(task_id, map_index, words):
+    drive = _finished_mapped()
+    drive.append(ClearTask(dag_id="etl", run_id=RUN, task_id=task_id, map_index=map_index, request_id="bad",
+                           at=50.0))
+    [rejected] = [event for event in decide(drive.state, 51.0, drive.policy) if isinstance(event, CommandRejected)]
+    assert rejected.reason == words

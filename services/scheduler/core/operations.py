@@ -56,9 +56,9 @@ def decide_removed_tasks(run: DagRun, dag: DagEntry, now: float, policy: Policy,
                          dead: Collection[TryKey]) -> list[Removal]:
     """Instances of tasks no longer in the DAG: stopped if running, then removed."""
     events: list[Removal] = []
-    for task_id, instance in run.tasks.items():
-        if task_id not in dag.tasks:
-            reason = f"task {task_id} is no longer in DAG {run.dag_id}"
+    for instance in run.tasks.values():  # (keyed by instance: a mapped task's are task|N)
+        if instance.task_id not in dag.tasks:
+            reason = f"task {instance.task_id} is no longer in DAG {run.dag_id}"
             events += _remove(run, instance, now, policy, dead, reason)
     return events
 
