@@ -132,3 +132,13 @@ def test_a_try_reads_a_mapped_upstreams_values_as_a_list_or_by_map_index():
     assert ti.xcom_pull(task_ids="each") == [0, 10, 20]
     assert ti.xcom_pull(task_ids="each", map_indexes=1) == 10
     assert ti.xcom_pull(task_ids="each", map_indexes=[2, 0]) == [20, 0]
+
+
+def test_a_mapped_instance_ships_its_log_under_its_own_key():
+    from infra.log import routing_key
+    from schemas import TaskLogShipped, try_log_key
+
+    shipped = TaskLogShipped(dag_id="d", run_id="r", task_id="t", map_index=2, try_number=1, runner_id="x", offset=0,
+                             text="hi\n", at=1.0)
+    assert routing_key(shipped) == ("d|r|t|1|2", "d") == (try_log_key("d", "r", "t", 1, 2), "d")
+    assert try_log_key("d", "r", "t", 1) == "d|r|t|1"
