@@ -142,3 +142,28 @@ def test_a_mapped_instance_ships_its_log_under_its_own_key():
                              text="hi\n", at=1.0)
     assert routing_key(shipped) == ("d|r|t|1|2", "d") == (try_log_key("d", "r", "t", 1, 2), "d")
     assert try_log_key("d", "r", "t", 1) == "d|r|t|1"
+
+
+# -- the projections ------------------------------------------------------------------------------
+
+def test_the_task_instance_table_has_a_row_per_map_index_and_the_whole_keeps_the_count():
+    from projections.view import fold as fold_view
+    from schemas import TaskMapExpanded, TaskMapFailed, TaskQueued, TaskSucceeded
+    from tests.unit.projection_logs import LogBuilder
+
+    ids = {"dag_id": "etl", "run_id": "r1", "task_id": "add"}
+    builder = LogBuilder()
+    builder.add(TaskMapExpanded(**ids, count=2, scheduler_id="s", at=1.0))
+    for index in (0, 1):
+        builder.add(TaskQueued(**ids, map_index=index, try_number=1, executor="local", queue="default",
+                               scheduler_id="s", at=2.0))
+    builder.add(TaskSucceeded(**ids, map_index=1, try_number=1, runner_id="r", at=3.0))
+    builder.add(TaskMapFailed(dag_id="etl", run_id="r1", task_id="other", reason="is a int", scheduler_id="s", at=4.0))
+    view = fold_view(builder.records)
+    rows = view.rows["task_instance"]
+    assert rows[("etl", "r1", "add", -1)]["map_count"] == 2
+    assert [rows[("etl", "r1", "add", index)]["state"] for index in (0, 1)] == ["queued", "success"]
+    assert rows[("etl", "r1", "other", -1)]["state"] == "failed"
+    assert rows[("etl", "r1", "other", -1)]["reason"] == "is a int"
+    assert [(row["event_type"], row["map_index"]) for row in view.history][:3] == [
+        ("TaskMapExpanded", -1), ("TaskQueued", 0), ("TaskQueued", 1)]
