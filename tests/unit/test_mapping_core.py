@@ -315,3 +315,26 @@ def test_a_command_naming_a_map_index_that_is_not_there_is_rejected(task_id, map
                            at=50.0))
     [rejected] = [event for event in decide(drive.state, 51.0, drive.policy) if isinstance(event, CommandRejected)]
     assert rejected.reason == words
+
+
+# -- cost ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("upstream", [False, True])
+def test_an_instances_queued_try_does_not_grow_with_the_expansion(upstream):
+    """A 10,000-way expansion costs each try its element, as a 10,000-task fan-out's tries cost theirs:
+    the encoded TaskQueued of an instance is as large for 10,000 instances as for 10."""
+    from schemas import encode
+
+    def first_queued_size(count: int) -> int:
+        values = list(range(count))
+        if upstream:
+            mapped = MapDefinition(inputs=[over("x", "numbers")], max_map_length=count)
+            drive = Drive(task("numbers"), task("add", "numbers", mapped=mapped), outcome=numbers(values))
+            drive.step()
+        else:
+            drive = Drive(task("add", mapped=MapDefinition(inputs=[literal("x", values)], max_map_length=count)))
+        decisions = decide(drive.state, drive.now + 1, drive.policy)
+        first = next(event for event in decisions if isinstance(event, TaskQueued) and event.task_id == "add")
+        return len(encode(first))
+
+    assert first_queued_size(10_000) == first_queued_size(10)

@@ -167,3 +167,19 @@ def test_the_task_instance_table_has_a_row_per_map_index_and_the_whole_keeps_the
     assert rows[("etl", "r1", "other", -1)]["reason"] == "is a int"
     assert [(row["event_type"], row["map_index"]) for row in view.history][:3] == [
         ("TaskMapExpanded", -1), ("TaskQueued", 0), ("TaskQueued", 1)]
+
+
+def test_a_mapped_task_maps_over_a_mapped_upstreams_values():
+    with DAG("local_chain") as dag:
+        @task
+        def add_one(number):
+            return number + 1
+
+        @task
+        def double(number):
+            return number * 2
+
+        double.expand(number=add_one.expand(number=[1, 2, 3]))
+    run = _quiet(dag)
+    assert run.state == "success"
+    assert [run.task_instance("double", index).return_value for index in range(3)] == [4, 6, 8]
