@@ -183,3 +183,37 @@ def test_a_mapped_task_maps_over_a_mapped_upstreams_values():
     run = _quiet(dag)
     assert run.state == "success"
     assert [run.task_instance("double", index).return_value for index in range(3)] == [4, 6, 8]
+
+
+def test_map_on_a_value_transforms_each_element_in_the_try_and_may_skip_one():
+    from tock import AirflowSkipException
+
+    def shout(word):
+        if word == "skip":
+            raise AirflowSkipException("not this one")
+        return word.upper()
+
+    with DAG("local_xmap") as dag:
+        @task
+        def words():
+            return ["a", "skip", "b"]
+
+        @task
+        def echo(word):
+            return word
+
+        @task
+        def pairs():
+            return [1, 2]
+
+        @task
+        def add(x, y):
+            return x + y
+
+        echo.expand(word=words().map(shout))
+        add.expand_kwargs(pairs().map(lambda number: {"x": number, "y": 10}))
+    run = _quiet(dag)
+    assert [run.task_instance("echo", index).state for index in range(3)] == ["success", "skipped", "success"]
+    assert [run.task_instance("echo", index).return_value for index in (0, 2)] == ["A", "B"]
+    assert [run.task_instance("add", index).return_value for index in range(2)] == [11, 12]
+    assert run.state == "success"
