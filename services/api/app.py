@@ -262,16 +262,20 @@ def list_task_instances(dag_id: str, run_id: str, state: str | None = None, limi
 
 @reads.get("/api/v1/dags/{dag_id}/runs/{run_id}/tasks/{task_id}", response_model=models.TaskInstance,
            tags=["tasks"])
-def get_task_instance(dag_id: str, run_id: str, task_id: str, engine: Engine = Depends(engine_of)):
-    return _found(queries.task_instance(engine, dag_id, run_id, task_id), f"task instance {task_id}")
+def get_task_instance(dag_id: str, run_id: str, task_id: str, map_index: int = -1,
+                      engine: Engine = Depends(engine_of)):
+    """A task instance; ``map_index``: instance N of a mapped task (-1: a task, or a mapped task as a whole)."""
+    named = task_id if map_index < 0 else f"{task_id}[{map_index}]"
+    return _found(queries.task_instance(engine, dag_id, run_id, task_id, map_index), f"task instance {named}")
 
 
 @reads.get("/api/v1/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/history",
            response_model=models.Page[models.TaskEvent], tags=["tasks"])
 def task_history(dag_id: str, run_id: str, task_id: str, limit: int = LIMIT, offset: int = OFFSET,
-                 engine: Engine = Depends(engine_of)):
-    """Every event of the task instance in log order, those of old tries included."""
-    items = queries.task_history(engine, dag_id, run_id, task_id, limit=limit, offset=offset)
+                 map_index: int | None = None, engine: Engine = Depends(engine_of)):
+    """Every event of the task instance in log order, those of old tries included (of a mapped task: of
+    every instance, or with ``map_index`` of that one and of the task as a whole)."""
+    items = queries.task_history(engine, dag_id, run_id, task_id, limit=limit, offset=offset, map_index=map_index)
     return {"items": items, "limit": limit, "offset": offset}
 
 
