@@ -198,13 +198,28 @@ def with_element(task: Task, element_json: str) -> Task:
     """The task as instance N of it runs: a copy with its element (TaskQueued.map_element_json) applied."""
     import copy
 
-    element = decode_values(element_json)
-    if KWARGS_INPUT in element:
-        raise TypeError(f"task {task.task_id!r}: expand_kwargs() element is a {type(element[KWARGS_INPUT]).__name__}, "
-                        "not a dict of arguments")
+    assert task.mapped is not None  # only a mapped task has an element
+    inputs, element = task.mapped.inputs, decode_values(element_json)
+    if task.mapped.kind == EXPAND_KWARGS:
+        item = _transformed(inputs[KWARGS_INPUT], element.get(KWARGS_INPUT, element))
+        if not isinstance(item, dict):
+            raise TypeError(f"task {task.task_id!r}: expand_kwargs() element is a {type(item).__name__}, "
+                            "not a dict of arguments")
+        element = item
+    else:
+        element = {name: _transformed(inputs[name], value) for name, value in element.items()}
     instance = copy.copy(task)
     apply_element(instance, element)
     return instance
+
+
+def _transformed(source: Any, value: Any) -> Any:
+    """``value`` through the ``.map()`` functions of the input it came from (none for a literal)."""
+    from tock.tasks import XComArg
+
+    for function in source.transforms if isinstance(source, XComArg) else ():
+        value = function(value)
+    return value
 
 
 def apply_element(task: Task, element: dict[str, Any]) -> None:

@@ -374,6 +374,11 @@ class Task(Links):
         """This task's return value, as the argument of another task (Airflow's ``task.output``)."""
         return XComArg(self)
 
+    def map(self, function: Callable[[Any], Any]) -> XComArg:
+        """This task's return value with ``function`` applied to each element a mapped task gets from it
+        (``XComArg.map``)."""
+        return self.output.map(function)
+
     @property
     def operator(self) -> Task:
         """The task itself (what Airflow's XComArg.operator names), so a @task call's result reads
@@ -461,9 +466,20 @@ class XComArg:
 
     operator: Task
     key: str = RETURN_VALUE
+    # ``.map(fn)``: functions applied, in order, to each element a mapped task gets from this value
+    # (in the try, not the scheduler: the number of instances is the value's length).
+    transforms: tuple[Callable[[Any], Any], ...] = ()
 
     def __getitem__(self, key: str) -> XComArg:
         return XComArg(self.operator, key)
+
+    def map(self, function: Callable[[Any], Any]) -> XComArg:
+        """This value with ``function`` applied to each of its elements when a task is mapped over it
+        (Airflow's ``XComArg.map``): the mapped task's instance N gets ``function(element N)``; a function
+        that raises AirflowSkipException skips that instance."""
+        if not callable(function):
+            raise TypeError(f"XComArg.map() takes a function, not {function!r}")
+        return XComArg(self.operator, self.key, (*self.transforms, function))
 
     def set_downstream(self, others: Any) -> None:
         self.operator.set_downstream(others)

@@ -125,8 +125,10 @@ def tasks_history(ctx: typer.Context, dag_id: str = typer.Argument(..., help="Th
         typer.echo(f"tock: no events of task {task_id} in {dag_id} / {run_id}", err=True)
         raise typer.Exit(1)
     rows = [_history_line(row) for row in rows]
-    _show(rows, ["offset", "event_type", "map_index", "try_number", "at", "why", "values", "payload"], as_json,
-          title=f"{dag_id} / {run_id} / {task_id}")
+    mapped = any(row.get("map_index") not in (None, -1) for row in rows)  # a map index column only where one is
+    columns = ["offset", "event_type", *(["map_index"] if mapped or as_json else []), "try_number", "at", "why",
+               "values", "payload"]
+    _show(rows, columns, as_json, title=f"{dag_id} / {run_id} / {task_id}")
 
 
 def _history_line(row: dict[str, Any]) -> dict[str, Any]:

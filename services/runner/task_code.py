@@ -60,7 +60,10 @@ def run_task_code(task: Task, run_id: str, try_number: int, queued: TaskQueued |
     passed on: ValueNotSerializable, ValueTooLarge, with the task named)."""
     progress = progress or TryProgress()
     if queued is not None and queued.map_element_json:  # an instance of a mapped task: its own arguments
-        task = with_element(task, queued.map_element_json)
+        try:
+            task = with_element(task, queued.map_element_json)
+        except AirflowSkipException as skip:  # a .map() function skipped this element (Airflow's rule)
+            return _skipped(task, skip, {}, xcom_max_bytes, "")
     context = build_context(task, run_id, try_number, queued, {"macros": macros, "var": VariableAccessor(),
                                                                "conn": ConnectionAccessor(), **progress.extras})
     with current(context):

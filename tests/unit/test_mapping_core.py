@@ -279,12 +279,14 @@ def test_clearing_one_map_index_reruns_that_instance_alone_with_its_element():
     assert len(drive.of(TaskMapExpanded)) == 1 and drive.finished() == "success"
 
 
-def test_clearing_a_mapped_task_clears_every_instance():
+def test_clearing_a_mapped_task_clears_every_instance_and_expands_it_again():
     drive = _finished_mapped()
     drive.append(ClearTask(dag_id="etl", run_id=RUN, task_id="add", request_id="c2", at=50.0))
     drive.now = 50.0
     drive.to_the_end()
-    assert sorted(event.map_index for event in drive.of(TaskCleared)) == [0, 1, 2]
+    assert sorted(event.map_index for event in drive.of(TaskCleared)) == [-1, 0, 1, 2]  # -1: the whole, last
+    assert drive.of(TaskCleared)[-1].map_index == -1 and len(drive.of(TaskMapExpanded)) == 2
+    assert drive.finished() == "success"
 
 
 def test_marking_one_map_index_changes_that_instance_only():
@@ -338,3 +340,47 @@ def test_an_instances_queued_try_does_not_grow_with_the_expansion(upstream):
         return len(encode(first))
 
     assert first_queued_size(10_000) == first_queued_size(10)
+
+
+def test_clearing_the_upstream_and_downstream_expands_the_mapped_task_again_from_its_new_value():
+    def outcome(queued: TaskQueued) -> tuple[str, Any]:
+        if queued.task_id == "numbers":
+            return "success", [1, 2, 3] if queued.try_number == 1 else [5, 6]
+        return "success", element(queued).get("x") if queued.map_element_json else None
+
+    drive = Drive(task("numbers"), task("add", "numbers", mapped=EXPAND_X), task("total", "add"),
+                  outcome=outcome).to_the_end()
+    drive.append(ClearTask(dag_id="etl", run_id=RUN, task_id="numbers", downstream=True, request_id="c3", at=50.0))
+    drive.now = 50.0
+    drive.to_the_end()
+    assert [event.count for event in drive.of(TaskMapExpanded)] == [3, 2]
+    again = [event for event in drive.of(TaskQueued) if event.task_id == "add" and event.at > 50.0]
+    assert [(event.map_index, event.try_number, element(event)) for event in again] == [(0, 2, {"x": 5}),
+                                                                                         (1, 2, {"x": 6})]
+    [total] = [event for event in drive.of(TaskQueued) if event.task_id == "total" and event.at > 50.0]
+    assert [json.loads(item.values_json) for item in total.inputs] == [{"return_value": 5}, {"return_value": 6}]
+    assert drive.finished() == "success"
+    assert fold(SchedulerState(), drive.log) == drive.state  # replay = live, the second expansion included
+
+
+def test_clearing_an_empty_expansion_expands_it_again():
+    def outcome(queued: TaskQueued) -> tuple[str, Any]:
+        if queued.task_id == "numbers":
+            return "success", [] if queued.try_number == 1 else [7]
+        return "success", None
+
+    drive = Drive(task("numbers"), task("add", "numbers", mapped=EXPAND_X), outcome=outcome).to_the_end()
+    drive.append(ClearTask(dag_id="etl", run_id=RUN, task_id="numbers", downstream=True, request_id="c4", at=50.0))
+    drive.now = 50.0
+    drive.to_the_end()
+    assert [event.count for event in drive.of(TaskMapExpanded)] == [0, 1] and drive.finished() == "success"
+
+
+def test_a_mapped_task_cleared_while_its_instances_run_stops_them_before_forgetting_its_expansion():
+    drive = Drive(task("add", mapped=MapDefinition(inputs=[literal("x", [1, 2])])))
+    drive.now += 1.0
+    drive.append(*decide(drive.state, drive.now, drive.policy))  # queued, not started
+    drive.append(ClearTask(dag_id="etl", run_id=RUN, task_id="add", request_id="c5", at=20.0))
+    decisions = decide(drive.state, 21.0, drive.policy)
+    assert [(type(event).__name__, event.map_index) for event in decisions] == [("TaskKillRequested", 0),
+                                                                                ("TaskKillRequested", 1)]

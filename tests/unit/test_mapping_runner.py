@@ -183,3 +183,63 @@ def test_a_mapped_task_maps_over_a_mapped_upstreams_values():
     run = _quiet(dag)
     assert run.state == "success"
     assert [run.task_instance("double", index).return_value for index in range(3)] == [4, 6, 8]
+
+
+def test_map_on_a_value_transforms_each_element_in_the_try_and_may_skip_one():
+    from tock import AirflowSkipException
+
+    def shout(word):
+        if word == "skip":
+            raise AirflowSkipException("not this one")
+        return word.upper()
+
+    with DAG("local_xmap") as dag:
+        @task
+        def words():
+            return ["a", "skip", "b"]
+
+        @task
+        def echo(word):
+            return word
+
+        @task
+        def pairs():
+            return [1, 2]
+
+        @task
+        def add(x, y):
+            return x + y
+
+        echo.expand(word=words().map(shout))
+        add.expand_kwargs(pairs().map(lambda number: {"x": number, "y": 10}))
+    run = _quiet(dag)
+    assert [run.task_instance("echo", index).state for index in range(3)] == ["success", "skipped", "success"]
+    assert [run.task_instance("echo", index).return_value for index in (0, 2)] == ["A", "B"]
+    assert [run.task_instance("add", index).return_value for index in range(2)] == [11, 12]
+    assert run.state == "success"
+
+
+def test_the_queries_read_one_map_index_and_its_history():
+    from sqlalchemy import create_engine, insert
+
+    from projections import queries
+    from projections.db import create_tables
+    from projections.tables import LIVE, TASK_EVENT
+    from projections.task_instance import empty
+
+    engine = create_engine("sqlite://")
+    create_tables(engine)
+    with engine.begin() as connection:
+        for index, state in ((-1, None), (0, "success"), (1, "failed")):
+            connection.execute(insert(LIVE["task_instance"]), {**empty("d", "r", "t", index), "state": state})
+        for offset, (kind, index) in enumerate((("TaskMapExpanded", -1), ("TaskQueued", 0), ("TaskQueued", 1))):
+            connection.execute(insert(LIVE[TASK_EVENT]), {"topic": "events", "partition": 0, "offset": offset,
+                                                          "dag_id": "d", "run_id": "r", "task_id": "t",
+                                                          "event_type": kind, "map_index": index, "at": 1.0,
+                                                          "payload_json": "{}"})
+    assert queries.task_instance(engine, "d", "r", "t", 1)["state"] == "failed"
+    assert queries.task_instance(engine, "d", "r", "t")["state"] is None
+    assert [row["map_index"] for row in queries.task_instances(engine, "d", "r")] == [-1, 0, 1]
+    history = queries.task_history(engine, "d", "r", "t", map_index=1)
+    assert [(row["event_type"], row["map_index"]) for row in history] == [("TaskMapExpanded", -1), ("TaskQueued", 1)]
+    assert len(queries.task_history(engine, "d", "r", "t")) == 3

@@ -89,9 +89,13 @@ def clear(state: SchedulerState, event: ClearTask) -> None:
         return _reject(state, event.dag_id, event.request_id, "ClearTask", problem)
     reopen(state, run, event.request_id)
     for task_id in _clear_targets(dag, event):
-        for instance in commanded(run, dag, task_id, event.map_index if task_id == event.task_id else -1):
+        map_index = event.map_index if task_id == event.task_id else -1
+        for instance in commanded(run, dag, task_id, map_index):
             if instance.state != NONE:
                 instance.pending, instance.pending_request = CLEAR, event.request_id
+        whole = run.tasks.get(task_id)
+        if map_index < 0 and whole is not None and whole.map_count > 0:  # cleared as a whole: expanded again
+            whole.pending, whole.pending_request = CLEAR, event.request_id
 
 
 def mark(state: SchedulerState, event: MarkTask) -> None:
@@ -180,8 +184,8 @@ def cleared(state: SchedulerState, event: TaskCleared) -> None:
     if run is None or instance is None or instance.state in ACTIVE or instance.try_number != event.try_number:
         return
     forget_try(state, (event.dag_id, event.run_id, key))
-    run.tasks[key] = TaskInstance(event.task_id, try_number=instance.try_number, map_index=event.map_index,
-                                  map_count=instance.map_count)
+    # (a mapped task's whole forgets its expansion: it is expanded again, services/scheduler/core/mapping.py)
+    run.tasks[key] = TaskInstance(event.task_id, try_number=instance.try_number, map_index=event.map_index)
     reconsider_downstream(state, run, event.task_id)
 
 

@@ -53,6 +53,7 @@ from services.scheduler.core.model import (
     SchedulerState,
     TaskInstance,
     TryKey,
+    instance_key,
 )
 from services.scheduler.core.operations import (
     Removal,
@@ -177,8 +178,7 @@ def _decide_task(queuing: Queuing, instance: TaskInstance, view: Mapping[str, st
         events.append(TaskCleared(dag_id=run.dag_id, run_id=run.run_id, task_id=instance.task_id,
                                   map_index=instance.map_index,
                                   try_number=instance.try_number, request_id=instance.pending_request, at=now))
-        instance = TaskInstance(instance.task_id, try_number=instance.try_number, map_index=instance.map_index,
-                                map_count=instance.map_count)
+        instance = TaskInstance(instance.task_id, try_number=instance.try_number, map_index=instance.map_index)
     decided, state = _decide_instance(queuing, instance, view, now, paused)
     return events + decided, state
 
@@ -234,9 +234,31 @@ def _expand(queuing: Queuing, task: TaskDefinition, now: float) -> tuple[list[In
     if decision.count == 0:
         return [decision, TaskSkipped(dag_id=run.dag_id, run_id=run.run_id, task_id=task.task_id,
                                       reason=empty_reason(decision), at=now)], SKIPPED
-    queued = [queuing.queued(TaskInstance(task.task_id, map_index=index), task, now)
+    # An instance cleared with its expansion (a re-expansion) keeps its try numbers: its next try is the next.
+    queued = [queuing.queued(run.tasks.get(instance_key(task.task_id, index))
+                             or TaskInstance(task.task_id, map_index=index), task, now)
               for index in range(decision.count)]
     return [decision, *queued], QUEUED
+
+
+def _clear_expansion(queuing: Queuing, whole: TaskInstance, now: float, policy: Policy) -> list[TaskDecision]:
+    """A mapped task cleared as a whole: its running instances are stopped, its ended ones cleared, and
+    then the whole (TaskCleared at map index -1), which forgets the expansion: the task is expanded
+    again from its inputs as they are then (Airflow's), its instances' tries counting on."""
+    run, busy = queuing.run, False
+    events: list[TaskDecision] = []
+    for instance in mapped_instances(run, whole.task_id):
+        if instance.state in ACTIVE:
+            busy = True
+            events += stop(run, instance, now, policy.scheduler_id) if instance.pending else []
+        elif instance.pending == CLEAR:
+            events.append(TaskCleared(dag_id=run.dag_id, run_id=run.run_id, task_id=instance.task_id,
+                                      map_index=instance.map_index, try_number=instance.try_number,
+                                      request_id=instance.pending_request, at=now))
+    if not busy:
+        events.append(TaskCleared(dag_id=run.dag_id, run_id=run.run_id, task_id=whole.task_id,
+                                  try_number=whole.try_number, request_id=whole.pending_request, at=now))
+    return events
 
 
 def _decide_mapped(queuing: Queuing, task_id: str, view: Mapping[str, str], now: float, policy: Policy,
@@ -247,6 +269,8 @@ def _decide_mapped(queuing: Queuing, task_id: str, view: Mapping[str, str], now:
     whole = run.tasks.get(task_id) or TaskInstance(task_id)
     if whole.map_count <= 0:
         return _decide_task(queuing, whole, view, now, policy, dead, paused)
+    if whole.pending == CLEAR:
+        return _clear_expansion(queuing, whole, now, policy), NONE
     events: list[TaskDecision] = []
     states: dict[str, str] = {}
     for instance in mapped_instances(run, task_id):
