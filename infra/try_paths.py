@@ -12,11 +12,12 @@ from infra.executors.requests import TryRequest
 
 
 class TryPaths:
-    """``<home>/tries/<dag>/<run>/<task>/<try>.log``."""
+    """``<home>/tries/<dag>/<run>/<task>/<try>.log`` (a mapped task's instance N: ``<try>.mN.log``)."""
 
     def __init__(self, home: Path, request: TryRequest) -> None:
         self.folder = home / "tries" / request.dag_id / _safe(request.run_id) / request.task_id
-        self.log = self.folder / f"{request.try_number}.log"
+        mapped = f".m{request.map_index}" if request.map_index >= 0 else ""
+        self.log = self.folder / f"{request.try_number}{mapped}.log"
 
 
 def _safe(run_id: str) -> str:

@@ -108,16 +108,18 @@ def with_duration(row: Row) -> Row:
 def task_instances(engine: Engine, dag_id: str, run_id: str, *, state: str | None = None,
                    limit: int = DEFAULT_LIMIT, offset: int = 0) -> list[Row]:
     table = LIVE["task_instance"]
-    query = select(table).where(table.c.dag_id == dag_id, table.c.run_id == run_id).order_by(table.c.task_id)
+    query = (select(table).where(table.c.dag_id == dag_id, table.c.run_id == run_id)
+             .order_by(table.c.task_id, table.c.map_index))
     if state is not None:
         query = query.where(table.c.state == state)
     return _page(engine, query, limit, offset)
 
 
-def task_instance(engine: Engine, dag_id: str, run_id: str, task_id: str) -> Row | None:
+def task_instance(engine: Engine, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> Row | None:
+    """A task instance (``map_index``: instance N of a mapped task; -1 a task, or a mapped task as a whole)."""
     table = LIVE["task_instance"]
     return _one(engine, select(table).where(table.c.dag_id == dag_id, table.c.run_id == run_id,
-                                            table.c.task_id == task_id))
+                                            table.c.task_id == task_id, table.c.map_index == map_index))
 
 
 TASK_SHAPE = ("task_group", "is_setup", "is_teardown", "trigger_rule")
@@ -147,11 +149,14 @@ def with_task_shape(engine: Engine, dag_id: str, rows: list[Row]) -> list[Row]:
 
 
 def task_history(engine: Engine, dag_id: str, run_id: str, task_id: str, *,
-                 limit: int = 1000, offset: int = 0) -> list[Row]:
-    """Every event of one task instance, in log order."""
+                 limit: int = 1000, offset: int = 0, map_index: int | None = None) -> list[Row]:
+    """Every event of one task instance, in log order (``map_index``: of one instance of a mapped task
+    and of the task as a whole; None: of all its instances)."""
     table = LIVE[TASK_EVENT]
     query = (select(table).where(table.c.dag_id == dag_id, table.c.run_id == run_id, table.c.task_id == task_id)
              .order_by(table.c.topic, table.c.partition, table.c.offset))
+    if map_index is not None:
+        query = query.where(table.c.map_index.in_([-1, map_index]))
     return _page(engine, query, limit, offset)
 
 

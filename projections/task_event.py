@@ -28,6 +28,8 @@ from schemas import (
     TaskKilled,
     TaskKillRequested,
     TaskLaunched,
+    TaskMapExpanded,
+    TaskMapFailed,
     TaskQueued,
     TaskRemoved,
     TaskRetryScheduled,
@@ -42,7 +44,7 @@ TABLE = "task_event"
 _EVENTS = (TaskQueued, TaskLaunched, TaskStarted, TaskAdopted, TaskSucceeded, TaskFailed,
            TaskRetryScheduled, TaskDeclaredDead, TaskUpstreamFailed, PodStarted, PodFinished, ClearTask, MarkTask,
            KillTask, TaskCleared, TaskKillRequested, TaskKilled, TaskSkipped, TaskRemoved, TaskDeadlineMissed,
-           SecretAccessed, TaskTrySkipped, TaskEmptySucceeded)
+           SecretAccessed, TaskTrySkipped, TaskEmptySucceeded, TaskMapExpanded, TaskMapFailed)
 
 
 def rows_for(record: Record) -> list[Row]:
@@ -51,5 +53,6 @@ def rows_for(record: Record) -> list[Row]:
         return []
     return [{"topic": logical_topic(record.topic), "partition": record.partition, "offset": record.offset,
              "dag_id": event.dag_id, "run_id": event.run_id, "task_id": event.task_id,
-             "try_number": getattr(event, "try_number", None), "event_type": type(event).__name__,
+             "map_index": getattr(event, "map_index", -1), "try_number": getattr(event, "try_number", None),
+             "event_type": type(event).__name__,
              "at": event.at, "payload_json": payload_json(event)}]

@@ -40,6 +40,8 @@ from schemas import (
     TaskKilled,
     TaskKillRequested,
     TaskLaunched,
+    TaskMapExpanded,
+    TaskMapFailed,
     TaskQueued,
     TaskRemoved,
     TaskRetryScheduled,
@@ -54,17 +56,18 @@ TABLE = "task_instance"
 MARKABLE = ("success", "failed", "skipped")
 _TRY_EVENTS = (TaskLaunched, TaskStarted, TaskAdopted, TaskSucceeded, TaskFailed, TaskTrySkipped, TaskRetryScheduled,
                TaskDeclaredDead, PodFinished, TaskKillRequested, TaskKilled)
-_ENDED = (TaskUpstreamFailed, TaskSkipped, TaskRemoved, TaskEmptySucceeded)
+_ENDED = (TaskUpstreamFailed, TaskSkipped, TaskRemoved, TaskEmptySucceeded, TaskMapFailed)
 _OUTCOMES = (TaskSucceeded, TaskFailed, TaskTrySkipped, TaskDeclaredDead, TaskKilled)
 _TRY_UNDER_WAY = frozenset({"queued", "running"})  # the states an outcome of the current try may end
-_EVENTS = (TaskQueued, TaskHeartbeat, MarkTask, TaskCleared, KillTask, *_ENDED, *_TRY_EVENTS)
+_EVENTS = (TaskQueued, TaskHeartbeat, MarkTask, TaskCleared, KillTask, TaskMapExpanded, *_ENDED, *_TRY_EVENTS)
 # What a try event may still change on a marked row: who ran the try, never its outcome.
 _ABOUT_THE_RUNNER = frozenset({"executor", "handle", "scheduler_id", "hostname", "pid", "runner_id", "start_date",
                                "kill_requested_at"})
 
 
-def empty(dag_id: str, run_id: str, task_id: str) -> Row:
-    return {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "state": None, "try_number": None,
+def empty(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> Row:
+    return {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": map_index, "map_count": None,
+            "state": None, "try_number": None,
             "executor": None, "queue": None, "handle": None, "hostname": None, "pid": None,
             "runner_id": None, "scheduler_id": None, "queued_at": None, "start_date": None,
             "end_date": None, "retry_not_before": None, "error": None, "reason": None, "updated_at": None,
@@ -80,13 +83,22 @@ _NO_DECISION = {"trigger_rule": None, "upstream_states_json": None, "chosen_by":
 
 def key_of(record: Record) -> Key | None:
     event = record.event
-    return (event.dag_id, event.run_id, event.task_id) if isinstance(event, _EVENTS) else None
+    return (event.dag_id, event.run_id, event.task_id, _map_index(event)) if isinstance(event, _EVENTS) else None
+
+
+def _map_index(event: object) -> int:
+    """The map index an event names (a mapped task's instance); -1 for the rest and for events of a
+    task as a whole (a removal, an expansion)."""
+    index = getattr(event, "map_index", -1)
+    return index if isinstance(index, int) else -1
 
 
 def evolve(row: Row | None, record: Record) -> Row:
     event = record.event
-    row = row or empty(event.dag_id, event.run_id, event.task_id)
+    row = row or empty(event.dag_id, event.run_id, event.task_id, _map_index(event))
     match event:
+        case TaskMapExpanded():  # the mapped task as a whole: how many instances it has (their rows are theirs)
+            return {**row, "map_count": event.count, "updated_at": event.at}
         case TaskQueued():
             return _queued(row, event)
         case TaskHeartbeat():
@@ -108,7 +120,7 @@ def evolve(row: Row | None, record: Record) -> Row:
 
 
 _ENDED_STATE = {TaskUpstreamFailed: "upstream_failed", TaskSkipped: "skipped", TaskRemoved: "removed",
-                TaskEmptySucceeded: "success"}
+                TaskEmptySucceeded: "success", TaskMapFailed: "failed"}
 
 
 def _decided(row: Row, event: TaskSkipped | TaskUpstreamFailed) -> Row:

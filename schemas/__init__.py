@@ -16,6 +16,8 @@ from schemas.dags import (
     DagParsed,
     DagQuarantined,
     DagQuarantineLifted,
+    MapDefinition,
+    MapInput,
     TaskDefinition,
     TaskGroupDefinition,
 )
@@ -34,6 +36,7 @@ from schemas.declare import (
                               EventBase,
 )
 from schemas.logs import TaskLogShipped, try_log_key
+from schemas.mapping import MapSource, TaskMapExpanded, TaskMapFailed
 from schemas.parsing import (
                               DagFileProcessed,
                               DagFileRemoved,
@@ -128,6 +131,9 @@ __all__ = [
     "KillTask",
     "LOGS",
     "LogsTopicEvent",
+    "MapDefinition",
+    "MapInput",
+    "MapSource",
     "MarkTask",
     "PARSING",
     "ParsingTopicEvent",
@@ -159,6 +165,8 @@ __all__ = [
     "TaskKilled",
     "TaskLaunched",
     "TaskLogShipped",
+    "TaskMapExpanded",
+    "TaskMapFailed",
     "TaskQueued",
     "TaskRemoved",
     "TaskRetryScheduled",

@@ -205,7 +205,7 @@ def _builder(cls: type[Declared]) -> Callable[[AvroRecord], Declared]:
 
 def _nested_converters(cls: type[DataclassInstance],
                        make: Callable[[type[DataclassInstance]], Convert]) -> dict[str, Convert]:
-    """Per-field converters for fields holding nested records (or lists of them)."""
+    """Per-field converters for fields holding nested records (optional ones, or lists of them)."""
     converters: dict[str, Convert] = {}
     for name, hint in typing.get_type_hints(cls).items():
         if name.isupper():  # TOPIC / VERSION / ROUTE class variables
@@ -215,9 +215,17 @@ def _nested_converters(cls: type[DataclassInstance],
             converters[name] = _optional(make(hint))
         elif typing.get_origin(hint) is list and args and _is_record(args[0]):
             converters[name] = _each(make(args[0]))
+        elif _is_record(record := _optional_of(args)):
+            converters[name] = _optional(make(record))  # an optional nested record (X | None)
         elif any(dataclasses.is_dataclass(arg) for arg in args):
             raise TypeError(f"{cls.__name__}.{name}: nested records only directly or in a list")
     return converters
+
+
+def _optional_of(args: tuple[object, ...]) -> object:
+    """X of an ``X | None`` union's arguments (None otherwise)."""
+    others = [arg for arg in args if arg is not type(None)]
+    return others[0] if len(args) == 2 and len(others) == 1 else None
 
 
 def _is_record(hint: object) -> TypeGuard[type[DataclassInstance]]:

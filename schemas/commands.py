@@ -18,15 +18,17 @@ class TriggerDagRun(EventBase):
     at: float
 
 
-@event(EVENTS, route=BY_DAG, version=2)
+@event(EVENTS, route=BY_DAG, version=3)
 class ClearTask(EventBase):
     """Run task instances again with new tries: ``task_id`` ("" = every task of the run) and, with
     ``downstream`` / ``upstream``, every task after / before it. A finished run reopens; a running
-    try is stopped first. v2 added request_id, downstream and upstream."""
+    try is stopped first. v2 added request_id, downstream and upstream.
+    v3 added map_index: one instance of a mapped task (-1: the task's every instance)."""
 
     dag_id: str
     run_id: str
     task_id: str
+    map_index: int = -1
     request_id: str = ""
     downstream: bool = False
     upstream: bool = False
@@ -34,27 +36,31 @@ class ClearTask(EventBase):
     at: float
 
 
-@event(EVENTS, route=BY_DAG, version=2)
+@event(EVENTS, route=BY_DAG, version=3)
 class MarkTask(EventBase):
     """Set a task instance's outcome by hand: "success", "failed" or "skipped". A running try is
-    stopped first; tasks downstream follow the marked state. v2 added request_id."""
+    stopped first; tasks downstream follow the marked state. v2 added request_id.
+    v3 added map_index: one instance of a mapped task (-1: the task's every instance)."""
 
     dag_id: str
     run_id: str
     task_id: str
+    map_index: int = -1
     state: str
     request_id: str = ""
     requested_by: str = ""
     at: float
 
 
-@event(EVENTS, route=BY_DAG)
+@event(EVENTS, route=BY_DAG, version=2)
 class KillTask(EventBase):
-    """Stop a task instance's running (or queued) try; it ends as killed: failed, not retried."""
+    """Stop a task instance's running (or queued) try; it ends as killed: failed, not retried.
+    v2 added map_index: one instance of a mapped task (-1: the task's every instance)."""
 
     dag_id: str
     run_id: str
     task_id: str
+    map_index: int = -1
     request_id: str = ""
     requested_by: str = ""
     at: float

@@ -18,6 +18,35 @@ TRIGGER_RULES = ("all_success", "all_failed", "all_done", "all_done_setup_succes
                  "none_skipped", "always")
 
 
+# Airflow's core.max_map_length: the most instances one mapped task expands to, unless it says otherwise.
+MAX_MAP_LENGTH = 1024
+MAP_KINDS = ("expand", "expand_kwargs")
+
+
+@record
+class MapInput:
+    """One input a mapped task expands over: a literal list or dict (``literal_json``, the value as
+    tock/values.py encodes it), or the value an upstream task passes on (``task_id`` and ``key``).
+    ``name`` is the argument it fills ("" for expand_kwargs' one input: each element is the kwargs)."""
+
+    name: str = ""
+    literal_json: str = ""
+    task_id: str = ""
+    key: str = "return_value"
+
+
+@record
+class MapDefinition:
+    """How a mapped task (Airflow's ``.expand()`` / ``.expand_kwargs()``) expands: ``expand`` makes one
+    instance per element of the cartesian product of its inputs (in their order), ``expand_kwargs``
+    one per element of its one input (each a dict of kwargs). More than ``max_map_length`` instances
+    fail the task."""
+
+    kind: str = "expand"
+    inputs: list[MapInput] = field(default_factory=list)
+    max_map_length: int = MAX_MAP_LENGTH
+
+
 @record
 class TaskDefinition:
     """One task of a DAG as the scheduler and the runner need it."""
@@ -64,6 +93,7 @@ class TaskDefinition:
     # identity: core/retries.py), at most max_retry_delay seconds.
     retry_exponential_backoff: bool = False
     max_retry_delay: float | None = None
+    mapped: MapDefinition | None = None  # a mapped task: how it expands (services/scheduler/core/mapping.py)
 
 
 @record
@@ -109,7 +139,7 @@ class DagDefinition:
     dagrun_timeout: float | None = None
 
 
-@event(DAGS, route=BY_DAG, version=9)
+@event(DAGS, route=BY_DAG, version=10)
 class DagParsed(EventBase):
     """The latest definition of a DAG; written only when its fingerprint changed.
     v2: the definition has on_failure and on_deadline_missed (webhook URLs).
@@ -121,7 +151,8 @@ class DagParsed(EventBase):
     the definition has its task groups.
     v8: the definition and its task definitions have their Airflow-style callbacks.
     v9: task definitions have their priority_weight and weight_rule, max_active_tis_per_dag / _per_dagrun,
-    retry_exponential_backoff and max_retry_delay; the definition has max_active_tasks and dagrun_timeout."""
+    retry_exponential_backoff and max_retry_delay; the definition has max_active_tasks and dagrun_timeout.
+    v10: a mapped task's definition says how it expands (``mapped``)."""
 
     dag_id: str
     file_path: str

@@ -30,9 +30,10 @@ class Route(Generic[Routed]):
         return f"<route {self.name}>"
 
 
-def try_log_key(dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
-    """The record key of a try's log records."""
-    return f"{dag_id}|{run_id}|{task_id}|{try_number}"
+def try_log_key(dag_id: str, run_id: str, task_id: str, try_number: int, map_index: int = -1) -> str:
+    """The record key of a try's log records (a mapped task's instance N: ``...|try|N``)."""
+    key = f"{dag_id}|{run_id}|{task_id}|{try_number}"
+    return key if map_index < 0 else f"{key}|{map_index}"
 
 
 class OfDag(Protocol):
@@ -48,7 +49,12 @@ class OfTaskInstance(OfDag, Protocol):
     def task_id(self) -> str: ...
 
 
-class OfTry(OfTaskInstance, Protocol):
+class OfMappedTaskInstance(OfTaskInstance, Protocol):
+    @property
+    def map_index(self) -> int: ...
+
+
+class OfTry(OfMappedTaskInstance, Protocol):
     @property
     def try_number(self) -> int: ...
 
@@ -87,13 +93,15 @@ def _by_dag(event: OfDag) -> tuple[str, str]:
     return event.dag_id, event.dag_id
 
 
-def _by_task_instance(event: OfTaskInstance) -> tuple[str, str]:
-    # Compaction of tock.heartbeats keeps the latest per task instance.
-    return f"{event.dag_id}|{event.run_id}|{event.task_id}", event.dag_id
+def _by_task_instance(event: OfMappedTaskInstance) -> tuple[str, str]:
+    # Compaction of tock.heartbeats keeps the latest per task instance; an instance of a mapped task
+    # has its map index in the key (an unmapped one keeps the key it always had).
+    key = f"{event.dag_id}|{event.run_id}|{event.task_id}"
+    return (key if event.map_index < 0 else f"{key}|{event.map_index}"), event.dag_id
 
 
 def _by_try(event: OfTry) -> tuple[str, str]:
-    return try_log_key(event.dag_id, event.run_id, event.task_id, event.try_number), event.dag_id
+    return try_log_key(event.dag_id, event.run_id, event.task_id, event.try_number, event.map_index), event.dag_id
 
 
 def _by_file(event: OfFile) -> tuple[str, str]:
@@ -124,10 +132,10 @@ def _by_connection(event: OfConnection) -> tuple[str, str]:
 
 BY_DAG: Route[OfDag] = Route("dag", ("dag_id",), _by_dag)
 """Key and partition by dag_id (run and task lifecycle, commands, DAG definitions)."""
-BY_TASK_INSTANCE: Route[OfTaskInstance] = Route("task instance", ("dag_id", "run_id", "task_id"),
-                                                _by_task_instance)
-"""Key ``dag|run|task`` (heartbeats), partition by dag_id."""
-BY_TRY: Route[OfTry] = Route("try", ("dag_id", "run_id", "task_id", "try_number"), _by_try)
+BY_TASK_INSTANCE: Route[OfMappedTaskInstance] = Route("task instance", ("dag_id", "run_id", "task_id", "map_index"),
+                                                      _by_task_instance)
+"""Key ``dag|run|task`` (heartbeats; ``dag|run|task|map_index`` for a mapped task's instance), partition by dag_id."""
+BY_TRY: Route[OfTry] = Route("try", ("dag_id", "run_id", "task_id", "map_index", "try_number"), _by_try)
 """Key :func:`try_log_key` (task log lines), partition by dag_id."""
 BY_FILE: Route[OfFile] = Route("file", ("file_path",), _by_file)
 """Key and partition by DAG file path (parsing events without a DAG)."""

@@ -19,6 +19,7 @@ from schemas.commands import (
 )
 from schemas.dags import DagParsed, DagQuarantined, DagQuarantineLifted
 from schemas.logs import TaskLogShipped
+from schemas.mapping import TaskMapExpanded, TaskMapFailed
 from schemas.parsing import (
     DagFileProcessed,
     DagFileRemoved,
@@ -79,8 +80,8 @@ EventsTopicEvent: TypeAlias = (
     DagRunReopened | DagRunTimedOut | DeadlineMissed | KillTask | MarkTask | PauseDag | PodFinished |
     PodStarted | RequestBackfill | SecretAccessed | TaskAdopted | TaskCleared | TaskDeadlineMissed |
     TaskDeclaredDead | TaskEmptySucceeded | TaskFailed | TaskKillRequested | TaskKilled |
-    TaskLaunched | TaskQueued | TaskRemoved | TaskRetryScheduled | TaskSkipped | TaskStarted |
-    TaskSucceeded | TaskTrySkipped | TaskUpstreamFailed | TriggerDagRun
+    TaskLaunched | TaskMapExpanded | TaskMapFailed | TaskQueued | TaskRemoved | TaskRetryScheduled |
+    TaskSkipped | TaskStarted | TaskSucceeded | TaskTrySkipped | TaskUpstreamFailed | TriggerDagRun
 )
 
 HeartbeatsTopicEvent: TypeAlias = TaskHeartbeat
@@ -106,10 +107,10 @@ Event: TypeAlias = (
     PauseDag | PodFinished | PodStarted | ProcessorFinished | ProcessorKilled | ProcessorStarted |
     RequestBackfill | SchedulerHeartbeat | SchedulerStopped | SecretAccessed | TaskAdopted |
     TaskCleared | TaskDeadlineMissed | TaskDeclaredDead | TaskEmptySucceeded | TaskFailed |
-    TaskHeartbeat | TaskKillRequested | TaskKilled | TaskLaunched | TaskLogShipped | TaskQueued |
-    TaskRemoved | TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded | TaskTrySkipped |
-    TaskUpstreamFailed | TokenCreated | TokenRevoked | TriggerDagRun | UserCreated | UserDeleted |
-    VariableDeleted | VariableSet | WorkerHeartbeat | WorkerStopped
+    TaskHeartbeat | TaskKillRequested | TaskKilled | TaskLaunched | TaskLogShipped | TaskMapExpanded |
+    TaskMapFailed | TaskQueued | TaskRemoved | TaskRetryScheduled | TaskSkipped | TaskStarted |
+    TaskSucceeded | TaskTrySkipped | TaskUpstreamFailed | TokenCreated | TokenRevoked | TriggerDagRun |
+    UserCreated | UserDeleted | VariableDeleted | VariableSet | WorkerHeartbeat | WorkerStopped
 )
 
 EVENT_CLASSES: tuple[type[Event], ...] = (
@@ -120,7 +121,8 @@ EVENT_CLASSES: tuple[type[Event], ...] = (
     ProcessorFinished, ProcessorKilled, ProcessorStarted, RequestBackfill, SchedulerHeartbeat,
     SchedulerStopped, SecretAccessed, TaskAdopted, TaskCleared, TaskDeadlineMissed, TaskDeclaredDead,
     TaskEmptySucceeded, TaskFailed, TaskHeartbeat, TaskKillRequested, TaskKilled, TaskLaunched,
-    TaskLogShipped, TaskQueued, TaskRemoved, TaskRetryScheduled, TaskSkipped, TaskStarted,
-    TaskSucceeded, TaskTrySkipped, TaskUpstreamFailed, TokenCreated, TokenRevoked, TriggerDagRun,
-    UserCreated, UserDeleted, VariableDeleted, VariableSet, WorkerHeartbeat, WorkerStopped
+    TaskLogShipped, TaskMapExpanded, TaskMapFailed, TaskQueued, TaskRemoved, TaskRetryScheduled,
+    TaskSkipped, TaskStarted, TaskSucceeded, TaskTrySkipped, TaskUpstreamFailed, TokenCreated,
+    TokenRevoked, TriggerDagRun, UserCreated, UserDeleted, VariableDeleted, VariableSet,
+    WorkerHeartbeat, WorkerStopped
 )

@@ -80,7 +80,12 @@ class RuntimeTaskInstance:
                  map_index: int = -1) -> None:
         self.task, self.dag_id, self.task_id = task, task.dag.dag_id, task.task_id
         self.run_id, self.try_number, self.map_index = run_id, try_number, map_index
-        self._inputs = {item.task_id: item for item in inputs}
+        inputs = list(inputs)
+        self._inputs = {item.task_id: item for item in inputs if item.map_index < 0}
+        # A mapped upstream's instances, in map index order (tock/mapping.py): its value is their list.
+        self._mapped: dict[str, list[TryInput]] = {}
+        for item in sorted((item for item in inputs if item.map_index >= 0), key=lambda item: item.map_index):
+            self._mapped.setdefault(item.task_id, []).append(item)
         self._decoded: dict[str, dict[str, Any]] = {}
         self.pushed: dict[str, Any] = {}  # what this try passes on, key -> value
 
@@ -101,6 +106,22 @@ class RuntimeTaskInstance:
             return self._value(task_ids or self.task_id, key, default, map_indexes)
         return [self._value(task_id, key, default, map_indexes) for task_id in task_ids]
 
+    def mapped_values(self, task_id: str, key: str, map_indexes: int | Iterable[int] | None = None) -> Any:
+        """The values ``key`` of a mapped upstream's instances: a list in map index order (None where one
+        passed none), or one instance's (``map_indexes`` an int), or those of some (an iterable)."""
+        by_index = {item.map_index: item for item in self._mapped.get(task_id, [])}
+
+        def value(index: int) -> Any:
+            found = by_index.get(index)
+            return None if found is None else decode_values(self._checked(found).values_json).get(key)
+
+        if isinstance(map_indexes, int):
+            return value(map_indexes)
+        return [value(index) for index in (sorted(by_index) if map_indexes is None else map_indexes)]
+
+    def is_mapped_input(self, task_id: str) -> bool:
+        return task_id in self._mapped
+
     def values_of(self, task_id: str) -> dict[str, Any]:
         """Every value an upstream task's try passed on, key -> value."""
         if task_id not in self._decoded:
@@ -113,6 +134,8 @@ class RuntimeTaskInstance:
         return None if found is None else found.try_number
 
     def _value(self, task_id: str, key: str, default: Any, map_indexes: int | Iterable[int] | None) -> Any:
+        if self.is_mapped_input(task_id):
+            return self.mapped_values(task_id, key, map_indexes)
         if map_indexes not in (None, -1):
             raise ValueNotPassed(f"xcom_pull(map_indexes={map_indexes!r}): task {task_id!r} is not mapped")
         if task_id == self.task_id:
@@ -125,7 +148,10 @@ class RuntimeTaskInstance:
         return self.values_of(task_id).get(key, default)
 
     def _input(self, task_id: str) -> TryInput:
-        found = self._inputs[task_id]
+        return self._checked(self._inputs[task_id])
+
+    def _checked(self, found: TryInput) -> TryInput:
+        task_id = found.task_id
         if found.left_out:
             raise ValueNotPassed(f"the values of {task_id!r} (try {found.try_number}) were not passed to "
                                  f"{self.task_id!r}: its inputs together were larger than a queued try may carry")
@@ -145,7 +171,8 @@ def build_context(task: Task, run_id: str, try_number: int, queued: TaskQueued |
     """The context of a try of ``task`` from its TaskQueued (None: a try queued before the log recorded
     contexts, or run outside the scheduler with nothing recorded): dates None, params the DAG's."""
     dag: DAG = task.dag
-    ti = RuntimeTaskInstance(task, run_id, try_number, queued.inputs if queued else ())
+    map_index = queued.map_index if queued else -1
+    ti = RuntimeTaskInstance(task, run_id, try_number, queued.inputs if queued else (), map_index)
     logical_date = _moment(queued.logical_date if queued else None)
     run = DagRunInfo(dag.dag_id, run_id, queued.run_type if queued else "", logical_date,
                      _moment(queued.data_interval_start if queued else None),
@@ -159,7 +186,7 @@ def build_context(task: Task, run_id: str, try_number: int, queued: TaskQueued |
                       if queued else None,
                       prev_data_interval_end_success=_moment(queued.prev_data_interval_end_success)
                       if queued else None,
-                      map_index=-1, test_mode=False, templates_dict=None)
+                      map_index=map_index, test_mode=False, templates_dict=None)
     context.update(_date_keys(logical_date, dag.dag_id, task.task_id))
     context.update(extras or {})
     return context
@@ -232,6 +259,8 @@ def resolve_references(value: Any, ti: RuntimeTaskInstance, walking: frozenset[i
 
 
 def _referenced(ti: RuntimeTaskInstance, task_id: str, key: str) -> Any:
+    if ti.is_mapped_input(task_id):
+        return ti.mapped_values(task_id, key)  # a mapped upstream's value: its instances', in map index order
     if ti.input_try(task_id) is None:
         if key == RETURN_VALUE:
             return None  # it returned None (nothing passed), or ended without running (skipped)

@@ -16,6 +16,7 @@ from schemas import schedule as cron
 from schemas.dags import DagDefinition, TaskDefinition, TaskGroupDefinition
 from tock.callbacks import DAG_CALLBACKS, callbacks_of
 from tock.deadline import Deadline, deadline_of
+from tock.mapping import definition_of
 from tock.params import ParamsDict, definition_problems, params_of, to_params_json
 from tock.tasks import ID_PATTERN, Task, TaskOptions, default_args_problem, defaults_for_kind, seconds_of
 from tock.templating import TemplateOptions
@@ -331,6 +332,7 @@ def _task_definition(task: Task, setups: list[str]) -> TaskDefinition:
         priority_weight=task.priority_weight, weight_rule=task.weight_rule,
         max_active_tis_per_dag=task.max_active_tis_per_dag, max_active_tis_per_dagrun=task.max_active_tis_per_dagrun,
         retry_exponential_backoff=task.retry_exponential_backoff, max_retry_delay=task.max_retry_delay,
+        mapped=None if task.mapped is None else definition_of(task.mapped, task.options.max_map_length),
     )
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, overload
 
+from tock.mapping import PartialTaskFunction
 from tock.tasks import Task, TaskOptions, _new_task
 from tock.trigger_rules import TriggerRule
 
@@ -64,6 +65,19 @@ class TaskFunction:
                             args=args, kwargs=kwargs, **vars(self.role))
         created.trigger_rule_given = "trigger_rule" in self.given
         return created
+
+    # Dynamic task mapping (tock/mapping.py), Airflow's names.
+    def partial(self, **kwargs: Any) -> PartialTaskFunction:
+        """Fix some arguments of a mapped task; ``.expand()`` / ``.expand_kwargs()`` map the others."""
+        return PartialTaskFunction(self, kwargs)
+
+    def expand(self, **mapped: Any) -> Task:
+        """A mapped task: one instance per element of each argument's list or dict (their product)."""
+        return self.partial().expand(**mapped)
+
+    def expand_kwargs(self, value: Any) -> Task:
+        """A mapped task: one instance per dict of ``value``, each its keyword arguments."""
+        return self.partial().expand_kwargs(value)
 
     def override(self, **changes: Any) -> TaskFunction:
         """This task function with other options (``task_id``, ``retries``...), as Airflow's ``override``."""

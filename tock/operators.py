@@ -24,6 +24,7 @@ class PythonOperator(Task):
     Its return value is passed on whole (no ``multiple_outputs`` unless given)."""
 
     chooses_as = ""
+    mappable_arguments = {"op_args": "args", "op_kwargs": "kwargs"}  # noqa: RUF012 - read only (tock/mapping.py)
 
     def __init__(self, task_id: str, python_callable: Callable[..., Any], op_args: Iterable[Any] | None = None,
                  op_kwargs: dict[str, Any] | None = None, templates_dict: dict[str, Any] | None = None,

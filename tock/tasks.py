@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from tock.callbacks import TASK_CALLBACKS, callbacks_of
 from tock.trigger_rules import TriggerRule, trigger_rule_problem, trigger_rule_value
@@ -20,6 +20,7 @@ from tock.weight_rules import WeightRule, priority_weight_problem, weight_rule_p
 
 if TYPE_CHECKING:
     from tock.dag import DAG
+    from tock.mapping import MapSpec, OperatorPartial
     from tock.task_group import TaskGroup
 
 # What a dependency may link: a task, its value, a task group, or a list of them.
@@ -79,6 +80,7 @@ class TaskOptions:
     # The retry delay doubles with each try (with a jitter), at most max_retry_delay.
     retry_exponential_backoff: bool = False
     max_retry_delay: float | timedelta | None = None
+    max_map_length: int | None = None  # a mapped task's most instances; None: 1024 (Airflow's core.max_map_length)
 
     def problems(self) -> list[str]:
         """What is wrong with these options, in words (empty when valid)."""
@@ -106,6 +108,7 @@ class TaskOptions:
             found.append(str(trigger_rule_problem(self.trigger_rule)))
         found.extend(self._callback_problems())
         found.extend(self._limit_problems())
+        found.extend(_max_map_length_problems(self.max_map_length))
         return found
 
     def _limit_problems(self) -> list[str]:
@@ -133,6 +136,12 @@ class TaskOptions:
 
     def pod_override_json(self) -> str | None:
         return None if self.pod_override is None else json.dumps(self.pod_override, sort_keys=True)
+
+
+def _max_map_length_problems(value: Any) -> list[str]:
+    from tock.mapping import max_map_length_problems
+
+    return max_map_length_problems(value)
 
 
 def _params_problems(params: Any) -> list[str]:
@@ -260,6 +269,21 @@ class Task(Links):
     chooses: str = ""  # "branch" (its return value names what follows) or "short_circuit" (whether anything does)
     ignore_downstream_trigger_rules: bool = True  # a short circuit's falsy value skips all downstream
     trigger_rule_given: bool = False  # the DAG file set its trigger rule (a teardown's cannot be)
+    mapped: MapSpec | None = None  # a mapped task (tock/mapping.py): what its instances map over
+    # An operator's arguments ``.expand()`` may map over -> the attribute each sets (tock/mapping.py).
+    mappable_arguments: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def partial(cls, **kwargs: Any) -> OperatorPartial:
+        """``Operator.partial(task_id=..., ...)``: the fixed arguments of a mapped operator, then
+        ``.expand(...)`` or ``.expand_kwargs(...)`` (Airflow's)."""
+        from tock.mapping import OperatorPartial
+
+        return OperatorPartial(cls, kwargs)
+
+    @property
+    def is_mapped(self) -> bool:
+        return self.mapped is not None
 
     def __post_init__(self) -> None:
         self.dag.add_task(self)
@@ -350,6 +374,11 @@ class Task(Links):
         """This task's return value, as the argument of another task (Airflow's ``task.output``)."""
         return XComArg(self)
 
+    def map(self, function: Callable[[Any], Any]) -> XComArg:
+        """This task's return value with ``function`` applied to each element a mapped task gets from it
+        (``XComArg.map``)."""
+        return self.output.map(function)
+
     @property
     def operator(self) -> Task:
         """The task itself (what Airflow's XComArg.operator names), so a @task call's result reads
@@ -437,9 +466,20 @@ class XComArg:
 
     operator: Task
     key: str = RETURN_VALUE
+    # ``.map(fn)``: functions applied, in order, to each element a mapped task gets from this value
+    # (in the try, not the scheduler: the number of instances is the value's length).
+    transforms: tuple[Callable[[Any], Any], ...] = ()
 
     def __getitem__(self, key: str) -> XComArg:
         return XComArg(self.operator, key)
+
+    def map(self, function: Callable[[Any], Any]) -> XComArg:
+        """This value with ``function`` applied to each of its elements when a task is mapped over it
+        (Airflow's ``XComArg.map``): the mapped task's instance N gets ``function(element N)``; a function
+        that raises AirflowSkipException skips that instance."""
+        if not callable(function):
+            raise TypeError(f"XComArg.map() takes a function, not {function!r}")
+        return XComArg(self.operator, self.key, (*self.transforms, function))
 
     def set_downstream(self, others: Any) -> None:
         self.operator.set_downstream(others)

@@ -56,6 +56,16 @@ def decode_values(text: str) -> dict[str, Any]:
     return {key: _decode(value) for key, value in json.loads(text).items()}
 
 
+def encode_value(value: Any, where: str) -> str:
+    """The JSON text of one value, encoded as a try's values are (a literal a mapped task expands over)."""
+    return json.dumps(_encode(value, where), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def decode_value(text: str) -> Any:
+    """One value from the JSON text ``encode_value`` wrote."""
+    return _decode(json.loads(text))
+
+
 def _encode(value: Any, where: str) -> Any:
     if value is None or isinstance(value, bool | str | int):
         return value

@@ -49,7 +49,8 @@ def dags_test(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The DA
         typer.echo(json.dumps(result.as_json(), indent=2, sort_keys=True))
     else:
         for instance in result.task_instances:
-            typer.echo(f"{instance.task_id}: {instance.state} (try {instance.try_number})"
+            shown = instance.task_id if instance.map_index < 0 else f"{instance.task_id}[{instance.map_index}]"
+            typer.echo(f"{shown}: {instance.state} (try {instance.try_number})"
                        + (f" · {instance.values_json}" if instance.values_json else ""))
         typer.echo(f"run {result.run_id}: {result.state}")
     raise typer.Exit(0 if result.state == "success" else 1)

@@ -29,6 +29,7 @@ from schemas import (
     DagRunFinished,
     Event,
     TaskFailed,
+    TaskMapFailed,
     TaskQueued,
     TaskStarted,
     TaskSucceeded,
@@ -38,6 +39,8 @@ from schemas import (
 from schemas.runs import manual_run_id
 from services.runner.task_code import TryProgress, TryResult, run_task_code
 from services.scheduler.core import Policy, SchedulerState, decide, evolve
+from services.scheduler.core.mapping import mapped_instances
+from services.scheduler.core.model import DagRun, TaskInstance
 from tock.dag import DAG, fingerprint
 from tock.params import ParamValidationError
 from tock.secrets import SecretsBackend, SecretsChain, install
@@ -77,8 +80,9 @@ class LocalRun:
     task_instances: list[TaskInstanceResult] = field(default_factory=list)
     log: list[Event] = field(default_factory=list)  # every event, in the order it was folded
 
-    def task_instance(self, task_id: str) -> TaskInstanceResult:
-        return next(instance for instance in self.task_instances if instance.task_id == task_id)
+    def task_instance(self, task_id: str, map_index: int = -1) -> TaskInstanceResult:
+        return next(instance for instance in self.task_instances
+                    if instance.task_id == task_id and instance.map_index == map_index)
 
     def as_json(self) -> dict[str, Any]:
         return {"dag_id": self.dag_id, "run_id": self.run_id, "state": self.state,
@@ -141,21 +145,21 @@ def _run_try(dag: DAG, queued: TaskQueued, xcom_max_bytes: int, report: Report) 
     """The try's user code, here: its TaskStarted and its outcome."""
     ids = _ids(queued)
     started = TaskStarted(**ids, runner_id=RUNNER, hostname="localhost", pid=0, executor="local", at=time.time())
-    report(f"[{queued.task_id}] try {queued.try_number}: running")
+    report(f"[{_name(queued)}] try {queued.try_number}: running")
     progress = TryProgress()
     try:
         with _try_variables(queued):
             result = run_task_code(dag.tasks[queued.task_id], queued.run_id, queued.try_number, queued,
                                    xcom_max_bytes, progress)
     except Exception as error:  # noqa: BLE001 - the try fails, as a runner would report it
-        report(f"[{queued.task_id}] try {queued.try_number}: failed\n{''.join(traceback.format_exception(error))}")
+        report(f"[{_name(queued)}] try {queued.try_number}: failed\n{''.join(traceback.format_exception(error))}")
         return [started, TaskFailed(**ids, runner_id=RUNNER, error=f"{type(error).__name__}: {error}",
                                     traceback="".join(traceback.format_exception(error)),
                                     rendered_json=progress.rendered_json, at=time.time())]
     if result.exit_code or result.signal:
         why = f"user code exited with code {result.exit_code}" if result.exit_code else \
             f"user code killed by signal {result.signal}"
-        report(f"[{queued.task_id}] try {queued.try_number}: failed: {why}")
+        report(f"[{_name(queued)}] try {queued.try_number}: failed: {why}")
         return [started, TaskFailed(**ids, runner_id=RUNNER, error=why, rendered_json=result.rendered_json,
                                     at=time.time())]
     return [started, _ended_well(queued, result, report)]
@@ -186,19 +190,24 @@ def _ended_well(queued: TaskQueued, result: TryResult, report: Report) -> TaskSu
     ids = {**_ids(queued), "runner_id": RUNNER}
     shown = f" · values {result.values_json}" if result.values_json else ""
     if result.skipped:
-        report(f"[{queued.task_id}] try {queued.try_number}: skipped: {result.reason}{shown}")
+        report(f"[{_name(queued)}] try {queued.try_number}: skipped: {result.reason}{shown}")
         return TaskTrySkipped(**ids, reason=result.reason, values_json=result.values_json,
                               rendered_json=result.rendered_json, at=time.time())
     if result.follow is not None:
         shown += f" · follows {', '.join(result.follow) or 'none of its downstream tasks'}"
-    report(f"[{queued.task_id}] try {queued.try_number}: success{shown}")
+    report(f"[{_name(queued)}] try {queued.try_number}: success{shown}")
     return TaskSucceeded(**ids, values_json=result.values_json, rendered_json=result.rendered_json,
                          follow=result.follow, at=time.time())
 
 
 def _ids(queued: TaskQueued) -> dict[str, Any]:
     return {"dag_id": queued.dag_id, "run_id": queued.run_id, "task_id": queued.task_id,
-            "try_number": queued.try_number}
+            "map_index": queued.map_index, "try_number": queued.try_number}
+
+
+def _name(queued: TaskQueued) -> str:
+    """The instance as reports name it: ``task`` or ``task[i]`` (a mapped task's instance i)."""
+    return queued.task_id if queued.map_index < 0 else f"{queued.task_id}[{queued.map_index}]"
 
 
 def _next_retry(state: SchedulerState) -> float | None:
@@ -210,10 +219,20 @@ def _next_retry(state: SchedulerState) -> float | None:
 def _ended(local: LocalRun, outcome: str, state: SchedulerState) -> LocalRun:
     local.state = outcome
     run = state.runs.get((local.dag_id, local.run_id)) or state.finished.get((local.dag_id, local.run_id))
-    errors = {event.task_id: event.error for event in local.log if isinstance(event, TaskFailed)}
+    errors = {(event.task_id, event.map_index): event.error for event in local.log if isinstance(event, TaskFailed)}
+    errors.update({(event.task_id, -1): event.reason for event in local.log if isinstance(event, TaskMapFailed)})
     entry = state.dags.get(local.dag_id)
     if run is not None and entry is not None:  # in the DAG's order: every task after its upstream
-        local.task_instances = [TaskInstanceResult(task_id, instance.state, instance.try_number,
-                                                   values_json=instance.values_json, error=errors.get(task_id, ""))
-                                for task_id in entry.order if (instance := run.tasks.get(task_id)) is not None]
+        local.task_instances = [TaskInstanceResult(instance.task_id, instance.state, instance.try_number,
+                                                   instance.map_index, instance.values_json,
+                                                   errors.get((instance.task_id, instance.map_index), ""))
+                                for task_id in entry.order for instance in _instances_of(run, task_id)]
     return local
+
+
+def _instances_of(run: DagRun, task_id: str) -> list[TaskInstance]:
+    """A task's instance, or an expanded mapped task's instances in map index order."""
+    whole = run.tasks.get(task_id)
+    if whole is not None and whole.map_count > 0:
+        return mapped_instances(run, task_id)
+    return [whole] if whole is not None else []

@@ -39,6 +39,14 @@ class MarkState(str, enum.Enum):
     skipped = "skipped"
 
 
+MAP_INDEX_OPTION = typer.Option(-1, "--map-index", help="Of a mapped task: only instance N (default: every "
+                                                      "instance, or a task that is not mapped).")
+
+
+def _named(task_id: str, map_index: int) -> str:
+    return task_id if map_index < 0 else f"{task_id}[{map_index}]"
+
+
 def register(_app: typer.Typer) -> None:
     """Commands are added to the shared groups when this module is imported."""
 
@@ -54,7 +62,7 @@ def tasks_clear(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The 
                 end_date: float | None = date_option("--end-date", "With --state: runs with a logical date at "
                                                                      "or before this."),
                 downstream: bool = DOWNSTREAM_OPTION, upstream: bool = UPSTREAM_OPTION, yes: bool = YES_OPTION,
-                request_id: str = REQUEST_ID_OPTION) -> None:
+                request_id: str = REQUEST_ID_OPTION, map_index: int = MAP_INDEX_OPTION) -> None:
     """Run task instances again with new tries: one (DAG RUN TASK), or every one in a --state.
 
     A finished run reopens; a running try is stopped first (the runner kills its user code), then the
@@ -65,9 +73,9 @@ def tasks_clear(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The 
         if run_id is None or task_id is None or start_date is not None or end_date is not None:
             fail("tasks clear", "give DAG RUN TASK, or --state (with --start-date / --end-date) to clear by state",
                  code=2)
-        _clear_one(ctx, ClearTask(dag_id=dag_id, run_id=run_id, task_id=task_id, request_id=request_id,
-                                  downstream=downstream, upstream=upstream, requested_by=REQUESTED_BY,
-                                  at=time.time()))
+        _clear_one(ctx, ClearTask(dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index,
+                                  request_id=request_id, downstream=downstream, upstream=upstream,
+                                  requested_by=REQUESTED_BY, at=time.time()))
         return
     with tables(ctx, "tasks clear") as engine:
         dag = targets.known_dag(engine, dag_id, active=True)
@@ -84,7 +92,8 @@ def _clear_one(ctx: typer.Context, event: ClearTask) -> None:
     with tables(ctx, "tasks clear") as engine:
         targets.known_task(engine, event.dag_id, event.run_id, event.task_id)
     append_commands(settings_of(ctx), [event], "tasks clear")
-    typer.echo(f"clearing {event.task_id} in {event.dag_id} / {event.run_id}: {show_request(event.request_id)}")
+    typer.echo(f"clearing {_named(event.task_id, event.map_index)} in {event.dag_id} / {event.run_id}: "
+               f"{show_request(event.request_id)}")
 
 
 def _clear_many(ctx: typer.Context, events: list[ClearTask], nothing: str, yes: bool) -> None:
@@ -117,7 +126,7 @@ def runs_clear(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The D
 def tasks_mark(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The DAG."),
                run_id: str = typer.Argument(..., help="The run."), task_id: str = typer.Argument(..., help="The task."),
                state: MarkState = typer.Option(..., "--state", help="The state to set."),
-               request_id: str = REQUEST_ID_OPTION) -> None:
+               request_id: str = REQUEST_ID_OPTION, map_index: int = MAP_INDEX_OPTION) -> None:
     """Set a task instance's state by hand, whatever it is now (not queued yet included).
 
     A running try is stopped first and its late outcome does not change the mark. Downstream tasks
@@ -125,24 +134,25 @@ def tasks_mark(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The D
     """
     with tables(ctx, "tasks mark") as engine:
         targets.known_task(engine, dag_id, run_id, task_id)
-    event = MarkTask(dag_id=dag_id, run_id=run_id, task_id=task_id, state=state.value, request_id=request_id,
-                     requested_by=REQUESTED_BY, at=time.time())
+    event = MarkTask(dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index, state=state.value,
+                     request_id=request_id, requested_by=REQUESTED_BY, at=time.time())
     append_commands(settings_of(ctx), [event], "tasks mark")
-    typer.echo(f"marking {task_id} in {dag_id} / {run_id} {state.value}: {show_request(request_id)}")
+    typer.echo(f"marking {_named(task_id, map_index)} in {dag_id} / {run_id} {state.value}: {show_request(request_id)}")
 
 
 @tasks_app.command("kill")
 def tasks_kill(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The DAG."),
                run_id: str = typer.Argument(..., help="The run."), task_id: str = typer.Argument(..., help="The task."),
-               request_id: str = REQUEST_ID_OPTION) -> None:
+               request_id: str = REQUEST_ID_OPTION, map_index: int = MAP_INDEX_OPTION) -> None:
     """Stop a task instance's queued or running try: its runner kills the user code and the try ends
     as killed (failed, not retried; downstream tasks become upstream_failed)."""
     with tables(ctx, "tasks kill") as engine:
-        targets.killable(targets.known_task(engine, dag_id, run_id, task_id, active=False), task_id)
-    event = KillTask(dag_id=dag_id, run_id=run_id, task_id=task_id, request_id=request_id,
+        target = targets.known_task(engine, dag_id, run_id, task_id, active=False, map_index=map_index)
+        targets.killable(target, _named(task_id, map_index))
+    event = KillTask(dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index, request_id=request_id,
                      requested_by=REQUESTED_BY, at=time.time())
     append_commands(settings_of(ctx), [event], "tasks kill")
-    typer.echo(f"killing {task_id} in {dag_id} / {run_id}: {show_request(request_id)}")
+    typer.echo(f"killing {_named(task_id, map_index)} in {dag_id} / {run_id}: {show_request(request_id)}")
 
 
 @dags_app.command("pause")

@@ -113,15 +113,22 @@ def tasks_list(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The D
 @tasks_app.command("history")
 def tasks_history(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The DAG."),
                   run_id: str = typer.Argument(..., help="The run."),
-                  task_id: str = typer.Argument(..., help="The task."), as_json: bool = JSON_OPTION) -> None:
-    """Every event of one task instance, in log order (including those of old tries)."""
-    rows = _query(ctx, lambda engine: queries.task_history(engine, dag_id, run_id, task_id, limit=100_000))
+                  task_id: str = typer.Argument(..., help="The task."), as_json: bool = JSON_OPTION,
+                  map_index: int | None = typer.Option(None, "--map-index", help="Of a mapped task: only the events of "
+                                                       "this instance and of the task as a whole (its expansion).")
+                  ) -> None:
+    """Every event of one task instance, in log order (including those of old tries); of a mapped task,
+    those of every instance (``map_index``) unless --map-index names one."""
+    rows = _query(ctx, lambda engine: queries.task_history(engine, dag_id, run_id, task_id, limit=100_000,
+                                                           map_index=map_index))
     if not rows:
         typer.echo(f"tock: no events of task {task_id} in {dag_id} / {run_id}", err=True)
         raise typer.Exit(1)
     rows = [_history_line(row) for row in rows]
-    _show(rows, ["offset", "event_type", "try_number", "at", "why", "values", "payload"], as_json,
-          title=f"{dag_id} / {run_id} / {task_id}")
+    mapped = any(row.get("map_index") not in (None, -1) for row in rows)  # a map index column only where one is
+    columns = ["offset", "event_type", *(["map_index"] if mapped or as_json else []), "try_number", "at", "why",
+               "values", "payload"]
+    _show(rows, columns, as_json, title=f"{dag_id} / {run_id} / {task_id}")
 
 
 def _history_line(row: dict[str, Any]) -> dict[str, Any]:

@@ -28,7 +28,8 @@ def run_task(ctx: typer.Context,
              executor: str = typer.Option("", help="Executor name, reported in TaskStarted (informational)."),
              queue: str = typer.Option("", help="Queue name, reported in TaskStarted (informational)."),
              queued_at: float = typer.Option(0.0, help="The `at` of the try's TaskQueued (seconds since the epoch): "
-                                                       "where the claim starts reading; 0 reads the whole partition.")
+                                                       "where the claim starts reading; 0 reads the whole partition."),
+             map_index: int = typer.Option(-1, "--map-index", help="Which instance of a mapped task (-1: not mapped).")
              ) -> None:
     """Run one try: report TaskStarted, heartbeats and the outcome to Kafka; output to a log file.
 
@@ -36,5 +37,6 @@ def run_task(ctx: typer.Context,
     """
     from services.runner import TryRequest, run_try
 
-    request = TryRequest(dag_id, run_id, task_id, try_number, str(dag_file.resolve()), execution_timeout, queued_at)
+    request = TryRequest(dag_id, run_id, task_id, try_number, str(dag_file.resolve()), execution_timeout, queued_at,
+                         map_index=map_index)
     raise typer.Exit(run_try(settings_of(ctx), request, executor=executor, queue=queue))

@@ -109,6 +109,8 @@ def _command(request: TryRequest, queue: str) -> list[str]:
                "--queued-at", repr(request.queued_at)]
     if request.execution_timeout is not None:
         command += ["--execution-timeout", repr(request.execution_timeout)]
+    if request.map_index >= 0:
+        command += ["--map-index", str(request.map_index)]
     return command
 
 

@@ -33,7 +33,10 @@ class TryMessage:
     queue: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"try": asdict(self.request), "executor": self.executor, "queue": self.queue}
+        fields = asdict(self.request)
+        if fields["map_index"] < 0:  # an unmapped try's message stays what a runner of the last release reads
+            del fields["map_index"]
+        return {"try": fields, "executor": self.executor, "queue": self.queue}
 
     def to_json(self) -> str:
         """One line of JSON (no newline in it)."""

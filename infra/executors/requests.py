@@ -17,11 +17,18 @@ class TryRequest:
     execution_timeout: float | None = None
     queued_at: float = 0.0  # the ``at`` of the try's TaskQueued: where its claim starts reading (0: unknown)
     pod_override: str | None = None  # the task's pod_override, JSON (the Kubernetes executor applies it)
+    map_index: int = -1  # which instance of a mapped task (-1: not mapped)
+
+    @property
+    def instance(self) -> str:
+        """The task instance: its task id, and ``task|N`` for instance N of a mapped task (as the
+        scheduler keys it: "|" is in no task id)."""
+        return self.task_id if self.map_index < 0 else f"{self.task_id}|{self.map_index}"
 
     @property
     def key(self) -> tuple[str, str, str, int]:
-        """(dag_id, run_id, task_id, try_number): the try, as the claim knows it."""
-        return (self.dag_id, self.run_id, self.task_id, self.try_number)
+        """(dag_id, run_id, instance, try_number): the try, as the claim knows it."""
+        return (self.dag_id, self.run_id, self.instance, self.try_number)
 
     def as_dict(self) -> dict:
         return asdict(self)

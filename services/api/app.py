@@ -271,18 +271,22 @@ def list_task_instances(dag_id: str, run_id: str, state: str | None = None, limi
 
 @reads.get("/api/v1/dags/{dag_id}/runs/{run_id}/tasks/{task_id}", response_model=models.TaskInstance,
            tags=["tasks"])
-def get_task_instance(dag_id: str, run_id: str, task_id: str, engine: Engine = Depends(engine_of)):
-    instance = _found(queries.task_instance(engine, dag_id, run_id, task_id), f"task instance {task_id}")
+def get_task_instance(dag_id: str, run_id: str, task_id: str, map_index: int = -1,
+                      engine: Engine = Depends(engine_of)):
+    """A task instance; ``map_index``: instance N of a mapped task (-1: a task, or a mapped task as a whole)."""
+    named = task_id if map_index < 0 else f"{task_id}[{map_index}]"
+    instance = _found(queries.task_instance(engine, dag_id, run_id, task_id, map_index), f"task instance {named}")
     return queries.with_task_shape(engine, dag_id, [instance])[0]
 
 
 @reads.get("/api/v1/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/history",
            response_model=models.TaskHistoryPage, tags=["tasks"])
 def task_history(dag_id: str, run_id: str, task_id: str, limit: int = LIMIT, offset: int = OFFSET,
-                 engine: Engine = Depends(engine_of)):
-    """Every event of the task instance in log order, those of old tries included; each decision (a skip,
+                 map_index: int | None = None, engine: Engine = Depends(engine_of)):
+    """Every event of the task instance in log order, those of old tries included (of a mapped task: of
+    every instance, or with ``map_index`` of that one and of the task as a whole); each decision (a skip,
     an upstream failure, a skipped try, an empty task's success, a branch's choice) with its fields and why."""
-    items = queries.task_history(engine, dag_id, run_id, task_id, limit=limit, offset=offset)
+    items = queries.task_history(engine, dag_id, run_id, task_id, limit=limit, offset=offset, map_index=map_index)
     shape = queries.task_shapes(engine, dag_id).get(task_id, {})
     return {"items": [{**item, **decision_fields(item["event_type"], item.get("payload") or {})} for item in items],
             "limit": limit, "offset": offset, **shape}

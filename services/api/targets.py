@@ -67,12 +67,14 @@ def known_run(engine: Engine, dag_id: str, run_id: str, *, active: bool = False)
     return dag, run
 
 
-def known_task(engine: Engine, dag_id: str, run_id: str, task_id: str, *, active: bool = True) -> TaskTarget:
-    """The task instance a command names; its task must be in the DAG's current definition."""
+def known_task(engine: Engine, dag_id: str, run_id: str, task_id: str, *, active: bool = True,
+               map_index: int = -1) -> TaskTarget:
+    """The task instance a command names (``map_index``: instance N of a mapped task); its task must be
+    in the DAG's current definition."""
     dag, run = known_run(engine, dag_id, run_id, active=active)
     if task_id not in task_ids(dag):
         raise Refused(IMPOSSIBLE, f"DAG {dag_id} has no task {task_id} (its tasks: {', '.join(task_ids(dag))})")
-    return TaskTarget(dag, run, queries.task_instance(engine, dag_id, run_id, task_id))
+    return TaskTarget(dag, run, queries.task_instance(engine, dag_id, run_id, task_id, map_index))
 
 
 def task_ids(dag: Row) -> list[str]:

@@ -153,5 +153,6 @@ def _read_more(tail: _Tail) -> bytes:
 def _record(tail: _Tail, chunk: Chunk) -> TaskLogShipped:
     request = tail.request
     return TaskLogShipped(dag_id=request.dag_id, run_id=request.run_id, task_id=request.task_id,
-                          try_number=request.try_number, runner_id=tail.runner_id, offset=chunk.offset,
-                          text=chunk.text, truncated=chunk.truncated, final=chunk.final, at=time.time())
+                          map_index=request.map_index, try_number=request.try_number, runner_id=tail.runner_id,
+                          offset=chunk.offset, text=chunk.text, truncated=chunk.truncated, final=chunk.final,
+                          at=time.time())

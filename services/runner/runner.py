@@ -253,7 +253,7 @@ def _listed(task_ids: tuple[str, ...]) -> str:
 
 def _ids(request: TryRequest) -> dict:
     return {"dag_id": request.dag_id, "run_id": request.run_id, "task_id": request.task_id,
-            "try_number": request.try_number}
+            "map_index": request.map_index, "try_number": request.try_number}
 
 
 def _name(key: TryKey) -> str:

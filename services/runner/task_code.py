@@ -22,6 +22,7 @@ from tock import macros
 from tock.branching import followed
 from tock.context import Context, build_context, context_arguments, current, resolve_references
 from tock.exceptions import AirflowSkipException
+from tock.mapping import with_element
 from tock.secrets import masker
 from tock.secrets.accessors import ConnectionAccessor, VariableAccessor
 from tock.tasks import Task
@@ -58,6 +59,11 @@ def run_task_code(task: Task, run_id: str, try_number: int, queued: TaskQueued |
     """Run the try's user code to its end; raises what the user code raises (or a value that cannot be
     passed on: ValueNotSerializable, ValueTooLarge, with the task named)."""
     progress = progress or TryProgress()
+    if queued is not None and queued.map_element_json:  # an instance of a mapped task: its own arguments
+        try:
+            task = with_element(task, queued.map_element_json)
+        except AirflowSkipException as skip:  # a .map() function skipped this element (Airflow's rule)
+            return _skipped(task, skip, {}, xcom_max_bytes, "")
     context = build_context(task, run_id, try_number, queued, {"macros": macros, "var": VariableAccessor(),
                                                                "conn": ConnectionAccessor(), **progress.extras})
     with current(context):

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from infra.log import LogRecord
 from schemas import Event, TaskHeartbeat
 from services.scheduler.clock_watch import ClockWatch
+from services.scheduler.core.model import instance_key
 from services.scheduler.holdings import Holdings, Touched
 from services.scheduler.memory import PartitionMemory
 from services.scheduler.metrics import SchedulerMetrics, heartbeat_delay
@@ -48,7 +49,7 @@ class RecordFolding:
         """Fold a heartbeat, measuring how late it came after the try's previous one (or its start),
         both as the broker appended them (core/heard.py), and watching the clocks it is judged on."""
         self._clocks.observe(record.topic, record.appended_at, time.time())
-        instance = memory.state.instance((beat.dag_id, beat.run_id, beat.task_id))
+        instance = memory.state.instance((beat.dag_id, beat.run_id, instance_key(beat.task_id, beat.map_index)))
         previous = None if instance is None else instance.last_heartbeat_at or instance.started_at
         heard = memory.fold_record(self._topics[record.topic], record)
         if instance is not None and heard is not None and instance.last_heartbeat_at == heard.at:  # the try's runner

@@ -222,10 +222,10 @@ class Launcher:
                 log.error("no %r executor in this scheduler: tries queued on it wait", instance.executor)
                 self._unknown.add(instance.executor)
             return None
-        task = dag.tasks.get(key[2])
-        request = TryRequest(key[0], key[1], key[2], instance.try_number, dag.definition.file_path,
+        task = dag.tasks.get(instance.task_id)
+        request = TryRequest(key[0], key[1], instance.task_id, instance.try_number, dag.definition.file_path,
                              task.execution_timeout if task else None, instance.queued_at or 0.0,
-                             task.pod_override_json if task else None)
+                             task.pod_override_json if task else None, instance.map_index)
         return Launch(memory.partition, instance.executor, instance.try_number, request, instance.queue)
 
     def _launch_on(self, name: str, launches: list[Launch]) -> list[tuple[int, TaskLaunched | TaskFailed]]:
@@ -241,12 +241,12 @@ class Launcher:
             if isinstance(result, LaunchRefused):
                 self.refused[request.key[:3]] = launch.try_number
                 decided.append((launch.partition, TaskFailed(
-                    dag_id=request.dag_id, run_id=request.run_id, task_id=request.task_id,
+                    dag_id=request.dag_id, run_id=request.run_id, task_id=request.task_id, map_index=request.map_index,
                     try_number=launch.try_number, runner_id="", error=result.reason, at=now)))
             elif result is not None:
                 self.in_flight[request.key[:3]] = InFlight(launch.partition, launch.try_number, name)
                 decided.append((launch.partition, TaskLaunched(
-                    dag_id=request.dag_id, run_id=request.run_id, task_id=request.task_id,
+                    dag_id=request.dag_id, run_id=request.run_id, task_id=request.task_id, map_index=request.map_index,
                     try_number=launch.try_number, executor=name, handle=result, scheduler_id=self.scheduler_id,
                     queue=launch.queue, at=now)))
         return decided

@@ -36,6 +36,8 @@ from schemas import (
     TaskKillRequested,
     TaskLaunched,
     TaskLogShipped,
+    TaskMapExpanded,
+    TaskMapFailed,
     TaskQueued,
     TaskRemoved,
     TaskRetryScheduled,
@@ -52,7 +54,7 @@ RunEvent: TypeAlias = (
     | MarkTask | PodFinished | PodStarted | TaskAdopted | TaskCleared | TaskDeadlineMissed | TaskDeclaredDead
     | TaskFailed | TaskHeartbeat | TaskKillRequested | TaskKilled | TaskLaunched | TaskLogShipped | TaskQueued
     | TaskRemoved | TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded | TaskUpstreamFailed
-    | TaskTrySkipped | TaskEmptySucceeded | DagRunTimedOut
+    | TaskTrySkipped | TaskEmptySucceeded | DagRunTimedOut | TaskMapExpanded | TaskMapFailed
     | SecretAccessed
 )
 EveryRunEvent: TypeAlias = DagParsed | DagTombstone | PauseDag  # may change what any run of the DAG does

@@ -42,7 +42,7 @@ def _view(*events):
 
 
 def _instance(task_id: str, *events):
-    return _view(*events).rows["task_instance"][("shop", "r1", task_id)]
+    return _view(*events).rows["task_instance"][("shop", "r1", task_id, -1)]
 
 
 def _tried(task_id: str, at: float = 1.0) -> list:

@@ -79,7 +79,7 @@ def test_each_try_keeps_the_executor_and_queue_its_task_queued_wrote():
     rows = fold(_records(TaskQueued(**ids, executor="celery", queue="gpu", scheduler_id="s1", at=AT),
                          TaskLaunched(**ids, executor="local", handle="h", scheduler_id="s1", at=AT + 1),
                          TaskStarted(**ids, runner_id="r", hostname="h", pid=1, executor="x", queue="y", at=AT + 2)))
-    row = rows.rows["task_instance"][("etl", "r1", "load")]
+    row = rows.rows["task_instance"][("etl", "r1", "load", -1)]
     assert (row["state"], row["executor"], row["queue"]) == ("running", "celery", "gpu")
 
 

@@ -31,7 +31,7 @@ from schemas import (
 )
 from tests.unit.projection_logs import LogBuilder
 
-KEY = ("etl", "r1", "load")
+KEY = ("etl", "r1", "load", -1)
 IDS = {"dag_id": "etl", "run_id": "r1", "task_id": "load"}
 
 

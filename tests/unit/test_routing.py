@@ -8,6 +8,7 @@ reproduce, byte for byte, on the frozen sample of every version of every event.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,15 @@ def test_there_is_a_sample_of_every_event() -> None:
 @pytest.mark.parametrize("path", OLD_RULE_SAMPLES, ids=lambda path: path.stem)
 def test_declared_route_keys_the_frozen_sample_as_the_old_rule_did(path: Path) -> None:
     sample = decode(bytes.fromhex(json.loads(path.read_text())["hex"]))
+    if getattr(sample, "map_index", -1) >= 0:  # mapped instances came after the old rule: it keys the unmapped
+        sample = dataclasses.replace(sample, map_index=-1)
     assert routing_key(sample) == old_routing_key(sample)
+
+
+def test_a_mapped_instance_heartbeat_is_keyed_by_its_map_index_too() -> None:
+    beat = TaskHeartbeat(dag_id="d", run_id="r", task_id="t", map_index=3, try_number=1, runner_id="x", at=1.0)
+    assert routing_key(beat) == ("d|r|t|3", "d")
+    assert routing_key(dataclasses.replace(beat, map_index=-1)) == ("d|r|t", "d")
 
 
 @pytest.mark.parametrize("cls", sorted(EVENT_TYPES.values(), key=lambda cls: cls.__name__), ids=lambda c: c.__name__)

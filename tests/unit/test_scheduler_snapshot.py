@@ -142,8 +142,9 @@ def test_snapshot_cadence(folded, seconds, every, interval, due):
 # before is then refused (a full replay on the next takeover: safe, but slow on a long history).
 # Pinned so that such a change is made on purpose: bump STATE_VERSION when the meaning changed, and
 # update the pin.
-# DagDefinition v9: callbacks (v8), priorities and limits (v9); DagRun reopened_at / timed_out_at.
-PINNED = (4, "bf7a184f7c1a693e")
+# DagDefinition v10: callbacks (v8), priorities and limits (v9), mapped (v10); DagRun reopened_at /
+# timed_out_at; task instances have map_index and map_count.
+PINNED = (4, "c4875e645dbf9646")
 
 
 def test_the_model_fingerprint_changes_only_on_purpose():

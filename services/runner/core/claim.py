@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from schemas import TaskDeclaredDead, TaskKillRequested, TaskQueued, TaskStarted
 
-TryKey = tuple[str, str, str, int]  # (dag_id, run_id, task_id, try_number)
+TryKey = tuple[str, str, str, int]  # (dag_id, run_id, instance, try_number): TryRequest.key
 # What decides a claim (and kill requests stop a won try).
 TryRecord = TaskStarted | TaskKillRequested | TaskDeclaredDead
 # What a claim reads: those, and the TaskQueued that shows the read began early enough (it decides nothing).
@@ -48,7 +48,9 @@ class Claims:
 
 
 def try_key(event: ClaimRead) -> TryKey:
-    return (event.dag_id, event.run_id, event.task_id, event.try_number)
+    """The try an event is of; an instance of a mapped task is ``task|N``, as TryRequest.key names it."""
+    instance = event.task_id if event.map_index < 0 else f"{event.task_id}|{event.map_index}"
+    return (event.dag_id, event.run_id, instance, event.try_number)
 
 
 def first_records(records_in_log_order: Iterable[ClaimRead], keys: Iterable[TryKey]) -> dict[TryKey, TryRecord]:

@@ -136,9 +136,9 @@ def _rerun(run: DagRun, backfill_id: str, now: float) -> list[DagRunReopened | T
     reopened: list[DagRunReopened | TaskCleared] = [
         DagRunReopened(dag_id=run.dag_id, run_id=run.run_id, request_id=backfill_id, at=now)]
     return reopened + [
-        TaskCleared(dag_id=run.dag_id, run_id=run.run_id, task_id=task_id, try_number=instance.try_number,
-                    request_id=backfill_id, at=now)
-        for task_id, instance in run.tasks.items() if instance.state in (FAILED, UPSTREAM_FAILED)]
+        TaskCleared(dag_id=run.dag_id, run_id=run.run_id, task_id=instance.task_id, map_index=instance.map_index,
+                    try_number=instance.try_number, request_id=backfill_id, at=now)
+        for instance in run.tasks.values() if instance.state in (FAILED, UPSTREAM_FAILED)]
 
 
 def _wanted(state: SchedulerState, dag_id: str, date: float, reprocess_failed: bool) -> bool:

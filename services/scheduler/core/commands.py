@@ -55,6 +55,7 @@ from services.scheduler.core.model import (
     Rejection,
     SchedulerState,
     TaskInstance,
+    instance_key,
 )
 from services.scheduler.core.retention import forgotten_reason, remember_request, was_forgotten
 from services.scheduler.core.run_deadlines import time_run
@@ -83,11 +84,18 @@ def clear(state: SchedulerState, event: ClearTask) -> None:
     if isinstance(target, str):
         return _reject(state, event.dag_id, event.request_id, "ClearTask", target)
     run, dag = target
+    problem = map_index_problem(run, dag, event.task_id, event.map_index)
+    if problem:
+        return _reject(state, event.dag_id, event.request_id, "ClearTask", problem)
     reopen(state, run, event.request_id)
     for task_id in _clear_targets(dag, event):
-        instance = run.instance(task_id)
-        if instance.state != NONE:
-            instance.pending, instance.pending_request = CLEAR, event.request_id
+        map_index = event.map_index if task_id == event.task_id else -1
+        for instance in commanded(run, dag, task_id, map_index):
+            if instance.state != NONE:
+                instance.pending, instance.pending_request = CLEAR, event.request_id
+        whole = run.tasks.get(task_id)
+        if map_index < 0 and whole is not None and whole.map_count > 0:  # cleared as a whole: expanded again
+            whole.pending, whole.pending_request = CLEAR, event.request_id
 
 
 def mark(state: SchedulerState, event: MarkTask) -> None:
@@ -96,28 +104,33 @@ def mark(state: SchedulerState, event: MarkTask) -> None:
     target = _target(state, event, event.task_id or "?")
     if not isinstance(target, str) and event.state not in MARKABLE:
         target = f"cannot mark a task {event.state!r}: use one of {', '.join(MARKABLE)}"
+    if not isinstance(target, str):
+        target = map_index_problem(*target, event.task_id, event.map_index) or target
     if isinstance(target, str):
         return _reject(state, event.dag_id, event.request_id, "MarkTask", target)
-    run, _dag = target
+    run, dag = target
     reopen(state, run, event.request_id)
-    instance = run.instance(event.task_id)
-    if instance.state in ACTIVE:
-        instance.pending, instance.pending_request = MARK_PREFIX + event.state, event.request_id
-    else:
-        set_marked(state, run, instance, event.state, event.at)
+    for instance in commanded(run, dag, event.task_id, event.map_index):
+        if instance.state in ACTIVE:
+            instance.pending, instance.pending_request = MARK_PREFIX + event.state, event.request_id
+        else:
+            set_marked(state, run, instance, event.state, event.at)
 
 
 def kill(state: SchedulerState, event: KillTask) -> None:
     if _seen(state, event.request_id):
         return
-    run = state.runs.get((event.dag_id, event.run_id))
-    instance = run.tasks.get(event.task_id) if run else None
-    if instance is None or instance.state not in ACTIVE:
-        problem = f"task {event.task_id} of run {event.run_id} has no running or queued try"
+    run, dag = state.runs.get((event.dag_id, event.run_id)), state.dags.get(event.dag_id)
+    instances = commanded(run, dag, event.task_id, event.map_index) if run is not None and dag is not None else []
+    active = [instance for instance in instances if instance.state in ACTIVE]
+    if not active:
+        named = event.task_id if event.map_index < 0 else f"{event.task_id}[{event.map_index}]"
+        problem = f"task {named} of run {event.run_id} has no running or queued try"
         if run is None and was_forgotten(state, event.dag_id, event.run_id):
             problem = f"{forgotten_reason(state, event.dag_id, event.run_id)}: {problem}"
         return _reject(state, event.dag_id, event.request_id, "KillTask", problem)
-    instance.pending, instance.pending_request = KILL, event.request_id
+    for instance in active:
+        instance.pending, instance.pending_request = KILL, event.request_id
 
 
 def request_backfill(state: SchedulerState, event: RequestBackfill) -> None:
@@ -166,11 +179,13 @@ def killed(state: SchedulerState, event: TaskKilled) -> None:
 
 def cleared(state: SchedulerState, event: TaskCleared) -> None:
     run = state.runs.get((event.dag_id, event.run_id))
-    instance = run.tasks.get(event.task_id) if run else None
+    key = instance_key(event.task_id, event.map_index)
+    instance = run.tasks.get(key) if run else None
     if run is None or instance is None or instance.state in ACTIVE or instance.try_number != event.try_number:
         return
-    forget_try(state, (event.dag_id, event.run_id, event.task_id))
-    run.tasks[event.task_id] = TaskInstance(event.task_id, try_number=instance.try_number)
+    forget_try(state, (event.dag_id, event.run_id, key))
+    # (a mapped task's whole forgets its expansion: it is expanded again, services/scheduler/core/mapping.py)
+    run.tasks[key] = TaskInstance(event.task_id, try_number=instance.try_number, map_index=event.map_index)
     reconsider_downstream(state, run, event.task_id)
 
 
@@ -178,9 +193,9 @@ def skipped(state: SchedulerState, event: TaskSkipped) -> None:
     run = state.runs.get((event.dag_id, event.run_id))
     if run is None:
         return
-    instance = run.instance(event.task_id)
+    instance = run.instance(event.task_id, event.map_index)
     if instance.state == UP_FOR_RETRY:  # its run timed out (timeouts.py): its retry will not come
-        forget_try(state, (event.dag_id, event.run_id, event.task_id))
+        forget_try(state, (event.dag_id, event.run_id, instance.key))
         instance.state = NONE
     if instance.state == NONE:
         instance.state = SKIPPED
@@ -190,7 +205,7 @@ def removed(state: SchedulerState, event: TaskRemoved) -> None:
     run = state.runs.get((event.dag_id, event.run_id))
     instance = run.instance(event.task_id) if run else None
     if instance is not None and instance.state not in ACTIVE:
-        forget_try(state, (event.dag_id, event.run_id, event.task_id))
+        forget_try(state, (event.dag_id, event.run_id, instance.key))
         instance.state, instance.pending, instance.ended_at = REMOVED, "", event.at
 
 
@@ -278,6 +293,33 @@ def _target(state: SchedulerState, event: ClearTask | MarkTask, task_id: str) ->
     return _task_problem(dag, task_id) or (run, dag)
 
 
+def commanded(run: DagRun, dag: DagEntry, task_id: str, map_index: int) -> list[TaskInstance]:
+    """The instances a command of ``task_id`` changes: instance ``map_index`` of a mapped task, or (-1)
+    every instance of an expanded mapped task, or the task's one instance (a mapped task's whole while
+    it is not expanded)."""
+    whole = run.tasks.get(task_id)
+    if map_index >= 0:
+        return [run.instance(task_id, map_index)]
+    task = dag.tasks.get(task_id)
+    if task is not None and task.mapped is not None and whole is not None and whole.map_count > 0:
+        return [run.instance(task_id, index) for index in range(whole.map_count)]
+    return [run.instance(task_id)]
+
+
+def map_index_problem(run: DagRun, dag: DagEntry, task_id: str, map_index: int) -> str:
+    """Why a command cannot name instance ``map_index`` of ``task_id`` ("" when it can, or names none)."""
+    if map_index < 0:
+        return ""
+    task, whole = dag.tasks.get(task_id), run.tasks.get(task_id)
+    if task is None or task.mapped is None:
+        return f"task {task_id} is not mapped: it has no map index {map_index}"
+    count = whole.map_count if whole is not None else -1
+    if not 0 <= map_index < count:
+        return f"mapped task {task_id} has no map index {map_index} in run {run.run_id} (" + \
+            ("not expanded yet" if count < 0 else f"it has {count}") + ")"
+    return ""
+
+
 def _task_problem(dag: DagEntry, task_id: str) -> str:
     return "" if not task_id or task_id in dag.tasks else f"DAG {dag.definition.dag_id} has no task {task_id}"
 
@@ -295,7 +337,7 @@ def _current_try(state: SchedulerState,
                  event: TaskKillRequested | TaskKilled) -> tuple[DagRun, TaskInstance] | None:
     """The run and instance if ``event`` concerns the instance's current, still active try."""
     run = state.runs.get((event.dag_id, event.run_id))
-    instance = run.tasks.get(event.task_id) if run else None
+    instance = run.tasks.get(instance_key(event.task_id, event.map_index)) if run else None
     if run is None or instance is None or instance.try_number != event.try_number or instance.state not in ACTIVE:
         return None
     return run, instance

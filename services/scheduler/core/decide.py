@@ -21,9 +21,12 @@ from schemas import (
     DagRunReopened,
     TaskCleared,
     TaskDeclaredDead,
+    TaskDefinition,
     TaskEmptySucceeded,
     TaskFailed,
     TaskKillRequested,
+    TaskMapExpanded,
+    TaskMapFailed,
     TaskQueued,
     TaskRetryScheduled,
     TaskSkipped,
@@ -32,6 +35,7 @@ from schemas import (
 from services.scheduler.core.backfill import BackfillDecision, decide_backfills
 from services.scheduler.core.limits import admit, walk_with_siblings
 from services.scheduler.core.liveness import Evidence, dead_tries, declared_dead, due_retries
+from services.scheduler.core.mapping import decide_expansion, empty_reason, mapped_instances, whole_state
 from services.scheduler.core.model import (
     ACTIVE,
     CLEAR,
@@ -49,6 +53,7 @@ from services.scheduler.core.model import (
     SchedulerState,
     TaskInstance,
     TryKey,
+    instance_key,
 )
 from services.scheduler.core.operations import (
     Removal,
@@ -77,7 +82,7 @@ class Policy:
 
 
 InstanceDecision: TypeAlias = (TaskQueued | TaskRetryScheduled | TaskUpstreamFailed | TaskSkipped
-                               | TaskEmptySucceeded)
+                               | TaskEmptySucceeded | TaskMapExpanded | TaskMapFailed)
 """What deciding a task instance whose try is not running writes."""
 
 TaskDecision: TypeAlias = InstanceDecision | TaskDeclaredDead | TaskFailed | TaskKillRequested | TaskCleared
@@ -138,8 +143,11 @@ def decide_run(run: DagRun, dag: DagEntry, now: float, policy: Policy,
     if run.reopened_by is not None:
         events.append(DagRunReopened(dag_id=run.dag_id, run_id=run.run_id, request_id=run.reopened_by, at=now))
     for task_id in dag.order:
-        instance = run.tasks.get(task_id) or TaskInstance(task_id)
-        decided, view[task_id] = _decide_task(queuing, instance, view, now, policy, dead, paused)
+        if dag.tasks[task_id].mapped is not None:
+            decided, view[task_id] = _decide_mapped(queuing, task_id, view, now, policy, dead, paused)
+        else:
+            instance = run.tasks.get(task_id) or TaskInstance(task_id)
+            decided, view[task_id] = _decide_task(queuing, instance, view, now, policy, dead, paused)
         events.extend(decided)
     events += decide_removed_tasks(run, dag, now, policy, dead)
     # A run ends when its tasks have, and no try of it (even of a removed task) still runs; it failed
@@ -156,7 +164,7 @@ def _decide_task(queuing: Queuing, instance: TaskInstance, view: Mapping[str, st
     """(events, the instance's state once they are folded) for one task of the walk."""
     run = queuing.run
     events: list[TaskDecision] = []
-    dead_try, pod_ended = (run.dag_id, run.run_id, instance.task_id) in dead, pod_ended_without_outcome(instance)
+    dead_try, pod_ended = (run.dag_id, run.run_id, instance.key) in dead, pod_ended_without_outcome(instance)
     if dead_try or pod_ended:
         events.append(failed_with_pod(run, instance, now) if pod_ended and not dead_try
                       else declared_dead(run, instance, now, policy.scheduler_id, policy.heartbeat_timeout,
@@ -168,8 +176,9 @@ def _decide_task(queuing: Queuing, instance: TaskInstance, view: Mapping[str, st
         return [*stop(run, instance, now, policy.scheduler_id)], instance.state
     if instance.pending == CLEAR:
         events.append(TaskCleared(dag_id=run.dag_id, run_id=run.run_id, task_id=instance.task_id,
+                                  map_index=instance.map_index,
                                   try_number=instance.try_number, request_id=instance.pending_request, at=now))
-        instance = TaskInstance(instance.task_id, try_number=instance.try_number)
+        instance = TaskInstance(instance.task_id, try_number=instance.try_number, map_index=instance.map_index)
     decided, state = _decide_instance(queuing, instance, view, now, paused)
     return events + decided, state
 
@@ -179,8 +188,10 @@ def _decide_instance(queuing: Queuing, instance: TaskInstance, view: Mapping[str
     """(events, the instance's state once they are folded). A paused DAG starts no new try."""
     run, task = queuing.run, queuing.dag.tasks[instance.task_id]
     if instance.state == NONE:
-        return _decide_waiting(queuing, instance, judge(task.task_id, queuing.dag, run, view), now, paused)
-    ids: dict[str, Any] = {"dag_id": run.dag_id, "run_id": run.run_id, "task_id": task.task_id}
+        verdict = judge(task.task_id, queuing.dag, run, view, queuing.mapped_states)
+        return _decide_waiting(queuing, instance, verdict, now, paused)
+    ids: dict[str, Any] = {"dag_id": run.dag_id, "run_id": run.run_id, "task_id": task.task_id,
+                           "map_index": instance.map_index}
     if instance.state == FAILED and instance.retryable and instance.try_number <= task.retries:
         ended = instance.ended_at if instance.ended_at is not None else now
         delay = retry_delay(task, run.dag_id, run.run_id, instance.try_number)
@@ -196,7 +207,8 @@ def _decide_waiting(queuing: Queuing, instance: TaskInstance, verdict: Verdict, 
     """A task instance not started in this run, as its upstreams' verdict says: written with the
     rule, the states and the choice that decided it, so the log says why a task did not run."""
     run, task = queuing.run, queuing.dag.tasks[instance.task_id]
-    ids: dict[str, Any] = {"dag_id": run.dag_id, "run_id": run.run_id, "task_id": task.task_id}
+    ids: dict[str, Any] = {"dag_id": run.dag_id, "run_id": run.run_id, "task_id": task.task_id,
+                           "map_index": instance.map_index}
     why: dict[str, Any] = {"reason": verdict.reason, "trigger_rule": verdict.rule,
                            "upstream_states": dict(verdict.states)}
     if verdict.outcome == GIVE_UP:
@@ -205,9 +217,68 @@ def _decide_waiting(queuing: Queuing, instance: TaskInstance, verdict: Verdict, 
         return [TaskSkipped(**ids, **why, chosen_by=verdict.chosen_by, at=now)], SKIPPED
     if verdict.outcome != RUN or paused:
         return [], instance.state
+    if task.mapped is not None and instance.map_index < 0:  # a mapped task as a whole: expanded first
+        return _expand(queuing, task, now)
     if task.kind == "empty":  # nothing to run: it succeeds here, without a try
         return [TaskEmptySucceeded(**ids, scheduler_id=queuing.scheduler_id, at=now)], SUCCESS
     return [queuing.queued(instance, task, now)], QUEUED
+
+
+def _expand(queuing: Queuing, task: TaskDefinition, now: float) -> tuple[list[InstanceDecision], str]:
+    """A mapped task whose rule lets it run: its expansion, then its instances' first tries (or the
+    task skipped when it expands to none, failed when it cannot expand)."""
+    run = queuing.run
+    decision = decide_expansion(task, queuing.dag, run, queuing.scheduler_id, now)
+    if isinstance(decision, TaskMapFailed):
+        return [decision], FAILED
+    if decision.count == 0:
+        return [decision, TaskSkipped(dag_id=run.dag_id, run_id=run.run_id, task_id=task.task_id,
+                                      reason=empty_reason(decision), at=now)], SKIPPED
+    # An instance cleared with its expansion (a re-expansion) keeps its try numbers: its next try is the next.
+    queued = [queuing.queued(run.tasks.get(instance_key(task.task_id, index))
+                             or TaskInstance(task.task_id, map_index=index), task, now)
+              for index in range(decision.count)]
+    return [decision, *queued], QUEUED
+
+
+def _clear_expansion(queuing: Queuing, whole: TaskInstance, now: float, policy: Policy) -> list[TaskDecision]:
+    """A mapped task cleared as a whole: its running instances are stopped, its ended ones cleared, and
+    then the whole (TaskCleared at map index -1), which forgets the expansion: the task is expanded
+    again from its inputs as they are then (Airflow's), its instances' tries counting on."""
+    run, busy = queuing.run, False
+    events: list[TaskDecision] = []
+    for instance in mapped_instances(run, whole.task_id):
+        if instance.state in ACTIVE:
+            busy = True
+            events += stop(run, instance, now, policy.scheduler_id) if instance.pending else []
+        elif instance.pending == CLEAR:
+            events.append(TaskCleared(dag_id=run.dag_id, run_id=run.run_id, task_id=instance.task_id,
+                                      map_index=instance.map_index, try_number=instance.try_number,
+                                      request_id=instance.pending_request, at=now))
+    if not busy:
+        events.append(TaskCleared(dag_id=run.dag_id, run_id=run.run_id, task_id=whole.task_id,
+                                  try_number=whole.try_number, request_id=whole.pending_request, at=now))
+    return events
+
+
+def _decide_mapped(queuing: Queuing, task_id: str, view: Mapping[str, str], now: float, policy: Policy,
+                   dead: Collection[TryKey], paused: bool) -> tuple[list[TaskDecision], str]:
+    """A mapped task: as a whole until it is expanded, then each of its instances as a task; its state in
+    the walk is theirs together (mapping.whole_state), and its downstream count each of them."""
+    run = queuing.run
+    whole = run.tasks.get(task_id) or TaskInstance(task_id)
+    if whole.map_count <= 0:
+        return _decide_task(queuing, whole, view, now, policy, dead, paused)
+    if whole.pending == CLEAR:
+        return _clear_expansion(queuing, whole, now, policy), NONE
+    events: list[TaskDecision] = []
+    states: dict[str, str] = {}
+    for instance in mapped_instances(run, task_id):
+        decided, states[f"{task_id}[{instance.map_index}]"] = _decide_task(queuing, instance, view, now, policy,
+                                                                            dead, paused)
+        events += decided
+    queuing.mapped_states[task_id] = states
+    return events, whole_state(states)
 
 
 def _still_running(run: DagRun, dead: Collection[TryKey]) -> bool:

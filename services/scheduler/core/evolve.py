@@ -44,6 +44,8 @@ from schemas import (
     TaskKilled,
     TaskKillRequested,
     TaskLaunched,
+    TaskMapExpanded,
+    TaskMapFailed,
     TaskQueued,
     TaskRemoved,
     TaskRetryScheduled,
@@ -54,7 +56,7 @@ from schemas import (
     TaskUpstreamFailed,
     TriggerDagRun,
 )
-from services.scheduler.core import commands, quarantine, retention, timeouts
+from services.scheduler.core import commands, mapping, quarantine, retention, timeouts
 from services.scheduler.core.instances import end_try, forget_try, now_live
 from services.scheduler.core.model import (
     ACTIVE,
@@ -76,6 +78,7 @@ from services.scheduler.core.model import (
     TryEnded,
     TryEvent,
     TryKey,
+    instance_key,
 )
 from services.scheduler.core.pods import pod_failure
 from services.scheduler.core.run_deadlines import time_run, time_runs_of
@@ -124,6 +127,10 @@ def evolve(state: SchedulerState, event: SchedulerEvent) -> SchedulerState:
                 commands.skipped(state, event)
             case TaskEmptySucceeded():
                 _empty_succeeded(state, event)
+            case TaskMapExpanded():
+                mapping.expanded(state, event)
+            case TaskMapFailed():
+                mapping.map_failed(state, event)
             case TaskAdopted():
                 _adopted(state, event)
             case PodFinished():
@@ -277,13 +284,14 @@ def _queued(state: SchedulerState, event: TaskQueued) -> None:
     run = state.runs.get((event.dag_id, event.run_id))
     if run is None:
         return
-    instance = run.instance(event.task_id)
+    instance = run.instance(event.task_id, event.map_index)
     if instance.state not in (NONE, UP_FOR_RETRY) or event.try_number <= instance.try_number:
         return
-    key = (event.dag_id, event.run_id, event.task_id)
+    key = (event.dag_id, event.run_id, instance.key)
     state.waiting.pop(key, None)
-    run.tasks[event.task_id] = TaskInstance(event.task_id, QUEUED, event.try_number, event.executor,
-                                            event.queue, event.scheduler_id, queued_at=event.at)
+    run.tasks[instance.key] = TaskInstance(event.task_id, QUEUED, event.try_number, event.executor,
+                                           event.queue, event.scheduler_id, queued_at=event.at,
+                                           map_index=event.map_index)
     state.unlaunched[key] = None
 
 
@@ -334,8 +342,8 @@ def _ended(state: SchedulerState, event: TryEnded) -> None:
 
 def _empty_succeeded(state: SchedulerState, event: TaskEmptySucceeded) -> None:
     run = state.runs.get((event.dag_id, event.run_id))
-    if run is not None and run.instance(event.task_id).state == NONE:
-        instance = run.tasks[event.task_id]
+    instance = run.instance(event.task_id, event.map_index) if run is not None else None
+    if instance is not None and instance.state == NONE:
         instance.state, instance.ended_at = SUCCESS, event.at
 
 
@@ -349,26 +357,27 @@ def _pod_finished(state: SchedulerState, event: PodFinished) -> None:
 
 def _retry_scheduled(state: SchedulerState, event: TaskRetryScheduled) -> None:
     run = state.runs.get((event.dag_id, event.run_id))
-    instance = run.tasks.get(event.task_id) if run else None
+    key = (event.dag_id, event.run_id, instance_key(event.task_id, event.map_index))
+    instance = run.tasks.get(key[2]) if run else None
     if instance is None or instance.state != FAILED or instance.try_number != event.try_number:
         return
     instance.state, instance.not_before = UP_FOR_RETRY, event.not_before
-    key = (event.dag_id, event.run_id, event.task_id)
     state.waiting[key] = None
     state.timers.retry(key, instance.try_number, event.not_before)
 
 
 def _upstream_failed(state: SchedulerState, event: TaskUpstreamFailed) -> None:
     run = state.runs.get((event.dag_id, event.run_id))
-    if run is not None and run.instance(event.task_id).state == NONE:
-        run.tasks[event.task_id].state = UPSTREAM_FAILED
+    instance = run.instance(event.task_id, event.map_index) if run is not None else None
+    if instance is not None and instance.state == NONE:
+        instance.state = UPSTREAM_FAILED
 
 
 # -- helpers ---------------------------------------------------------------------------------
 
 def _current(state: SchedulerState, event: TryEvent) -> tuple[TaskInstance | None, TryKey]:
     """The instance if ``event`` concerns its current, still active try; else None."""
-    key = (event.dag_id, event.run_id, event.task_id)
+    key = (event.dag_id, event.run_id, instance_key(event.task_id, event.map_index))
     instance = state.instance(key)
     if instance is None or instance.try_number != event.try_number or instance.state not in ACTIVE:
         return None, key

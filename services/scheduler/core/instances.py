@@ -38,7 +38,7 @@ def forget_try(state: SchedulerState, key: TryKey) -> None:
 
 def end_try(state: SchedulerState, run: DagRun, instance: TaskInstance, outcome: str, at: float) -> None:
     """The current try ended with ``outcome`` (a state); then what a command asked for applies."""
-    forget_try(state, (run.dag_id, run.run_id, instance.task_id))
+    forget_try(state, (run.dag_id, run.run_id, instance.key))
     instance.state, instance.ended_at, instance.kill_requested = outcome, at, False
     apply_pending(state, run, instance, at)
 
@@ -59,7 +59,7 @@ def apply_pending(state: SchedulerState, run: DagRun, instance: TaskInstance, at
 
 def set_marked(state: SchedulerState, run: DagRun, instance: TaskInstance, marked: str, at: float) -> None:
     """The instance takes the marked state for good; tasks downstream that had given up on it look again."""
-    forget_try(state, (run.dag_id, run.run_id, instance.task_id))
+    forget_try(state, (run.dag_id, run.run_id, instance.key))
     instance.state, instance.ended_at, instance.retryable = marked, at, False
     instance.pending, instance.pending_request = "", ""
     reconsider_downstream(state, run, instance.task_id)

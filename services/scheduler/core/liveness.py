@@ -34,7 +34,8 @@ def declared_dead(run: DagRun, instance: TaskInstance, now: float, scheduler_id:
     reason = f"no heartbeat for {timeout:g} s" if _has_started(instance) or start_timeout is None \
         else f"launched and not started within {start_timeout:g} s"
     return TaskDeclaredDead(dag_id=run.dag_id, run_id=run.run_id, task_id=instance.task_id,
-                            try_number=instance.try_number, last_heartbeat_at=instance.last_heartbeat_at,
+                            map_index=instance.map_index, try_number=instance.try_number,
+                            last_heartbeat_at=instance.last_heartbeat_at,
                             reason=reason, scheduler_id=scheduler_id, at=now)
 
 

@@ -57,7 +57,13 @@ KILL = "kill"            # ends as killed: failed, not retried
 REMOVE = "remove"        # ends as removed (its task or DAG is gone)
 MARK_PREFIX = "mark:"    # "mark:success" etc.: ends in the marked state
 
-TryKey = tuple[str, str, str]      # (dag_id, run_id, task_id); the try number lives in the instance
+TryKey = tuple[str, str, str]      # (dag_id, run_id, instance key); the try number lives in the instance
+
+
+def instance_key(task_id: str, map_index: int = -1) -> str:
+    """A task instance's key in its run (``DagRun.tasks``, a TryKey's last part): the task id, and
+    for instance N of a mapped task ``task_id|N`` ("|" is in no task id, so keys never collide)."""
+    return task_id if map_index < 0 else f"{task_id}|{map_index}"
 RunKey = tuple[str, str]           # (dag_id, run_id)
 
 
@@ -136,6 +142,12 @@ class TaskInstance:
     pod_ended: str = ""      # the current try's pod ended with no outcome from its runner (PodFinished): why
     values_json: str = ""    # what its succeeded try returned and pushed (TaskSucceeded.values_json)
     follow_json: str = ""    # a branch's or short circuit's choice: its success's ``follow`` as JSON ("" none)
+    map_index: int = -1      # which instance of a mapped task; -1: not mapped, or a mapped task as a whole
+    map_count: int = -1      # a mapped task as a whole: its TaskMapExpanded count (-1: not expanded yet)
+
+    @property
+    def key(self) -> str:
+        return instance_key(self.task_id, self.map_index)
 
 
 @dataclass(slots=True)
@@ -152,11 +164,12 @@ class DagRun:
     reopened_at: float | None = None  # its latest DagRunReopened: its dagrun_timeout counts from then
     timed_out_at: float | None = None  # its DagRunTimedOut (core/timeouts.py), until it is reopened
 
-    def instance(self, task_id: str) -> TaskInstance:
+    def instance(self, task_id: str, map_index: int = -1) -> TaskInstance:
         """The task instance, created in state NONE on first use."""
-        found = self.tasks.get(task_id)
+        key = instance_key(task_id, map_index)
+        found = self.tasks.get(key)
         if found is None:
-            found = self.tasks[task_id] = TaskInstance(task_id)
+            found = self.tasks[key] = TaskInstance(task_id, map_index=map_index)
         return found
 
 
@@ -203,7 +216,7 @@ class PackedRun:
         return str(self.run[_FINISHED_STATE])
 
     def build(self) -> DagRun:
-        tasks = {row[0]: TaskInstance(*row) for row in self.instances}
+        tasks = {instance.key: instance for instance in (TaskInstance(*row) for row in self.instances)}
         return DagRun(**dict(zip(RUN_FIELDS, self.run, strict=False)), tasks=tasks)
 
 

@@ -42,7 +42,8 @@ def stop(run: DagRun, instance: TaskInstance, now: float, scheduler_id: str,
         return []
     reason = reason or _REASONS.get(instance.pending, "") or _marked_reason(instance.pending)
     return [TaskKillRequested(dag_id=run.dag_id, run_id=run.run_id, task_id=instance.task_id,
-                              try_number=instance.try_number, reason=reason, scheduler_id=scheduler_id, at=now)]
+                              map_index=instance.map_index, try_number=instance.try_number, reason=reason,
+                              scheduler_id=scheduler_id, at=now)]
 
 
 def decide_rejections(state: SchedulerState, now: float, scheduler_id: str) -> list[CommandRejected]:
@@ -55,9 +56,9 @@ def decide_removed_tasks(run: DagRun, dag: DagEntry, now: float, policy: Policy,
                          dead: Collection[TryKey]) -> list[Removal]:
     """Instances of tasks no longer in the DAG: stopped if running, then removed."""
     events: list[Removal] = []
-    for task_id, instance in run.tasks.items():
-        if task_id not in dag.tasks:
-            reason = f"task {task_id} is no longer in DAG {run.dag_id}"
+    for instance in run.tasks.values():  # (keyed by instance: a mapped task's are task|N)
+        if instance.task_id not in dag.tasks:
+            reason = f"task {instance.task_id} is no longer in DAG {run.dag_id}"
             events += _remove(run, instance, now, policy, dead, reason)
     return events
 
@@ -77,7 +78,7 @@ def decide_deleted_dag_run(run: DagRun, gone: DagEntry, now: float, policy: Poli
 
 def _remove(run: DagRun, instance: TaskInstance, now: float, policy: Policy, dead: Collection[TryKey],
             reason: str) -> list[Removal]:
-    if (run.dag_id, run.run_id, instance.task_id) in dead:
+    if (run.dag_id, run.run_id, instance.key) in dead:
         return [declared_dead(run, instance, now, policy.scheduler_id, policy.heartbeat_timeout, policy.start_timeout)]
     if instance.state in ACTIVE:
         return [*stop(run, instance, now, policy.scheduler_id, reason)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from schemas import PodFinished, PodStarted, TaskFailed
-from services.scheduler.core.model import ACTIVE, DagRun, SchedulerState, TaskInstance
+from services.scheduler.core.model import ACTIVE, DagRun, SchedulerState, TaskInstance, instance_key
 
 
 def pod_failure(event: PodFinished) -> str:
@@ -23,7 +23,7 @@ def pod_failure(event: PodFinished) -> str:
 
 
 def failed_with_pod(run: DagRun, instance: TaskInstance, now: float) -> TaskFailed:
-    return TaskFailed(dag_id=run.dag_id, run_id=run.run_id, task_id=instance.task_id,
+    return TaskFailed(dag_id=run.dag_id, run_id=run.run_id, task_id=instance.task_id, map_index=instance.map_index,
                       try_number=instance.try_number, runner_id=instance.runner_id, error=instance.pod_ended,
                       at=now)
 
@@ -48,7 +48,7 @@ def worth_writing(state: SchedulerState, observed: Iterable[PodStarted | PodFini
 
 
 def _current_and_active(state: SchedulerState, event: PodStarted) -> bool:
-    instance = state.instance((event.dag_id, event.run_id, event.task_id))
+    instance = state.instance((event.dag_id, event.run_id, instance_key(event.task_id, event.map_index)))
     return instance is not None and instance.try_number == event.try_number and instance.state in ACTIVE
 
 

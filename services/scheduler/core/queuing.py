@@ -17,6 +17,7 @@ from typing import Any
 from schemas import TaskDefinition, TaskQueued, TryInput
 from schemas import params as dag_params
 from schemas.schedule import data_interval
+from services.scheduler.core.mapping import Expansion, element_json, expansion_of, mapped_instances
 from services.scheduler.core.model import SUCCESS, DagEntry, DagRun, SchedulerState, TaskInstance
 
 # Bytes of upstream values, conf and params one TaskQueued carries at most (tock.events takes 16 MiB records).
@@ -38,6 +39,10 @@ class Queuing:
     dag: DagEntry
     scheduler_id: str
     previous: Previous = no_previous
+    # The walk's states of each expanded mapped task's instances (``task[i]`` -> state), for the rules
+    # of its downstream (trigger_rules.judge), and the expansions read, so each is read once per walk.
+    mapped_states: dict[str, dict[str, str]] = field(default_factory=dict, init=False)
+    _expansions: dict[str, Expansion] = field(default_factory=dict, init=False)
     _interval: tuple[float, float] | None = field(default=None, init=False)
     _previous: Interval | None = field(default=None, init=False)
 
@@ -46,13 +51,25 @@ class Queuing:
         start, end = self.interval()
         conf, params = _bounded_json(run.conf_json), _params(definition.params_json, task.params_json, run.conf_json)
         previous_start, previous_end = self.previous_interval()
-        return TaskQueued(dag_id=run.dag_id, run_id=run.run_id, task_id=task.task_id,
-                          try_number=instance.try_number + 1, executor=task.executor, queue=task.queue,
+        element = self.element(task, instance.map_index)
+        budget = INPUTS_LIMIT_BYTES - len(conf) - len(params) - len(element)
+        return TaskQueued(dag_id=run.dag_id, run_id=run.run_id, task_id=task.task_id, map_index=instance.map_index,
+                          map_element_json=element, try_number=instance.try_number + 1, executor=task.executor,
+                          queue=task.queue,
                           scheduler_id=self.scheduler_id, run_type=run.run_type, logical_date=run.logical_date,
                           data_interval_start=start, data_interval_end=end, conf_json=conf, params_json=params,
                           prev_data_interval_start_success=previous_start,
                           prev_data_interval_end_success=previous_end,
-                          inputs=inputs_of(run, task, INPUTS_LIMIT_BYTES - len(conf) - len(params)), at=now)
+                          inputs=inputs_of(run, self.dag, task, budget), at=now)
+
+    def element(self, task: TaskDefinition, map_index: int) -> str:
+        """An instance of a mapped task: its arguments, cut from its expansion's inputs ("" otherwise)."""
+        if task.mapped is None or map_index < 0:
+            return ""
+        expansion = self._expansions.get(task.task_id)
+        if expansion is None:
+            expansion = self._expansions[task.task_id] = expansion_of(task, self.dag, self.run)
+        return element_json(task, expansion, map_index)
 
     def interval(self) -> tuple[float, float]:
         if self._interval is None:
@@ -67,18 +84,32 @@ class Queuing:
         return self._previous
 
 
-def inputs_of(run: DagRun, task: TaskDefinition, budget: int) -> list[TryInput]:
-    """The values of the task's upstream tries that succeeded and passed some, in upstream order; past
-    ``budget`` bytes, their provenance only (``left_out``)."""
+def inputs_of(run: DagRun, dag: DagEntry, task: TaskDefinition, budget: int) -> list[TryInput]:
+    """The values of the task's upstream tries that succeeded and passed some, in upstream order (each
+    instance of a mapped upstream, in map index order); past ``budget`` bytes, their provenance only
+    (``left_out``). A mapped task's instance does not read what it maps over: its element is its own."""
     found: list[TryInput] = []
-    for upstream in task.upstream:
-        instance = run.tasks.get(upstream)
-        if instance is None or instance.state != SUCCESS or not instance.values_json:
-            continue
+    for instance in _upstream_instances(run, dag, task):
+        if instance.state != SUCCESS or (not instance.values_json and instance.map_index < 0):
+            continue  # (a mapped upstream's instance that passed nothing still has its place in the list)
         fits = len(instance.values_json) <= budget
         budget -= len(instance.values_json) if fits else 0
-        found.append(TryInput(task_id=upstream, try_number=instance.try_number,
+        found.append(TryInput(task_id=instance.task_id, try_number=instance.try_number, map_index=instance.map_index,
                               values_json=instance.values_json if fits else "", left_out=not fits))
+    return found
+
+
+def _upstream_instances(run: DagRun, dag: DagEntry, task: TaskDefinition) -> list[TaskInstance]:
+    mapped_over = {item.task_id for item in task.mapped.inputs} if task.mapped is not None else set()
+    found: list[TaskInstance] = []
+    for upstream in task.upstream:
+        definition = dag.tasks.get(upstream)
+        if upstream in mapped_over:
+            continue
+        if definition is not None and definition.mapped is not None:
+            found += mapped_instances(run, upstream)
+        elif (instance := run.tasks.get(upstream)) is not None:
+            found.append(instance)
     return found
 
 

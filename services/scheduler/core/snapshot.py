@@ -34,6 +34,8 @@ from typing import Any, TypeAlias, TypeVar
 from schemas import (
     DagDefinition,
     Event,
+    MapDefinition,
+    MapInput,
     RequestBackfill,
     TaskDefinition,
     TaskGroupDefinition,
@@ -139,9 +141,22 @@ def _pack_state(state: SchedulerState) -> list[Json]:
 def _pack_dag(entry: DagEntry) -> list[Json]:
     definition = entry.definition
     fields = [getattr(definition, name) for name in _DAG_FIELDS]
-    fields[_DAG_TASKS] = [[getattr(task, name) for name in _TASK_FIELDS] for task in definition.tasks]
+    fields[_DAG_TASKS] = [[_packed_task_field(task, name) for name in _TASK_FIELDS] for task in definition.tasks]
     fields[_DAG_GROUPS] = [dataclasses.astuple(group) for group in definition.task_groups]
     return [fields, entry.fingerprint, entry.first_seen_at]
+
+
+def _packed_task_field(task: TaskDefinition, name: str) -> Json:
+    value = getattr(task, name)
+    return dataclasses.asdict(value) if name == "mapped" and value is not None else value
+
+
+def _unpacked_task(packed: list[Json]) -> TaskDefinition:
+    fields = dict(zip(_TASK_FIELDS, packed, strict=True))
+    mapped = fields["mapped"]
+    if mapped is not None:
+        fields["mapped"] = MapDefinition(**{**mapped, "inputs": [MapInput(**item) for item in mapped["inputs"]]})
+    return TaskDefinition(**fields)
 
 
 def _pack_backfill(key: str, backfill: Backfill) -> list[Json]:
@@ -262,7 +277,7 @@ def _unpack_state(body: list[Json]) -> SchedulerState:
 def _unpack_dag(packed: list[Json]) -> DagEntry:
     fields, fingerprint, first_seen_at = packed
     fields = dict(zip(_DAG_FIELDS, fields, strict=True))
-    fields["tasks"] = [TaskDefinition(**dict(zip(_TASK_FIELDS, task, strict=True))) for task in fields["tasks"]]
+    fields["tasks"] = [_unpacked_task(task) for task in fields["tasks"]]
     fields["task_groups"] = [TaskGroupDefinition(**dict(zip(_GROUP_FIELDS, group, strict=True)))
                             for group in fields["task_groups"]]
     return DagEntry.of(DagDefinition(**fields), fingerprint, first_seen_at)

@@ -11,7 +11,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from schemas import TaskDeclaredDead, TaskKillRequested
-from services.scheduler.core.model import SchedulerState
+from services.scheduler.core.model import SchedulerState, instance_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +27,7 @@ def handle_to_stop(state: SchedulerState, event: TaskKillRequested | TaskDeclare
                    killers: Collection[str]) -> Stop | None:
     """After our ``event`` was read back and folded: the handle to stop, if the try it names is still
     the current try of its instance, has a handle, and runs on an executor that can stop it."""
-    instance = state.instance((event.dag_id, event.run_id, event.task_id))
+    instance = state.instance((event.dag_id, event.run_id, instance_key(event.task_id, event.map_index)))
     if instance is None or instance.try_number != event.try_number or not instance.handle \
             or instance.executor not in killers:
         return None

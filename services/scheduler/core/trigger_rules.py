@@ -72,11 +72,14 @@ class Counts:
                       len(setup_states), setup_states.count(SUCCESS), setup_states.count(SKIPPED))
 
 
-def judge(task_id: str, dag: DagEntry, run: DagRun, view: Mapping[str, str]) -> Verdict:
+def judge(task_id: str, dag: DagEntry, run: DagRun, view: Mapping[str, str],
+          mapped: Mapping[str, Mapping[str, str]] | None = None) -> Verdict:
     """The verdict on ``task_id`` in ``run``: ``view`` holds the states of the tasks decided before it
-    in this walk (every upstream of it, the topological order sees to it). As Airflow's: the setups it
-    runs within skip it or give it up first; while they have not all succeeded its own rule may still
-    skip it or give it up, but not run it; the rule ``always`` is not held by them."""
+    in this walk (every upstream of it, the topological order sees to it); ``mapped`` the states of each
+    expanded mapped task's instances (``task[i]`` -> state), each counted as an upstream (Airflow's).
+    As Airflow's: the setups it runs within skip it or give it up first; while they have not all
+    succeeded its own rule may still skip it or give it up, but not run it; the rule ``always`` is not
+    held by them."""
     task = dag.tasks[task_id]
     chosen = _not_chosen(task_id, dag, run, view)
     if chosen is not None:
@@ -86,10 +89,21 @@ def judge(task_id: str, dag: DagEntry, run: DagRun, view: Mapping[str, str]) -> 
         held = _setups_verdict({setup: view[setup] for setup in task.setups if setup in view})
         if held.outcome in (SKIP, GIVE_UP):
             return held
-    states = {up: view[up] for up in task.upstream if up in view and view[up] != REMOVED}
-    setups = frozenset(up for up in states if dag.tasks[up].is_setup)
+    states = _upstream_states(task.upstream, view, mapped or {})
+    setups = frozenset(up for up in states if up in dag.tasks and dag.tasks[up].is_setup)
     verdict = by_rule(task.trigger_rule, states, setups) if states else RUNNABLE
     return held if verdict is RUNNABLE else verdict
+
+
+def _upstream_states(upstream: list[str], view: Mapping[str, str],
+                     mapped: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    states: dict[str, str] = {}
+    for up in upstream:
+        if mapped.get(up):
+            states.update(mapped[up])
+        elif up in view and view[up] != REMOVED:
+            states[up] = view[up]
+    return states
 
 
 def by_rule(rule: str, states: Mapping[str, str], setups: frozenset[str] = frozenset()) -> Verdict:

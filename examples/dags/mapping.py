@@ -1,0 +1,26 @@
+"""Dynamic task mapping: one instance of ``square`` per number ``numbers`` returns, a fixed argument
+given with ``partial``, and a reduce that reads every instance's value in map index order."""
+
+from tock import DAG, task
+
+with DAG("example_mapping", tags=["example"]) as dag:
+
+    @task
+    def numbers() -> list[int]:
+        return [1, 2, 3, 4]
+
+    @task
+    def square(number: int, offset: int) -> int:
+        return number * number + offset
+
+    @task
+    def total(squares: list[int]) -> int:
+        print(f"the squares are {squares}")
+        return sum(squares)
+
+    @task
+    def greet(name: str, punctuation: str) -> str:
+        return f"hello {name}{punctuation}"
+
+    total(square.partial(offset=0).expand(number=numbers()))
+    greet.expand(name=["ada", "grace"], punctuation=["!", "?"])
