@@ -45,14 +45,16 @@ NODE = typer.Option(None, "--node", help="only this node, numbered 1..N like Kaf
 
 
 @broker_app.command("start")
-def broker_start(ctx: typer.Context, nodes: int | None = NODES, node: int | None = NODE) -> None:
+def broker_start(ctx: typer.Context, nodes: int | None = NODES, node: int | None = NODE,
+                 timeout: float = typer.Option(180.0, "--timeout", min=1.0,
+                                               help="seconds to wait for each node to accept connections")) -> None:
     """Start the local broker (fetching its jars on first use) and wait until it is ready."""
     broker = _local_broker(ctx, nodes)
     try:
         if node is not None:
-            typer.echo(f"broker node {node} {broker.start_node(node).describe()}")
+            typer.echo(f"broker node {node} {broker.start_node(node, timeout).describe()}")
             return
-        status = broker.start()
+        status = broker.start(timeout)
     except BrokerError as error:
         _fail(error)
     typer.echo(f"broker {status.describe()}")

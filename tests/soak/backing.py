@@ -131,7 +131,8 @@ class Backing:
         self.start_kube()
 
     def start_broker(self) -> None:
-        _must(tock(self.settings, "broker", "start"), "tock broker start")
+        # As long as it takes: on a machine loaded past its cores a broker once took more than 180 s.
+        _must(tock(self.settings, "broker", "start", "--timeout", "600", timeout=660), "tock broker start")
 
     def start_kube(self) -> None:
         _must(tock(self.settings, "kube", "start", "--no-agent"), "tock kube start --no-agent")
