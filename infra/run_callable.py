@@ -17,12 +17,10 @@ import importlib.util
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import ModuleType
 from typing import Any
-
-from tock.context import DagRunInfo
 
 DATE_KEYS = ("logical_date", "data_interval_start", "data_interval_end")
 
@@ -37,6 +35,20 @@ class CallbackTaskInstance:
     try_number: int
     map_index: int
     state: str
+
+
+@dataclass(frozen=True)
+class CallbackDagRun:
+    """The run a callback is called for (Airflow's ``context["dag_run"]``)."""
+
+    dag_id: str
+    run_id: str
+    run_type: str
+    logical_date: datetime | None
+    data_interval_start: datetime | None
+    data_interval_end: datetime | None
+    conf: dict[str, Any] = field(default_factory=dict)
+    state: str | None = None  # a run's own callback: its outcome; a task's: None (the run goes on)
 
 
 def main(argv: list[str]) -> int:
@@ -80,7 +92,7 @@ def as_context(payload: dict[str, Any]) -> dict[str, Any]:
         context.update(ds=ds, ds_nodash=ds.replace("-", ""), ts=logical_date.isoformat(),
                        ts_nodash=logical_date.strftime("%Y%m%dT%H%M%S"))
     task_id = payload.get("task_id")
-    context["dag_run"] = DagRunInfo(payload["dag_id"], payload["run_id"], payload.get("run_type", ""),
+    context["dag_run"] = CallbackDagRun(payload["dag_id"], payload["run_id"], payload.get("run_type", ""),
                                         *(context[key] for key in DATE_KEYS), payload.get("conf") or {},
                                         None if task_id else payload.get("state"))
     if task_id:

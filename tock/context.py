@@ -71,7 +71,6 @@ class DagRunInfo:
     data_interval_start: datetime | None
     data_interval_end: datetime | None
     conf: dict[str, Any] = field(default_factory=dict)
-    state: str | None = None  # for a run's own callback: its outcome; None while the run goes on
 
 
 class RuntimeTaskInstance:
