@@ -384,3 +384,45 @@ def test_a_mapped_task_cleared_while_its_instances_run_stops_them_before_forgett
     decisions = decide(drive.state, 21.0, drive.policy)
     assert [(type(event).__name__, event.map_index) for event in decisions] == [("TaskKillRequested", 0),
                                                                                 ("TaskKillRequested", 1)]
+
+
+def test_an_instance_rerun_after_its_upstream_alone_gave_a_shorter_value_is_given_up_saying_why():
+    def outcome(queued: TaskQueued) -> tuple[str, Any]:
+        if queued.task_id == "numbers":
+            return "success", [1, 2, 3] if queued.try_number == 1 else [5]
+        return "success", element(queued).get("x") if queued.map_element_json else None
+
+    drive = Drive(task("numbers"), task("add", "numbers", mapped=EXPAND_X), outcome=outcome).to_the_end()
+    drive.append(ClearTask(dag_id="etl", run_id=RUN, task_id="numbers", request_id="c6", at=50.0))
+    drive.now = 50.0
+    drive.to_the_end()
+    drive.append(ClearTask(dag_id="etl", run_id=RUN, task_id="add", map_index=2, request_id="c7", at=80.0))
+    drive.now = 80.0
+    drive.to_the_end()
+    assert not [event for event in drive.of(TaskQueued) if event.task_id == "add" and event.at > 80.0]
+    [given_up] = drive.of(TaskUpstreamFailed)
+    assert (given_up.task_id, given_up.map_index, given_up.upstream_states) == ("add", 2, {"numbers": "success"})
+    assert "expanded to 3 instances" in given_up.reason and "now gives 1" in given_up.reason
+    assert drive.finished() == "failed"
+    assert fold(SchedulerState(), drive.log) == drive.state
+
+
+def test_an_instance_retry_whose_upstream_ran_again_and_failed_is_given_up_not_raised():
+    def outcome(queued: TaskQueued) -> tuple[str, Any]:
+        if queued.task_id == "numbers":
+            return ("success", [1, 2]) if queued.try_number == 1 else ("failed", None)
+        if queued.try_number == 1 and element(queued)["x"] == 2:
+            return "failed", None
+        return "success", element(queued)["x"]
+
+    drive = Drive(task("numbers"), task("add", "numbers", mapped=EXPAND_X, retries=1, trigger_rule="all_done"),
+                  outcome=outcome)
+    for _ in range(3):
+        drive.step()
+    drive.append(ClearTask(dag_id="etl", run_id=RUN, task_id="numbers", request_id="c8", at=drive.now))
+    drive.to_the_end()  # numbers' second try fails while add[1] waits for its retry
+    drive.now = 400.0
+    drive.to_the_end()
+    [given_up] = drive.of(TaskUpstreamFailed)
+    assert given_up.map_index == 1 and "cannot be read again" in given_up.reason
+    assert drive.finished() == "failed"

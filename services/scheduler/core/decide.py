@@ -198,7 +198,7 @@ def _decide_instance(queuing: Queuing, instance: TaskInstance, view: Mapping[str
         return [TaskRetryScheduled(**ids, try_number=instance.try_number, next_try_number=instance.try_number + 1,
                                    not_before=ended + delay, delay=delay, at=now)], UP_FOR_RETRY
     if instance.state == UP_FOR_RETRY and now >= (instance.not_before or 0.0) and not paused:
-        return [queuing.queued(instance, task, now)], QUEUED
+        return _queued(queuing, instance, task, now)
     return [], instance.state
 
 
@@ -221,7 +221,23 @@ def _decide_waiting(queuing: Queuing, instance: TaskInstance, verdict: Verdict, 
         return _expand(queuing, task, now)
     if task.kind == "empty":  # nothing to run: it succeeds here, without a try
         return [TaskEmptySucceeded(**ids, scheduler_id=queuing.scheduler_id, at=now)], SUCCESS
-    return [queuing.queued(instance, task, now)], QUEUED
+    return _queued(queuing, instance, task, now)
+
+
+def _queued(queuing: Queuing, instance: TaskInstance, task: TaskDefinition,
+            now: float) -> tuple[list[InstanceDecision], str]:
+    """The instance's next try; an instance of a mapped task whose inputs no longer give its expansion
+    is given up instead, saying why (Airflow marks such instances removed; here the log says it)."""
+    stale = queuing.stale_expansion(task, instance.map_index)
+    if not stale:
+        return [queuing.queued(instance, task, now)], QUEUED
+    run = queuing.run
+    inputs = task.mapped.inputs if task.mapped is not None else []
+    sources = {item.task_id: run.tasks[item.task_id].state if item.task_id in run.tasks else NONE
+               for item in inputs if item.task_id}
+    return [TaskUpstreamFailed(dag_id=run.dag_id, run_id=run.run_id, task_id=task.task_id,
+                               map_index=instance.map_index, reason=stale, trigger_rule=task.trigger_rule,
+                               upstream_states=sources, at=now)], UPSTREAM_FAILED
 
 
 def _expand(queuing: Queuing, task: TaskDefinition, now: float) -> tuple[list[InstanceDecision], str]:

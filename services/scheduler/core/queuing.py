@@ -17,7 +17,7 @@ from typing import Any
 from schemas import TaskDefinition, TaskQueued, TryInput
 from schemas import params as dag_params
 from schemas.schedule import data_interval
-from services.scheduler.core.mapping import Expansion, element_json, expansion_of, mapped_instances
+from services.scheduler.core.mapping import Expansion, Unmappable, element_json, expansion_of, mapped_instances
 from services.scheduler.core.model import SUCCESS, DagEntry, DagRun, SchedulerState, TaskInstance
 
 # Bytes of upstream values, conf and params one TaskQueued carries at most (tock.events takes 16 MiB records).
@@ -66,10 +66,31 @@ class Queuing:
         """An instance of a mapped task: its arguments, cut from its expansion's inputs ("" otherwise)."""
         if task.mapped is None or map_index < 0:
             return ""
+        return element_json(task, self._expansion(task), map_index)
+
+    def stale_expansion(self, task: TaskDefinition, map_index: int) -> str:
+        """Why an instance of an expanded mapped task cannot be queued again ("" if it can): what the task
+        maps over, read now, no longer gives its recorded number of instances (an upstream cleared alone
+        ran again with another length, or did not succeed). Its element would not be its own."""
+        if task.mapped is None or map_index < 0:
+            return ""
+        whole = self.run.tasks.get(task.task_id)
+        count = whole.map_count if whole is not None else -1
+        try:
+            now = self._expansion(task).count
+        except Unmappable as error:
+            return (f"mapped task {task.task_id} was expanded to {count} instances, and what it maps over "
+                    f"cannot be read again: {error}")
+        if now == count:
+            return ""
+        return (f"mapped task {task.task_id} was expanded to {count} instances, but what it maps over now gives "
+                f"{now}: clear {task.task_id} as a whole to expand it again")
+
+    def _expansion(self, task: TaskDefinition) -> Expansion:
         expansion = self._expansions.get(task.task_id)
         if expansion is None:
             expansion = self._expansions[task.task_id] = expansion_of(task, self.dag, self.run)
-        return element_json(task, expansion, map_index)
+        return expansion
 
     def interval(self) -> tuple[float, float]:
         if self._interval is None:
