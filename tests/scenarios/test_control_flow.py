@@ -1,7 +1,6 @@
-"""Control flow through the real system (broker, scheduler, local runners as processes): a branch, a
-short circuit, a teardown after a failure and a mapped reduce over an upstream's value, each decision
-read back from the log; and a scheduler killed -9 in the middle of a 1,000-way expansion, whose
-successor runs every map index exactly once."""
+"""Control flow through the real system (issue 23): a branch, short circuits, a teardown after a failure
+and a mapped reduce, each decided by a real scheduler and run by real local runners, checked from the
+log; and a scheduler killed with -9 in the middle of a wide expansion runs every map index once."""
 
 from __future__ import annotations
 
@@ -9,69 +8,83 @@ from collections import Counter
 
 import pytest
 
-from schemas import TaskMapExpanded, TaskQueued, TaskSkipped, TaskStarted, TaskSucceeded
+from schemas import DagRunFinished, TaskFailed, TaskMapExpanded, TaskQueued, TaskSkipped, TaskStarted, TaskSucceeded
 from tests.scenarios.scheduler_support import LogTail, Processes, create_topics, kill_hard, publish_dags, trigger
 from tock.values import decode_values
 
 pytestmark = pytest.mark.scenario
 
 FLOWS = '''
-from tock import DAG, TriggerRule, task, setup, teardown
+from tock import DAG, TriggerRule, task
 
-with DAG("cf_branch") as branch_dag:
+with DAG("cf_branch") as dag:
     @task.branch
-    def pick():
-        return "heavy"
+    def choose():
+        return "left"
 
     @task
-    def heavy():
-        return "pallet"
+    def left():
+        return "went left"
 
     @task
-    def light():
-        return "parcel"
+    def right():
+        return "went right"
 
     @task(trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS)
     def join():
         return "joined"
 
-    pick() >> [heavy(), light()] >> join()
+    choose() >> [left(), right()] >> join()
 
-with DAG("cf_short_circuit") as short_dag:
-    @task.short_circuit(ignore_downstream_trigger_rules=False)
-    def anything():
+with DAG("cf_short_all") as dag:
+    @task.short_circuit
+    def gate():
         return False
 
     @task
-    def bill():
-        return "billed"
+    def after():
+        return 1
 
-    @task(trigger_rule=TriggerRule.ALL_DONE)
-    def tidy():
-        return "tidied"
+    @task(trigger_rule="all_done")
+    def finally_():
+        return 2
 
-    anything() >> bill() >> tidy()
+    gate() >> after() >> finally_()
 
-with DAG("cf_teardown") as teardown_dag:
-    @setup
-    def create():
-        return "created"
+with DAG("cf_short_direct") as dag:
+    @task.short_circuit(ignore_downstream_trigger_rules=False)
+    def gate():
+        return False
+
+    @task
+    def after():
+        return 1
+
+    @task(trigger_rule="all_done")
+    def finally_():
+        return 2
+
+    gate() >> after() >> finally_()
+
+with DAG("cf_teardown") as dag:
+    @task
+    def make_room():
+        return "room"
 
     @task
     def work():
         raise RuntimeError("the work broke")
 
-    @teardown
-    def drop():
-        return "dropped"
-
-    created, dropped = create(), drop()
-    created >> work() >> dropped
-    created >> dropped
-
-with DAG("cf_mapped_reduce") as mapped_dag:
     @task
-    def numbers():
+    def clean_room():
+        return "cleaned"
+
+    room = make_room()
+    room >> work() >> clean_room().as_teardown(setups=room)
+
+with DAG("cf_reduce") as dag:
+    @task
+    def make_list():
         return [1, 2, 3]
 
     @task
@@ -82,99 +95,114 @@ with DAG("cf_mapped_reduce") as mapped_dag:
     def total(values):
         return sum(values)
 
-    total(double.expand(x=numbers()))
+    total(double.expand(x=make_list()))
 '''
 
 WIDE = '''
 from tock import DAG, task
 
-with DAG("cf_wide", max_active_tasks=64) as dag:
+with DAG("cf_wide") as dag:
     @task
-    def indexes():
-        return list(range({width}))
+    def numbers():
+        return list(range({count}))
 
     @task
     def echo(x):
         return x
 
-    echo.expand(x=indexes())
+    echo.expand(x=numbers())
 '''
 
 
 @pytest.fixture
-def system(make_settings, tmp_path):
-    settings = make_settings(task_heartbeat_seconds=0.5, scheduler_session_timeout=6)
+def system():
+    parts: dict = {}
+    yield parts
+    for name in ("processes", "tail"):
+        if name in parts:
+            parts[name].close()
+
+
+def _start(make_settings, system, tmp_path, text: str, **overrides):
+    settings = make_settings(task_heartbeat_seconds=0.5, **overrides)
     create_topics(settings)
-    processes, tail = Processes(settings, tmp_path / "logs"), LogTail(settings)
-    yield settings, processes, tail
-    processes.close()
-    tail.close()
-
-
-def _value(tail: LogTail, run_id: str, task_id: str, map_index: int = -1):
-    [succeeded] = tail.of_type(TaskSucceeded, run_id=run_id, task_id=task_id, map_index=map_index)
-    return decode_values(succeeded.values_json).get("return_value")
-
-
-def _skip(tail: LogTail, run_id: str, task_id: str) -> TaskSkipped:
-    [skipped] = tail.of_type(TaskSkipped, run_id=run_id, task_id=task_id)
-    return skipped
-
-
-def _dags(tmp_path, name: str, text: str):
-    path = tmp_path / "dags" / name
+    system["processes"], system["tail"] = Processes(settings, tmp_path / "logs"), LogTail(settings)
+    path = tmp_path / "dags" / "flows.py"
     path.parent.mkdir(exist_ok=True)
     path.write_text(text)
-    return path
+    publish_dags(settings, path)
+    return settings, system["processes"], system["tail"]
 
 
-def test_branch_short_circuit_teardown_and_mapped_reduce_decide_in_the_log(system, tmp_path):
-    settings, processes, tail = system
-    publish_dags(settings, _dags(tmp_path, "flows.py", FLOWS))
+def _succeeded(tail: LogTail, run_id: str) -> set[str]:
+    return {event.task_id for event in tail.of_type(TaskSucceeded, run_id=run_id)}
+
+
+def _skipped(tail: LogTail, run_id: str) -> dict[str, TaskSkipped]:
+    return {event.task_id: event for event in tail.of_type(TaskSkipped, run_id=run_id)}
+
+
+def test_branches_short_circuits_teardowns_and_a_mapped_reduce(make_settings, system, tmp_path):
+    settings, processes, tail = _start(make_settings, system, tmp_path, FLOWS)
     processes.scheduler("s1")
-    runs = {dag_id: trigger(settings, dag_id) for dag_id in ("cf_branch", "cf_short_circuit", "cf_teardown",
-                                                               "cf_mapped_reduce")}
-    finished = {dag_id: tail.run_finished(run_id, 180).state for dag_id, run_id in runs.items()}
-    assert finished == {"cf_branch": "success", "cf_short_circuit": "success", "cf_teardown": "failed",
-                        "cf_mapped_reduce": "success"}
+    runs = {dag_id: trigger(settings, dag_id)
+            for dag_id in ("cf_branch", "cf_short_all", "cf_short_direct", "cf_teardown", "cf_reduce")}
+    states = {dag_id: tail.run_finished(run_id, 180).state for dag_id, run_id in runs.items()}
+    assert states == {"cf_branch": "success", "cf_short_all": "success", "cf_short_direct": "success",
+                      "cf_teardown": "failed", "cf_reduce": "success"}
 
-    branch = runs["cf_branch"]  # the branch not chosen is skipped, naming who chose; the join runs
-    assert (_value(tail, branch, "heavy"), _value(tail, branch, "join")) == ("pallet", "joined")
-    light = _skip(tail, branch, "light")
-    assert light.chosen_by == "pick" and not tail.of_type(TaskStarted, run_id=branch, task_id="light")
+    branch = runs["cf_branch"]
+    assert _succeeded(tail, branch) == {"choose", "left", "join"}
+    [skipped_right] = _skipped(tail, branch).values()
+    assert (skipped_right.task_id, skipped_right.chosen_by) == ("right", "choose")
+    assert skipped_right.reason
 
-    short = runs["cf_short_circuit"]  # only the direct downstream is skipped; all_done further down runs
-    assert _skip(tail, short, "bill").reason and not tail.of_type(TaskStarted, run_id=short, task_id="bill")
-    assert _value(tail, short, "tidy") == "tidied"
+    # all downstream skipped by the gate itself; with its rules respected, only the direct one
+    everything = _skipped(tail, runs["cf_short_all"])
+    assert sorted(everything) == ["after", "finally_"]
+    assert {event.chosen_by for event in everything.values()} == {"gate"}
+    assert _succeeded(tail, runs["cf_short_all"]) == {"gate"}
+    direct = _skipped(tail, runs["cf_short_direct"])
+    assert sorted(direct) == ["after"] and direct["after"].chosen_by == "gate"
+    assert _succeeded(tail, runs["cf_short_direct"]) == {"gate", "finally_"}
 
-    torn = runs["cf_teardown"]  # the teardown runs after the failed work; the work's failure fails the run
-    assert _value(tail, torn, "drop") == "dropped"
-    assert [event.task_id for event in tail.of_type(TaskStarted, run_id=torn)] == ["create", "work", "drop"]
+    teardown = runs["cf_teardown"]
+    assert _succeeded(tail, teardown) == {"make_room", "clean_room"}
+    assert not _skipped(tail, teardown)
+    assert [event.task_id for event in tail.of_type(TaskFailed, run_id=teardown)] == ["work"]
 
-    mapped = runs["cf_mapped_reduce"]  # each instance once, the reduce reads them in map index order
-    [expanded] = tail.of_type(TaskMapExpanded, run_id=mapped, task_id="double")
-    assert expanded.count == 3 and [source.task_id for source in expanded.sources] == ["numbers"]
-    assert [_value(tail, mapped, "double", index) for index in range(3)] == [2, 4, 6]
-    assert _value(tail, mapped, "total") == 12
+    reduce = runs["cf_reduce"]
+    [expanded] = tail.of_type(TaskMapExpanded, run_id=reduce, task_id="double")
+    assert expanded.count == 3
+    doubles = tail.of_type(TaskSucceeded, run_id=reduce, task_id="double")
+    assert sorted(event.map_index for event in doubles) == [0, 1, 2]
+    assert Counter(event.map_index for event in tail.of_type(TaskStarted, run_id=reduce, task_id="double")) \
+        == {0: 1, 1: 1, 2: 1}
+    [total] = tail.of_type(TaskSucceeded, run_id=reduce, task_id="total")
+    assert decode_values(total.values_json) == {"return_value": 12}
 
 
-WIDTH = 1000
+WIDE_COUNT = 1000
 
 
-def test_a_scheduler_killed_during_a_1000_way_expansion_runs_each_index_once(system, tmp_path):
-    settings, processes, tail = system
-    publish_dags(settings, _dags(tmp_path, "wide.py", WIDE.format(width=WIDTH)))
+def test_a_scheduler_killed_during_a_wide_expansion_runs_every_index_once(make_settings, system, tmp_path):
+    settings, processes, tail = _start(make_settings, system, tmp_path, WIDE.format(count=WIDE_COUNT),
+                                       scheduler_session_timeout=6)
     first = processes.scheduler("s1")
     run_id = trigger(settings, "cf_wide")
-    tail.wait_for(lambda _events: len(tail.of_type(TaskSucceeded, run_id=run_id, task_id="echo")) >= 20, 240,
-                  "the first instances of echo to succeed")
-    kill_hard(first.pid)  # mid-expansion: most instances are queued or not yet started
-    assert len(tail.of_type(TaskSucceeded, run_id=run_id, task_id="echo")) < WIDTH // 2
+    tail.wait_for(lambda _events: tail.of_type(TaskStarted, run_id=run_id, task_id="echo"), 120,
+                  "the first mapped tries to start")
+    kill_hard(first.pid)
+    done_before_the_kill = len(tail.of_type(TaskSucceeded, run_id=run_id, task_id="echo"))
+    assert done_before_the_kill < WIDE_COUNT and not tail.of_type(DagRunFinished, run_id=run_id)
     processes.scheduler("s2")
     assert tail.run_finished(run_id, 600).state == "success"
-    assert len(tail.of_type(TaskMapExpanded, run_id=run_id, task_id="echo")) == 1
-    queued = Counter(event.map_index for event in tail.of_type(TaskQueued, run_id=run_id, task_id="echo"))
     succeeded = Counter(event.map_index for event in tail.of_type(TaskSucceeded, run_id=run_id, task_id="echo"))
-    assert set(queued) == set(succeeded) == set(range(WIDTH))
-    assert max(queued.values()) == max(succeeded.values()) == 1  # no index queued or run twice
-    assert {_value(tail, run_id, "echo", index) for index in (0, WIDTH // 2, WIDTH - 1)} == {0, WIDTH // 2, WIDTH - 1}
+    assert succeeded == {index: 1 for index in range(WIDE_COUNT)}
+    for kind in (TaskQueued, TaskStarted):
+        tries = Counter((event.map_index, event.try_number)
+                        for event in tail.of_type(kind, run_id=run_id, task_id="echo"))
+        assert set(tries) == {(index, 1) for index in range(WIDE_COUNT)}, kind.__name__
+        assert set(tries.values()) == {1}, kind.__name__
+    assert len(tail.of_type(TaskMapExpanded, run_id=run_id, task_id="echo")) == 1
+    assert len(tail.of_type(DagRunFinished, run_id=run_id)) == 1
