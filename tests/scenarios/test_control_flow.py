@@ -7,9 +7,20 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from sqlalchemy.exc import SQLAlchemyError
 
+from projections import queries
+from projections.db import open_engine
 from schemas import DagRunFinished, TaskFailed, TaskMapExpanded, TaskQueued, TaskSkipped, TaskStarted, TaskSucceeded
-from tests.scenarios.scheduler_support import LogTail, Processes, create_topics, kill_hard, publish_dags, trigger
+from tests.scenarios.scheduler_support import (
+    LogTail,
+    Processes,
+    create_topics,
+    kill_hard,
+    publish_dags,
+    trigger,
+    wait_until,
+)
 from tock.values import decode_values
 
 pytestmark = pytest.mark.scenario
@@ -145,6 +156,7 @@ def _skipped(tail: LogTail, run_id: str) -> dict[str, TaskSkipped]:
 def test_branches_short_circuits_teardowns_and_a_mapped_reduce(make_settings, system, tmp_path):
     settings, processes, tail = _start(make_settings, system, tmp_path, FLOWS)
     processes.scheduler("s1")
+    processes.start("projector", name="projector")
     runs = {dag_id: trigger(settings, dag_id)
             for dag_id in ("cf_branch", "cf_short_all", "cf_short_direct", "cf_teardown", "cf_reduce")}
     states = {dag_id: tail.run_finished(run_id, 180).state for dag_id, run_id in runs.items()}
@@ -156,6 +168,7 @@ def test_branches_short_circuits_teardowns_and_a_mapped_reduce(make_settings, sy
     [skipped_right] = _skipped(tail, branch).values()
     assert (skipped_right.task_id, skipped_right.chosen_by) == ("right", "choose")
     assert skipped_right.reason
+    _projected(settings, "cf_branch", branch, {"left": "success", "right": "skipped", "join": "success"})
 
     # all downstream skipped by the gate itself; with its rules respected, only the direct one
     everything = _skipped(tail, runs["cf_short_all"])
@@ -180,6 +193,23 @@ def test_branches_short_circuits_teardowns_and_a_mapped_reduce(make_settings, sy
         == {0: 1, 1: 1, 2: 1}
     [total] = tail.of_type(TaskSucceeded, run_id=reduce, task_id="total")
     assert decode_values(total.values_json) == {"return_value": 12}
+
+
+def _projected(settings, dag_id: str, run_id: str, expected: dict[str, str]) -> None:
+    """The projector's task_instance rows reach ``expected`` (task id -> state)."""
+    engine = open_engine(settings)
+
+    def states():
+        try:
+            return {task_id: (queries.task_instance(engine, dag_id, run_id, task_id) or {}).get("state")
+                    for task_id in expected}
+        except SQLAlchemyError:  # the projector has not created its tables yet
+            return {}
+
+    try:
+        wait_until(lambda: states() == expected, 60, f"the projector to fold {dag_id} to {expected}")
+    finally:
+        engine.dispose()
 
 
 WIDE_COUNT = 1000
