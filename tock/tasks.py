@@ -260,6 +260,7 @@ class Task(Links):
     env: dict[str, str] | None = None  # bash: None inherits the environment; else it is the environment,
     append_env: bool = False  # or, with append_env, is added to it (Airflow's BashOperator)
     cwd: str | None = None  # bash: the folder the command runs in
+    skip_on_exit_code: tuple[int, ...] = (99,)  # bash: exit statuses that end the try skipped (Airflow's)
     upstream_task_ids: set[str] = field(default_factory=set)
     downstream_task_ids: set[str] = field(default_factory=set)
     task_group: TaskGroup | None = None  # the innermost group it was created in
@@ -610,9 +611,11 @@ def _new_task(dag: DAG | None, task_id: str, kind: str, given: dict[str, Any], u
 
 def BashTask(task_id: str, command: str | None = None, *, bash_command: str | None = None,  # noqa: N802
              env: dict[str, str] | None = None, append_env: bool = False, cwd: str | None = None,
-             dag: DAG | None = None, **options: Any) -> Task:
+             skip_on_exit_code: int | Iterable[int] | None = 99, dag: DAG | None = None, **options: Any) -> Task:
     """A task that runs ``command`` (or Airflow's ``bash_command=``) with bash. ``env``: the command's
     whole environment, or with ``append_env=True`` added to the inherited one; ``cwd``: where it runs.
+    ``skip_on_exit_code`` (Airflow's, default 99; an int, several, or None): an exit status that ends
+    the try skipped instead of failed.
     Command, env and cwd are templates (tock/templating.py); a command ending in ``.sh`` or ``.bash`` names
     a template file next to the DAG file or in its ``template_searchpath``. Options as for ``@task``."""
     if (command is None) == (bash_command is None):
@@ -621,7 +624,22 @@ def BashTask(task_id: str, command: str | None = None, *, bash_command: str | No
     if not isinstance(command, str) or not command.strip():
         raise ValueError(f"BashTask {task_id!r} needs a non-empty command string")
     _check_bash_fields(task_id, env, append_env, cwd, options)
-    return _new_task(dag, task_id, "bash", options, command=command, env=env, append_env=append_env, cwd=cwd)
+    return _new_task(dag, task_id, "bash", options, command=command, env=env, append_env=append_env, cwd=cwd,
+                     skip_on_exit_code=_exit_codes(task_id, skip_on_exit_code))
+
+
+def _exit_codes(task_id: str, given: Any) -> tuple[int, ...]:
+    """``skip_on_exit_code`` as the statuses it names: None names none, an int one, an iterable its ints."""
+    if given is None:
+        return ()
+    codes = [given] if isinstance(given, int) and not isinstance(given, bool) else None
+    if codes is None and isinstance(given, (list, tuple, set, frozenset)):
+        codes = list(given)
+    if codes is None or not all(isinstance(code, int) and not isinstance(code, bool) and 0 <= code <= 255
+                                for code in codes):
+        raise ValueError(f"BashTask {task_id!r}: skip_on_exit_code must be an exit status (0-255), a list of "
+                         f"them or None, got {given!r}")
+    return tuple(sorted(set(codes)))
 
 
 def _check_bash_fields(task_id: str, env: Any, append_env: Any, cwd: Any, options: dict[str, Any]) -> None:

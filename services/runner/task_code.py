@@ -160,6 +160,9 @@ def _run_bash(task: Task, rendered: Mapping[str, Any], xcom_max_bytes: int, rend
         sys.stdout.flush()
         last = line
     status = process.wait()
+    if status in task.skip_on_exit_code:  # Airflow's BashOperator: checked before success or failure
+        return TryResult(rendered_json=rendered_json, skipped=True,
+                         reason=f"the command exited with {status}, one of its skip_on_exit_code")
     if status != 0:
         return TryResult(rendered_json=rendered_json, exit_code=max(status, 0), signal=max(-status, 0))
     value = last.decode(errors="replace").rstrip("\n")

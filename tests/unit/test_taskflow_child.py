@@ -96,6 +96,9 @@ with DAG("flow", params={"factor": 2}) as dag:
     BashTask("bash_no_output", "true")
     BashTask("bash_fails", "echo partial; exit 3")
     BashTask("bash_killed", "kill -TERM $$")
+    BashTask("bash_skips", "echo nothing new; exit 99")
+    BashTask("bash_skips_on_its_own_code", "exit 7", skip_on_exit_code=[7, 8])
+    BashTask("bash_fails_on_99_without_a_skip_code", "exit 99", skip_on_exit_code=None)
     BashTask("bash_quiet", "echo value", do_xcom_push=False)
     BashTask("bash_templated", 'echo "{{ ds }} $GREETING {{ params.factor }} {{ dag_run.conf.k }}"',
              env={"GREETING": "hello {{ ds_nodash }}"})
@@ -247,10 +250,18 @@ def test_a_template_error_fails_the_try_naming_the_field_and_line(tmp_path, dag_
 @pytest.mark.parametrize(("task_id", "error"), [
     ("bash_fails", "user code exited with code 3"),
     ("bash_killed", "user code killed by signal SIGTERM (15)"),
+    ("bash_fails_on_99_without_a_skip_code", "user code exited with code 99"),
 ])
 def test_a_bash_task_that_fails_ends_as_before(tmp_path, dag_file, task_id, error):
     outcome, _log = run(tmp_path, dag_file, task_id)
     assert (outcome.succeeded, outcome.error) == (False, error)
+
+
+@pytest.mark.parametrize(("task_id", "status"), [("bash_skips", 99), ("bash_skips_on_its_own_code", 7)])
+def test_a_bash_task_exiting_with_a_skip_code_ends_skipped_not_failed(tmp_path, dag_file, task_id, status):
+    outcome, _log = run(tmp_path, dag_file, task_id)
+    assert outcome.skipped and not outcome.succeeded and outcome.ended_well
+    assert outcome.reason == f"the command exited with {status}, one of its skip_on_exit_code"
 
 
 def test_a_try_queued_before_contexts_were_recorded_runs_with_none(tmp_path, dag_file):

@@ -396,10 +396,21 @@ def test_jinja_environment_kwargs_reach_the_environment():
     ({"cwd": ""}, "cwd must be a non-empty string"),
     ({"append_env": "yes"}, "append_env must be True or False"),
     ({"templates_dict": {"a": "b"}}, "templates_dict is for Python tasks"),
+    ({"skip_on_exit_code": "99"}, "skip_on_exit_code must be an exit status"),
+    ({"skip_on_exit_code": [1, True]}, "skip_on_exit_code must be an exit status"),
+    ({"skip_on_exit_code": 256}, "skip_on_exit_code must be an exit status"),
+    ({"skip_on_exit_code": -1}, "skip_on_exit_code must be an exit status"),
 ])
 def test_bad_bash_fields_fail_when_the_dag_is_parsed(fields, problem):
     with DAG("bad"), pytest.raises(ValueError, match=problem):
         BashTask("t", "true", **fields)
+
+
+@pytest.mark.parametrize(("given", "codes"), [(99, (99,)), (None, ()), ([3, 1, 3], (1, 3)), ((0,), (0,))])
+def test_skip_on_exit_code_is_airflows_99_by_default_or_the_statuses_given(given, codes):
+    with DAG("codes"):
+        assert BashTask("default", "true").skip_on_exit_code == (99,)
+        assert BashTask("given", "true", skip_on_exit_code=given).skip_on_exit_code == codes
 
 
 def test_a_bash_task_takes_its_command_once():
