@@ -47,35 +47,22 @@ with DAG("cf_branch") as dag:
 
     choose() >> [left(), right()] >> join()
 
-with DAG("cf_short_all") as dag:
-    @task.short_circuit
-    def gate():
-        return False
+for short_id, ignore in (("cf_short_all", True), ("cf_short_direct", False)):
+    with DAG(short_id) as dag:  # the gate skips all downstream, or (ignore=False) the direct one only
+        @task.short_circuit(ignore_downstream_trigger_rules=ignore)
+        def gate():
+            return False
 
-    @task
-    def after():
-        return 1
+        @task
+        def after():
+            return 1
 
-    @task(trigger_rule="all_done")
-    def finally_():
-        return 2
+        @task(trigger_rule="all_done")
+        def finally_():
+            return 2
 
-    gate() >> after() >> finally_()
-
-with DAG("cf_short_direct") as dag:
-    @task.short_circuit(ignore_downstream_trigger_rules=False)
-    def gate():
-        return False
-
-    @task
-    def after():
-        return 1
-
-    @task(trigger_rule="all_done")
-    def finally_():
-        return 2
-
-    gate() >> after() >> finally_()
+        gate() >> after() >> finally_()
+    globals()[short_id] = dag
 
 with DAG("cf_teardown") as dag:
     @task
