@@ -7,7 +7,7 @@ import json
 import math
 import re
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from types import TracebackType
@@ -611,7 +611,7 @@ def _new_task(dag: DAG | None, task_id: str, kind: str, given: dict[str, Any], u
 
 def BashTask(task_id: str, command: str | None = None, *, bash_command: str | None = None,  # noqa: N802
              env: dict[str, str] | None = None, append_env: bool = False, cwd: str | None = None,
-             skip_on_exit_code: int | Iterable[int] | None = 99, dag: DAG | None = None, **options: Any) -> Task:
+             skip_on_exit_code: int | Collection[int] | None = 99, dag: DAG | None = None, **options: Any) -> Task:
     """A task that runs ``command`` (or Airflow's ``bash_command=``) with bash. ``env``: the command's
     whole environment, or with ``append_env=True`` added to the inherited one; ``cwd``: where it runs.
     ``skip_on_exit_code`` (Airflow's, default 99; an int, several, or None): an exit status that ends
@@ -629,17 +629,16 @@ def BashTask(task_id: str, command: str | None = None, *, bash_command: str | No
 
 
 def _exit_codes(task_id: str, given: Any) -> tuple[int, ...]:
-    """``skip_on_exit_code`` as the statuses it names: None names none, an int one, an iterable its ints."""
-    if given is None:
-        return ()
-    codes = [given] if isinstance(given, int) and not isinstance(given, bool) else None
-    if codes is None and isinstance(given, (list, tuple, set, frozenset)):
-        codes = list(given)
-    if codes is None or not all(isinstance(code, int) and not isinstance(code, bool) and 0 <= code <= 255
-                                for code in codes):
+    """``skip_on_exit_code`` as the statuses it names: None names none, an int one, a collection its ints."""
+    codes = () if given is None else (given,) if isinstance(given, int) else given
+    if not isinstance(codes, (tuple, list, set, frozenset)) or not all(_is_exit_status(code) for code in codes):
         raise ValueError(f"BashTask {task_id!r}: skip_on_exit_code must be an exit status (0-255), a list of "
                          f"them or None, got {given!r}")
     return tuple(sorted(set(codes)))
+
+
+def _is_exit_status(code: Any) -> bool:
+    return isinstance(code, int) and not isinstance(code, bool) and 0 <= code <= 255
 
 
 def _check_bash_fields(task_id: str, env: Any, append_env: Any, cwd: Any, options: dict[str, Any]) -> None:
