@@ -6,6 +6,10 @@ fan-out: one DAG file of one root task -> TASKS no-op tasks (fan-out; the root f
   8 tries, each try's no-op in a child of its own). Timed from the TriggerDagRun's
   acknowledgement to the run's DagRunFinished. The scheduler is sampled by py-spy (if
   PYSPY names it: ``pip install --target DIR py-spy``, PYSPY=DIR/bin/py-spy) for the whole run.
+mapped: the same shape made by dynamic task mapping: one root task returning TASKS numbers and one
+  no-op task ``.expand()``ed over them (TASKS instances), on the same processes and settings, so its
+  figures stand beside the fan-out's. Also timed: the expansion (the root's TaskSucceeded -> the
+  scheduler's TaskMapExpanded, both event times).
 folder: FILES DAG files x 10 tasks written before `tock dag-processor` starts; the clock runs
   from the processor's start to the last of FILES DagParsed read from tock.dags. Parse time per
   file (DagFileProcessed.duration, the child's life) beside the wall time; py-spy samples the
@@ -53,6 +57,25 @@ with DAG("big_fan_out") as dag:
     for index in range({tasks}):
         root >> task(noop, task_id=f"leaf_{{index:05d}}")()
 '''
+
+
+MAPPED = '''
+from tock import DAG, task
+
+@task
+def numbers():
+    return list(range({tasks}))
+
+@task
+def noop(number):
+    pass
+
+with DAG("big_mapped") as dag:
+    noop.override(max_map_length={tasks}).expand(number=numbers())
+'''
+
+# name, DAG id, DAG file text (formatted with tasks=)
+WORKLOADS = {"fan-out": ("big_fan_out", FAN_OUT), "mapped": ("big_mapped", MAPPED)}
 
 
 def load() -> str:
@@ -154,30 +177,32 @@ def cpu_of(pid: int) -> float:
         return 0.0
 
 
-# -- fan-out --------------------------------------------------------------------------------------
+# -- fan-out and mapped ---------------------------------------------------------------------------
 
-def bench_fan_out(tmp: Path, tasks: int, parallelism: int) -> None:
+def bench_fan_out(tmp: Path, workload: str, tasks: int, parallelism: int) -> None:
+    """One run of ``workload``'s DAG (1 root + ``tasks`` no-op tries) on a fresh processor and scheduler."""
+    dag_id, text = WORKLOADS[workload]
     dags_folder = tmp / "dags"
     dags_folder.mkdir(parents=True)
     settings = bench_settings(tmp / "home", partitions=12, dags_folder=str(dags_folder), parallelism=parallelism,
                               warm_runners=min(parallelism, 64), dag_reparse_interval=3600)
-    print(f"     (fan-out of {tasks:,}: topic prefix {settings.topic_prefix}; TOCK_PARALLELISM={parallelism}; "
+    print(f"     ({workload} of {tasks:,}: topic prefix {settings.topic_prefix}; TOCK_PARALLELISM={parallelism}; "
           f"logs in {tmp}; {load()})", flush=True)
     reader = Reader(settings, (EVENTS, DAGS))
     processor = scheduler = profiler = None
     try:
         written = time.time()
-        (dags_folder / "big_fan_out.py").write_text(FAN_OUT.format(tasks=tasks))
+        (dags_folder / f"{dag_id}.py").write_text(text.format(tasks=tasks))
         processor = ProcessorProcess(settings, tmp / "dag-processor.log")
         scheduler = start_scheduler(settings, tmp)
         wait(reader, lambda: reader.counts["DagParsed"] >= 1, 120, "the DAG to be parsed")
         parsed = next(event for _read, event in reader.events if isinstance(event, DagParsed))
-        figure(f"fan-out {tasks:,}: file written -> DagParsed (processor start incl.)", parsed.at - written, "s")
+        figure(f"{workload} {tasks:,}: file written -> DagParsed (processor start incl.)", parsed.at - written, "s")
         wait_for_text(tmp / "scheduler.log", "assigned partitions", 60)
         time.sleep(1.0)
         profiler = Profiler(scheduler.pid, tmp / "scheduler.pyspy")
         cpu0 = cpu_of(scheduler.pid)
-        run_id, acked = trigger(settings, "big_fan_out")
+        run_id, acked = trigger(settings, dag_id)
         progress = Progress(reader, acked, tasks)
         progress.scheduler_pid = scheduler.pid
         try:
@@ -187,7 +212,7 @@ def bench_fan_out(tmp: Path, tasks: int, parallelism: int) -> None:
             print(f"     !! the run did not finish within {RUN_TIMEOUT:g} s: partial figures below", flush=True)
         scheduler_cpu = cpu_of(scheduler.pid) - cpu0
         progress.sample()
-        report_fan_out(reader, run_id, acked, tasks, scheduler_cpu, progress)
+        report_fan_out(reader, workload, run_id, acked, tasks, scheduler_cpu, progress)
         profiler.stop_and_summarize(f"the scheduler during the {tasks:,}-task run")
         profiler = None
     finally:
@@ -235,7 +260,7 @@ class Progress:
             children_cpu(self.scheduler_pid, self.helpers)
 
 
-def report_fan_out(reader: Reader, run_id: str, acked: float, tasks: int, scheduler_cpu: float,
+def report_fan_out(reader: Reader, workload: str, run_id: str, acked: float, tasks: int, scheduler_cpu: float,
                    progress: Progress) -> None:
     events = [event for _read, event in reader.events if getattr(event, "run_id", None) == run_id]
     last: dict[str, float] = {}
@@ -244,27 +269,44 @@ def report_fan_out(reader: Reader, run_id: str, acked: float, tasks: int, schedu
         name = type(event).__name__
         kinds[name] += 1
         last[name] = max(last.get(name, 0.0), event.at)
+    name = f"{workload} {tasks:,}"
     finished = next((event for event in events if type(event).__name__ == "DagRunFinished"), None)
     if finished is not None:
-        figure(f"fan-out {tasks:,}: trigger acked -> run {finished.state}", finished.at - acked, "s")
+        figure(f"{name}: trigger acked -> run {finished.state}", finished.at - acked, "s")
     else:
         succeeded = kinds["TaskSucceeded"]
-        figure(f"fan-out {tasks:,}: NOT finished; tries succeeded in {time.time() - acked:.0f} s", succeeded, "tries")
+        figure(f"{name}: NOT finished; tries succeeded in {time.time() - acked:.0f} s", succeeded, "tries")
         rate = succeeded / (time.time() - acked)
-        figure(f"fan-out {tasks:,}:   at that rate, trigger -> success would take", (tasks + 1) / rate, "s")
+        figure(f"{name}:   at that rate, trigger -> success would take", (tasks + 1) / rate, "s")
+    report_expansion(events, name)
     print(f"       ({load()}; last of each, from the trigger: " + ", ".join(
-        f"{name} +{last[name] - acked:.1f} s" for name in ("DagRunCreated", "TaskQueued", "TaskLaunched",
-                                                           "TaskStarted", "TaskSucceeded") if name in last) + ")")
+        f"{kind} +{last[kind] - acked:.1f} s" for kind in ("DagRunCreated", "TaskQueued", "TaskLaunched",
+                                                           "TaskStarted", "TaskSucceeded") if kind in last) + ")")
     started = sorted(event.at for event in events if type(event).__name__ == "TaskStarted")
-    figure(f"fan-out {tasks:,}: tries started per second (first -> last TaskStarted)",
+    figure(f"{name}: tries started per second (first -> last TaskStarted)",
            (len(started) - 1) / (started[-1] - started[0]), "tries/s")
-    decisions = sum(kinds[name] for name in ("DagRunCreated", "TaskQueued", "TaskLaunched", "DagRunFinished"))
-    figure(f"fan-out {tasks:,}: scheduler CPU", scheduler_cpu, "s")
-    figure(f"fan-out {tasks:,}: scheduler CPU per decision", 1000 * scheduler_cpu / decisions, "ms")
-    figure(f"fan-out {tasks:,}: launcher + runners CPU (own, sampled each 1 s, lower bound)",
+    decisions = sum(kinds[kind] for kind in ("DagRunCreated", "TaskMapExpanded", "TaskQueued", "TaskLaunched",
+                                             "DagRunFinished"))
+    figure(f"{name}: scheduler CPU", scheduler_cpu, "s")
+    figure(f"{name}: scheduler CPU per decision", 1000 * scheduler_cpu / decisions, "ms")
+    figure(f"{name}: scheduler CPU per task try", 1000 * scheduler_cpu / max(1, kinds["TaskSucceeded"]), "ms")
+    figure(f"{name}: launcher + runners CPU (own, sampled each 1 s, lower bound)",
            sum(progress.helpers.values()), "s")
-    print(f"       (decisions: {decisions:,} = DagRunCreated + TaskQueued + TaskLaunched + DagRunFinished; events "
-          + ", ".join(f"{name} {count:,}" for name, count in sorted(kinds.items())) + ")")
+    print(f"       (decisions: {decisions:,} = DagRunCreated + TaskMapExpanded + TaskQueued + TaskLaunched + "
+          "DagRunFinished; events " + ", ".join(f"{kind} {count:,}" for kind, count in sorted(kinds.items())) + ")")
+
+
+def report_expansion(events: list, name: str) -> None:
+    """For a mapped run: its upstream's success -> the expansion, and the expansion -> its last TaskQueued."""
+    expanded = next((event for event in events if type(event).__name__ == "TaskMapExpanded"), None)
+    if expanded is None:
+        return
+    upstream = max(event.at for event in events if type(event).__name__ == "TaskSucceeded"
+                   and event.task_id != expanded.task_id)
+    figure(f"{name}: upstream TaskSucceeded -> TaskMapExpanded ({expanded.count:,})", expanded.at - upstream, "s")
+    queued = [event.at for event in events if type(event).__name__ == "TaskQueued"
+              and event.task_id == expanded.task_id]
+    figure(f"{name}: TaskMapExpanded -> last instance TaskQueued (paced by slots)", max(queued) - expanded.at, "s")
 
 
 def start_scheduler(settings, tmp: Path) -> subprocess.Popen:
@@ -349,8 +391,9 @@ def cpu_times_with_children(pid: int) -> float:
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m tests.benchmarks.bench_big_dags")
-    parser.add_argument("workloads", nargs="*", default=["fan-out", "folder"], help="fan-out and/or folder")
-    parser.add_argument("--tasks", type=int, default=TASKS, help="fan-out width")
+    parser.add_argument("workloads", nargs="*", default=["fan-out", "mapped", "folder"],
+                        help="fan-out, mapped and/or folder")
+    parser.add_argument("--tasks", type=int, default=TASKS, help="fan-out width, and the mapped task's instances")
     parser.add_argument("--files", type=int, default=FILES, help="files in the folder")
     parser.add_argument("--parallelism", type=int, default=64, help="TOCK_PARALLELISM of the fan-out's scheduler")
     parser.add_argument("--keep", type=Path, help="work in this folder and keep it (logs, profiles)")
@@ -358,8 +401,9 @@ def main(argv: list[str]) -> None:
     print(f"Big DAGs (2 cores shared with other engineers' tests; {load()})", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench-big-") as folder:
         tmp = options.keep or Path(folder)
-        if "fan-out" in options.workloads:
-            bench_fan_out(tmp / f"fan-out-{options.tasks}", options.tasks, options.parallelism)
+        for workload in WORKLOADS:
+            if workload in options.workloads:
+                bench_fan_out(tmp / f"{workload}-{options.tasks}", workload, options.tasks, options.parallelism)
         if "folder" in options.workloads:
             bench_folder(tmp / f"folder-{options.files}", options.files)
 
