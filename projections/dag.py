@@ -53,7 +53,7 @@ def _parsed(row: Row, event: DagParsed) -> Row:
     tasks = [{"task_id": task.task_id, "kind": task.kind, "upstream": task.upstream,
               "executor": task.executor, "queue": task.queue, "retries": task.retries,
               "task_group": task.task_group, "trigger_rule": task.trigger_rule, "is_setup": task.is_setup,
-              "is_teardown": task.is_teardown, "chooses": task.chooses}
+              "is_teardown": task.is_teardown, "chooses": task.chooses, "mapped": task.mapped is not None}
              for task in definition.tasks]
     groups = [{"group_id": group.group_id, "parent_id": group.parent_id, "tooltip": group.tooltip}
               for group in definition.task_groups]

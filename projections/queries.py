@@ -122,6 +122,15 @@ def task_instance(engine: Engine, dag_id: str, run_id: str, task_id: str, map_in
                                             table.c.task_id == task_id, table.c.map_index == map_index))
 
 
+def mapped_task_instances(engine: Engine, dag_id: str, run_id: str, task_id: str,
+                          limit: int = 100_000) -> list[Row]:
+    """The instances of a mapped task in a run (map index 0 up), without the task as a whole."""
+    table = LIVE["task_instance"]
+    query = (select(table).where(table.c.dag_id == dag_id, table.c.run_id == run_id, table.c.task_id == task_id,
+                                 table.c.map_index >= 0).order_by(table.c.map_index))
+    return _page(engine, query, limit, 0)
+
+
 TASK_SHAPE = ("task_group", "is_setup", "is_teardown", "trigger_rule")
 
 

@@ -7,7 +7,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import astuple
+from dataclasses import astuple, replace
 
 import typer
 from confluent_kafka import KafkaException
@@ -143,19 +143,24 @@ def dags_backfill_cancel(ctx: typer.Context, dag_id: str = typer.Argument(..., h
 def tasks_logs(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The DAG."),
                run_id: str = typer.Argument(..., help="The run."), task_id: str = typer.Argument(..., help="The task."),
                try_number: int | None = typer.Option(None, "--try", min=1, help="The try (default: the latest)."),
+               map_index: int = typer.Option(-1, "--map-index", min=-1, help="Of a mapped task: instance N (each "
+                                                                              "instance has its own tries)."),
                follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing what the try writes until "
                                                                          "it ends.")) -> None:
     """Print a try's log, read from tock.logs wherever the try ran (a try with nothing there: its file
     under TOCK_HOME, if this host has it)."""
+    asked = TryRef(dag_id, run_id, task_id, try_number or 0, map_index)
     with tables(ctx, "tasks logs") as engine:
         dag, _run = targets.known_run(engine, dag_id, run_id)
-        instance = queries.task_instance(engine, dag_id, run_id, task_id)
+        instance = asked.instance(engine)
         if instance is None and task_id not in targets.task_ids(dag):
             fail("tasks logs", f"no task {task_id} in DAG {dag_id}")
         try_number = try_number or (instance or {}).get("try_number")
         if try_number is None:
-            fail("tasks logs", f"task {task_id} has not run in {dag_id} / {run_id} yet")
-        try_ref = TryRef(dag_id, run_id, task_id, try_number)
+            mapped = (" (a mapped task: give --map-index N)" if map_index < 0 and instance is not None
+                      and instance.get("map_count") is not None else "")
+            fail("tasks logs", f"task {asked.named} has not run in {dag_id} / {run_id} yet{mapped}")
+        try_ref = replace(asked, try_number=try_number)
         since = try_start(engine, try_ref, instance)
     try:
         if not _print_shipped(ctx, try_ref, since, follow):
@@ -169,7 +174,7 @@ def _print_shipped(ctx: typer.Context, try_ref: TryRef, since: float, follow: bo
     found = False
     with tables(ctx, "tasks logs") as engine:
         def ended() -> bool:
-            return try_has_ended(queries.task_instance(engine, *astuple(try_ref)[:3]), try_ref.try_number)
+            return try_has_ended(try_ref.instance(engine), try_ref.try_number)
 
         try:
             for batch in shipped_texts(settings_of(ctx), try_ref, since, ended if follow else None):
@@ -184,7 +189,7 @@ def _print_local_file(ctx: typer.Context, try_ref: TryRef, instance: dict | None
     path = log_file(settings_of(ctx).home, *astuple(try_ref))
     if not path.is_file():
         where = f" (it ran on {instance['hostname']})" if instance and instance.get("hostname") else ""
-        fail("tasks logs", f"no log of try {try_ref.try_number} of {try_ref.task_id} in tock.logs, "
+        fail("tasks logs", f"no log of try {try_ref.try_number} of {try_ref.named} in tock.logs, "
                            f"nor on this host at {path}{where}")
     for chunk in file_chunks(path):
         sys.stdout.buffer.write(chunk)

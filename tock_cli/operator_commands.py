@@ -39,7 +39,7 @@ class MarkState(str, enum.Enum):
     skipped = "skipped"
 
 
-MAP_INDEX_OPTION = typer.Option(-1, "--map-index", help="Of a mapped task: only instance N (default: every "
+MAP_INDEX_OPTION = typer.Option(-1, "--map-index", min=-1, help="Of a mapped task: only instance N (default: every "
                                                       "instance, or a task that is not mapped).")
 
 
@@ -90,7 +90,7 @@ def tasks_clear(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The 
 
 def _clear_one(ctx: typer.Context, event: ClearTask) -> None:
     with tables(ctx, "tasks clear") as engine:
-        targets.known_task(engine, event.dag_id, event.run_id, event.task_id)
+        targets.known_task(engine, event.dag_id, event.run_id, event.task_id, map_index=event.map_index)
     append_commands(settings_of(ctx), [event], "tasks clear")
     typer.echo(f"clearing {_named(event.task_id, event.map_index)} in {event.dag_id} / {event.run_id}: "
                f"{show_request(event.request_id)}")
@@ -133,7 +133,7 @@ def tasks_mark(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The D
     follow: success releases them, failed makes them upstream_failed, skipped skips them.
     """
     with tables(ctx, "tasks mark") as engine:
-        targets.known_task(engine, dag_id, run_id, task_id)
+        targets.known_task(engine, dag_id, run_id, task_id, map_index=map_index)
     event = MarkTask(dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index, state=state.value,
                      request_id=request_id, requested_by=REQUESTED_BY, at=time.time())
     append_commands(settings_of(ctx), [event], "tasks mark")

@@ -7,7 +7,7 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import astuple
+from dataclasses import astuple, replace
 
 from confluent_kafka import KafkaException
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
@@ -17,7 +17,6 @@ from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from infra.settings import Settings
-from projections import queries
 from services.api import targets
 from services.api.auth import requester
 from services.api.commands import engine_of
@@ -77,6 +76,7 @@ class FollowSlot:
                                             503: {"description": "tock.logs cannot be read"}})
 def task_log(dag_id: str, run_id: str, task_id: str, request: Request,
              try_number: int | None = Query(None, alias="try", ge=1, description="the try (default: the latest)"),
+             map_index: int = Query(-1, ge=-1, description="instance N of a mapped task (-1: not mapped)"),
              follow: bool = Query(False, description="keep streaming what the try writes until it ends"),
              engine: Engine = Depends(engine_of)):
     """The output of one try of the task instance, as its runner shipped it to ``tock.logs`` (from
@@ -84,22 +84,26 @@ def task_log(dag_id: str, run_id: str, task_id: str, request: Request,
     one, or until the task_instance table shows the try has ended (or the client disconnects, or
     TOCK_API_LOG_FOLLOW_SECONDS have passed: ask again to read on); a user follows at most
     TOCK_API_LOG_FOLLOWS_PER_USER logs at once (429 beyond). Without it, what is there now. A try
-    that has not run (a number past the latest try) is a 404. A try with nothing in ``tock.logs``
-    (older than its retention): its file under TOCK_HOME (``tries/<dag>/<run>/<task>/<try>.log``)
-    if this host has it."""
-    return log_response(request, engine, dag_id, run_id, task_id, try_number, follow)
+    that has not run (a number past the latest try) is a 404; so is a mapped task without
+    ``map_index`` (each instance has its own tries). A try with nothing in ``tock.logs`` (older than its
+    retention): its file under TOCK_HOME (``tries/<dag>/<run>/<task>/<try>.log``, ``<try>.mN.log`` for
+    instance N) if this host has it."""
+    return log_response(request, engine, TryRef(dag_id, run_id, task_id, try_number or 0, map_index), follow)
 
 
-def log_response(request: Request, engine: Engine, dag_id: str, run_id: str, task_id: str,
-                 try_number: int | None, follow: bool) -> StreamingResponse:
-    """The try's log, whole or followed (the API's route and the web UI's task page both answer with it)."""
-    instance = _known_instance(engine, dag_id, run_id, task_id)
-    if try_number is None:
+def log_response(request: Request, engine: Engine, asked: TryRef, follow: bool) -> StreamingResponse:
+    """The try's log, whole or followed (the API's route and the web UI's task page both answer with it);
+    ``asked.try_number`` 0: the latest try."""
+    instance = _known_instance(engine, asked)
+    try_number = asked.try_number
+    if not try_number:
         if instance is None or instance["try_number"] is None:
-            raise HTTPException(status_code=404, detail=f"task {task_id} has not run in run {run_id} yet")
+            mapped = " (a mapped task: name an instance with map_index)" if _is_mapped_whole(instance) else ""
+            raise HTTPException(status_code=404, detail=f"task {asked.named} has not run in run {asked.run_id} "
+                                                        f"yet{mapped}")
         try_number = instance["try_number"]
-    _has_run(instance, task_id, try_number)
-    settings, try_ref = request.app.state.settings, TryRef(dag_id, run_id, task_id, try_number)
+    _has_run(instance, asked.named, try_number)
+    settings, try_ref = request.app.state.settings, replace(asked, try_number=try_number)
     since = try_start(engine, try_ref, instance)
     if not follow:
         return StreamingResponse(_whole(settings, try_ref, since), media_type=TEXT)
@@ -118,15 +122,21 @@ def _has_run(instance: dict | None, task_id: str, try_number: int) -> None:
         raise HTTPException(status_code=404, detail=f"no try {try_number} of task {task_id}: {ran}")
 
 
-def _known_instance(engine: Engine, dag_id: str, run_id: str, task_id: str) -> dict | None:
+def _known_instance(engine: Engine, asked: TryRef) -> dict | None:
     try:
-        dag, _run = targets.known_run(engine, dag_id, run_id)
+        dag, _run = targets.known_run(engine, asked.dag_id, asked.run_id)
     except targets.Refused as refused:
         raise HTTPException(status_code=404, detail=refused.reason) from None
-    instance = queries.task_instance(engine, dag_id, run_id, task_id)
-    if instance is None and task_id not in targets.task_ids(dag):
-        raise HTTPException(status_code=404, detail=f"no task instance {task_id} in run {run_id} of DAG {dag_id}")
+    instance = asked.instance(engine)
+    if instance is None and asked.task_id not in targets.task_ids(dag):
+        raise HTTPException(status_code=404, detail=f"no task instance {asked.named} in run {asked.run_id} of DAG "
+                                                    f"{asked.dag_id}")
     return instance
+
+
+def _is_mapped_whole(instance: dict | None) -> bool:
+    """Whether the row is a mapped task as a whole (its instances have the tries)."""
+    return instance is not None and instance["map_index"] == -1 and instance.get("map_count") is not None
 
 
 def _whole(settings: Settings, try_ref: TryRef, since: float) -> Iterator[bytes]:
@@ -143,14 +153,14 @@ def _whole(settings: Settings, try_ref: TryRef, since: float) -> Iterator[bytes]
     path = log_file(settings.home, *astuple(try_ref))
     if not path.is_file():
         raise HTTPException(status_code=404, detail=f"no log of try {try_ref.try_number} of task "
-                                                    f"{try_ref.task_id} in tock.logs, nor on this host")
+                                                    f"{try_ref.named} in tock.logs, nor on this host")
     return file_chunks(path)
 
 
 async def _follow(request: Request, engine: Engine, settings: Settings, try_ref: TryRef,
                   since: float, slot: FollowSlot) -> AsyncIterator[bytes]:
     def ended() -> bool:
-        return try_has_ended(queries.task_instance(engine, *astuple(try_ref)[:3]), try_ref.try_number)
+        return try_has_ended(try_ref.instance(engine), try_ref.try_number)
 
     deadline = time.monotonic() + settings.api_log_follow_seconds
     batches, found = shipped_texts(settings, try_ref, since, ended), False

@@ -74,7 +74,14 @@ def known_task(engine: Engine, dag_id: str, run_id: str, task_id: str, *, active
     dag, run = known_run(engine, dag_id, run_id, active=active)
     if task_id not in task_ids(dag):
         raise Refused(IMPOSSIBLE, f"DAG {dag_id} has no task {task_id} (its tasks: {', '.join(task_ids(dag))})")
+    if map_index >= 0 and not _maybe_mapped(dag, task_id):
+        raise Refused(IMPOSSIBLE, f"task {task_id} of DAG {dag_id} is not mapped: it has no map index {map_index}")
     return TaskTarget(dag, run, queries.task_instance(engine, dag_id, run_id, task_id, map_index))
+
+
+def _maybe_mapped(dag: Row, task_id: str) -> bool:
+    """Whether the DAG's current definition maps the task (a row projected before it said: yes)."""
+    return next((task.get("mapped", True) for task in dag.get("tasks") or [] if task["task_id"] == task_id), True)
 
 
 def task_ids(dag: Row) -> list[str]:

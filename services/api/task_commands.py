@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 from sqlalchemy import Engine
 
 from schemas import ClearTask, KillTask, MarkTask
@@ -13,19 +13,22 @@ from services.api.auth import requester
 from services.api.commands import append, commands, engine_of, once, request_id_of
 
 TASK = "/api/v1/dags/{dag_id}/runs/{run_id}/tasks/{task_id}"
+MAP_INDEX = Query(-1, ge=-1, description="instance N of a mapped task (-1: a task, or every instance of a mapped "
+                                         "task)")
 
 
 @commands.post(f"{TASK}/clear", status_code=202, response_model=models.Accepted, summary="Clear a task instance")
 def clear(dag_id: str, run_id: str, task_id: str, request: Request, body: models.ClearRequest | None = None,
-          request_id: str = Depends(request_id_of), engine: Engine = Depends(engine_of)):
+          map_index: int = MAP_INDEX, request_id: str = Depends(request_id_of), engine: Engine = Depends(engine_of)):
     """Append ClearTask: run the task instance again with a new try (with ``downstream`` / ``upstream``,
     every task after / before it too). A finished run reopens; a running try is stopped first (its
     runner kills the user code and reports TaskKilled) before the new try is queued. Clearing a task
-    that has not run yet in this run changes nothing. 409 if the DAG does not define the task."""
+    that has not run yet in this run changes nothing. ``map_index`` N: only instance N of a mapped task
+    (its downstream with ``downstream``). 409 if the DAG does not define the task."""
     body = body or models.ClearRequest()
-    targets.known_task(engine, dag_id, run_id, task_id)
+    targets.known_task(engine, dag_id, run_id, task_id, map_index=map_index)
     once(engine, request_id, "ClearTask", dag_id, run_id, task_id)
-    event = ClearTask(dag_id=dag_id, run_id=run_id, task_id=task_id, request_id=request_id,
+    event = ClearTask(dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index, request_id=request_id,
                       downstream=body.downstream, upstream=body.upstream, requested_by=requester(request),
                       at=time.time())
     return append(request, event, request_id, run_id=run_id, task_id=task_id)
@@ -46,29 +49,30 @@ def clear_run(dag_id: str, run_id: str, request: Request, request_id: str = Depe
 
 @commands.post(f"{TASK}/mark", status_code=202, response_model=models.Accepted, summary="Mark a task instance")
 def mark(dag_id: str, run_id: str, task_id: str, body: models.MarkRequest, request: Request,
-         request_id: str = Depends(request_id_of), engine: Engine = Depends(engine_of)):
+         map_index: int = MAP_INDEX, request_id: str = Depends(request_id_of), engine: Engine = Depends(engine_of)):
     """Append MarkTask: set the task instance's state to success, failed or skipped by hand, whatever its
     state (a task not queued yet included). A running try is stopped first; the marked state wins over
     that try's own late outcome. Downstream tasks follow: success releases them, failed makes them
     upstream_failed, skipped skips them. The task_instance table shows the mark as soon as it is in the
-    log. 409 for another state, or a task the DAG does not define."""
-    targets.known_task(engine, dag_id, run_id, task_id)
+    log. ``map_index`` N: only instance N of a mapped task. 409 for another state, or a task the DAG
+    does not define."""
+    targets.known_task(engine, dag_id, run_id, task_id, map_index=map_index)
     state = targets.markable(body.state)
     once(engine, request_id, "MarkTask", dag_id, run_id, task_id)
-    event = MarkTask(dag_id=dag_id, run_id=run_id, task_id=task_id, state=state, request_id=request_id,
-                     requested_by=requester(request), at=time.time())
+    event = MarkTask(dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index, state=state,
+                     request_id=request_id, requested_by=requester(request), at=time.time())
     return append(request, event, request_id, run_id=run_id, task_id=task_id)
 
 
 @commands.post(f"{TASK}/kill", status_code=202, response_model=models.Accepted, summary="Kill a task's try")
-def kill(dag_id: str, run_id: str, task_id: str, request: Request, request_id: str = Depends(request_id_of),
-         engine: Engine = Depends(engine_of)):
+def kill(dag_id: str, run_id: str, task_id: str, request: Request, map_index: int = MAP_INDEX,
+         request_id: str = Depends(request_id_of), engine: Engine = Depends(engine_of)):
     """Append KillTask: the task's queued or running try is stopped (its runner kills the user code) and
     ends as killed: failed, not retried, so its downstream tasks become upstream_failed. 409 when the
-    task has no such try (its state says why)."""
-    target = targets.known_task(engine, dag_id, run_id, task_id, active=False)
-    targets.killable(target, task_id)
+    task has no such try (its state says why). ``map_index`` N: instance N of a mapped task's try."""
+    target = targets.known_task(engine, dag_id, run_id, task_id, active=False, map_index=map_index)
+    targets.killable(target, task_id if map_index < 0 else f"{task_id}[{map_index}]")
     once(engine, request_id, "KillTask", dag_id, run_id, task_id)
-    event = KillTask(dag_id=dag_id, run_id=run_id, task_id=task_id, request_id=request_id,
+    event = KillTask(dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index, request_id=request_id,
                      requested_by=requester(request), at=time.time())
     return append(request, event, request_id, run_id=run_id, task_id=task_id)

@@ -36,10 +36,22 @@ _LIVE_STATES = ("queued", "running")
 
 @dataclass(frozen=True, slots=True)
 class TryRef:
+    """One try of a task instance (``map_index``: instance N of a mapped task; -1 not mapped)."""
+
     dag_id: str
     run_id: str
     task_id: str
     try_number: int
+    map_index: int = -1
+
+    def instance(self, engine: Engine) -> queries.Row | None:
+        """The try's task instance row as the tables have it now."""
+        return queries.task_instance(engine, self.dag_id, self.run_id, self.task_id, self.map_index)
+
+    @property
+    def named(self) -> str:
+        """The task instance as messages name it: ``task`` or ``task[N]``."""
+        return self.task_id if self.map_index < 0 else f"{self.task_id}[{self.map_index}]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +85,7 @@ def shipped_texts(settings: Settings, try_ref: TryRef, since: float,
     """The try's texts from ``tock.logs``, a batch per poll (possibly empty, so a streaming caller can
     look up between batches). Without ``try_ended``: what is there now. With it (following): until the
     final record, or until ``try_ended()`` and the partition is read to its end."""
-    key = try_log_key(try_ref.dag_id, try_ref.run_id, try_ref.task_id, try_ref.try_number)
+    key = try_log_key(try_ref.dag_id, try_ref.run_id, try_ref.task_id, try_ref.try_number, try_ref.map_index)
     partition = partition_for(try_ref.dag_id, settings.partitions)
     with KeyedPartitionReader(settings, LOGS, partition, key, since) as reader:
         state, target, ended = ShippedLog(), reader.end(), try_ended is None
@@ -89,16 +101,18 @@ def shipped_texts(settings: Settings, try_ref: TryRef, since: float,
 def try_start(engine: Engine, try_ref: TryRef, instance: dict[str, Any] | None) -> float:
     """From when to read the try's records: the first event of the try in the tables, less a margin
     (nothing known: from the topic's beginning)."""
-    history = queries.task_history(engine, try_ref.dag_id, try_ref.run_id, try_ref.task_id)
-    times = [row["at"] for row in history if row["try_number"] == try_ref.try_number and row["at"] is not None]
+    history = queries.task_history(engine, try_ref.dag_id, try_ref.run_id, try_ref.task_id,
+                                   map_index=try_ref.map_index)
+    times = [row["at"] for row in history if row["try_number"] == try_ref.try_number
+             and row["map_index"] == try_ref.map_index and row["at"] is not None]
     if not times and instance is not None and instance["try_number"] == try_ref.try_number:
         times = [at for at in (instance["queued_at"], instance["start_date"]) if at is not None]
     return max(0.0, min(times) - START_MARGIN_SECONDS) if times else 0.0
 
 
-def log_file(home: Path, dag_id: str, run_id: str, task_id: str, try_number: int) -> Path:
+def log_file(home: Path, dag_id: str, run_id: str, task_id: str, try_number: int, map_index: int = -1) -> Path:
     """Where the runner writes this try's output; refuses names that would leave ``home/tries``."""
-    path = TryPaths(home, TryRequest(dag_id, run_id, task_id, try_number, dag_file="")).log
+    path = TryPaths(home, TryRequest(dag_id, run_id, task_id, try_number, dag_file="", map_index=map_index)).log
     root = (home / "tries").resolve()
     if root not in path.resolve().parents:
         raise ValueError(f"not a log file under {root}: {path}")

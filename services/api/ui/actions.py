@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, Form, HTTPException, Request
+from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request
 from fastapi.responses import RedirectResponse, Response
 from pydantic import ValidationError
 from sqlalchemy import Engine
@@ -68,23 +68,37 @@ async def action_form(request: Request, conf: str = Form("{}", max_length=100_00
                       params)
 
 
-def _target(dag_id: str, run_id: str, task_id: str) -> dict[str, str]:
-    return {"dag_id": dag_id, "run_id": run_id, "task_id": task_id}
+def _target(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> dict[str, str]:
+    """What an action names (posted back as hidden inputs): a DAG, a run, a task, instance N of a mapped task."""
+    target = {"dag_id": dag_id, "run_id": run_id, "task_id": task_id}
+    return target if map_index < 0 else {**target, "map_index": str(map_index)}
+
+
+def _map_index(target: dict[str, str]) -> int:
+    return int(target.get("map_index", -1))
+
+
+def _question(action: str, target: dict[str, str]) -> str:
+    named = target["task_id"] + (f"[{target['map_index']}]" if "map_index" in target else "")
+    return QUESTIONS.get(action, action).format(**{**target, "task_id": named})
 
 
 def _back(target: dict[str, str]) -> str:
     if target["task_id"]:
-        return f"/dags/{quote(target['dag_id'])}/runs/{quote(target['run_id'])}/tasks/{quote(target['task_id'])}"
+        index = f"?map_index={target['map_index']}" if "map_index" in target else ""
+        return (f"/dags/{quote(target['dag_id'])}/runs/{quote(target['run_id'])}/tasks/{quote(target['task_id'])}"
+                + index)
     return f"/dags/{quote(target['dag_id'])}"
 
 
 @actions.get("/actions/{action}")
 def confirm(action: str, request: Request, dag_id: str, run_id: str = "", task_id: str = "",
-            _user: Principal = Depends(page_user), engine: Engine = Depends(engine_of)) -> Response:
+            map_index: int = Query(-1, ge=-1), _user: Principal = Depends(page_user),
+            engine: Engine = Depends(engine_of)) -> Response:
     if action not in QUESTIONS:
         raise HTTPException(status_code=404, detail=f"no action {action}")
-    target = _target(dag_id, run_id, task_id)
-    return render(request, "confirm.html", action=action, question=QUESTIONS[action].format(**target),
+    target = _target(dag_id, run_id, task_id, map_index)
+    return render(request, "confirm.html", action=action, question=_question(action, target),
                   target=target, back=_back(target), form=ActionForm(request_id=uuid.uuid4().hex),
                   fields=_param_fields(engine, action, dag_id, None, {}))
 
@@ -104,9 +118,10 @@ def _param_fields(engine: Engine, action: str, dag_id: str, posted: dict[str, st
 
 @actions.post("/actions/{action}")
 def act(action: str, request: Request, dag_id: str = Form(...), run_id: str = Form(""), task_id: str = Form(""),
-        csrf: str = Form(""), form: ActionForm = Depends(action_form), engine: Engine = Depends(engine_of)) -> Response:
+        map_index: int = Form(-1, ge=-1), csrf: str = Form(""), form: ActionForm = Depends(action_form),
+        engine: Engine = Depends(engine_of)) -> Response:
     form_user(request, csrf, "operator")
-    target = _target(dag_id, run_id, task_id)
+    target = _target(dag_id, run_id, task_id, map_index)
     form = dataclasses.replace(form, request_id=form.request_id or uuid.uuid4().hex)
     try:
         check_request_id(form.request_id)
@@ -119,9 +134,10 @@ def act(action: str, request: Request, dag_id: str = Form(...), run_id: str = Fo
         problems = _form_problems(engine, dag_id, form) if action == "trigger" else {}
         fields = _param_fields(engine, action, dag_id, form.params, problems)
         return render(request, "confirm.html", status_code=status, action=action, target=target,
-                      back=_back(target), question=QUESTIONS.get(action, action).format(**target), error=detail,
+                      back=_back(target), question=_question(action, target), error=detail,
                       form=form, fields=fields)
-    return RedirectResponse(f"{_back(target)}?done={quote(answer['command'])}", status_code=303)
+    back = _back(target)
+    return RedirectResponse(f"{back}{'&' if '?' in back else '?'}done={quote(answer['command'])}", status_code=303)
 
 
 def _run(action: str, request: Request, engine: Engine, target: dict[str, str], form: ActionForm) -> dict:
@@ -136,10 +152,11 @@ def _run(action: str, request: Request, engine: Engine, target: dict[str, str], 
             return commands.unpause(dag_id, request, request_id, engine)
         case "clear":
             body = models.ClearRequest(downstream=form.downstream)
-            return task_commands.clear(dag_id, run_id, task_id, request, body, request_id, engine)
+            return task_commands.clear(dag_id, run_id, task_id, request, body, _map_index(target), request_id,
+                                       engine)
         case "mark":
             return task_commands.mark(dag_id, run_id, task_id, models.MarkRequest(state=form.state), request,
-                                      request_id, engine)
+                                      _map_index(target), request_id, engine)
         case "backfill":
             body = models.BackfillRequest(start_date=form.start_date, end_date=form.end_date,
                                           reprocess_failed=form.reprocess_failed, conf=json.loads(form.conf or "{}"))

@@ -53,16 +53,31 @@ def _grid(engine: Engine, dag_id: str, shown: int = GRID_RUNS) -> dict:
     return {"dag": dag, "grid": grid, "shown": shown}
 
 
-def _task(engine: Engine, dag_id: str, run_id: str, task_id: str) -> dict:
-    instance = queries.task_instance(engine, dag_id, run_id, task_id)
-    history = queries.task_history(engine, dag_id, run_id, task_id, limit=10_000)
+def _task(engine: Engine, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> dict:
+    """The task page's parts: the instance (``map_index`` N: instance N of a mapped task), its events, and
+    for a mapped task as a whole the row of each of its instances."""
+    instance = queries.task_instance(engine, dag_id, run_id, task_id, map_index)
+    history = queries.task_history(engine, dag_id, run_id, task_id, limit=10_000,
+                                   map_index=None if map_index < 0 else map_index)
+    named = task_id if map_index < 0 else f"{task_id}[{map_index}]"
     if instance is None and not history:
-        raise HTTPException(status_code=404, detail=f"no task instance {task_id} of run {run_id}")
+        raise HTTPException(status_code=404, detail=f"no task instance {named} of run {run_id}")
     look = views.state_look(instance["state"] if instance else None)
     if instance is not None:
         instance = queries.with_task_shape(engine, dag_id, [instance])[0]
-    return {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "instance": instance, "look": look,
-            "timeline": views.timeline(history), "why": views.instance_why(instance)}
+    mapped = instance is not None and map_index < 0 and instance.get("map_count") is not None
+    if mapped:  # the whole's page shows its own decisions; each instance's events are on its page
+        history = [row for row in history if row["map_index"] < 0]
+    return {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": map_index, "named": named,
+            "instance": instance, "look": look, "timeline": views.timeline(history),
+            "why": views.instance_why(instance),
+            "instances": _mapped_instances(engine, dag_id, run_id, task_id) if mapped else []}
+
+
+def _mapped_instances(engine: Engine, dag_id: str, run_id: str, task_id: str) -> list[dict]:
+    """Each instance of a mapped task in the run, in map index order, with its state's look."""
+    rows = queries.mapped_task_instances(engine, dag_id, run_id, task_id)
+    return [{**row, "look": views.state_look(row["state"])} for row in rows]
 
 
 def _wanted(search: str = Query("", max_length=200), tag: str = Query("", max_length=200),
@@ -85,9 +100,9 @@ def grid_page(dag_id: str, request: Request, runs: int = Query(GRID_RUNS, ge=1, 
 
 
 @pages.get("/dags/{dag_id}/runs/{run_id}/tasks/{task_id}")
-def task_page(dag_id: str, run_id: str, task_id: str, request: Request, _user: Principal = Depends(page_user),
-              engine: Engine = Depends(engine_of)) -> Response:
-    context = _task(engine, dag_id, run_id, task_id)
+def task_page(dag_id: str, run_id: str, task_id: str, request: Request, map_index: int = Query(-1, ge=-1),
+              _user: Principal = Depends(page_user), engine: Engine = Depends(engine_of)) -> Response:
+    context = _task(engine, dag_id, run_id, task_id, map_index)
     return render(request, "task.html", **context, log=_log(request, engine, context),
                   done=request.query_params.get("done"))
 
@@ -96,18 +111,19 @@ def _log(request: Request, engine: Engine, context: dict) -> str:
     instance = context["instance"]
     if instance is None or instance["try_number"] is None:
         return ""
-    try_ref = TryRef(context["dag_id"], context["run_id"], context["task_id"], instance["try_number"])
+    try_ref = TryRef(context["dag_id"], context["run_id"], context["task_id"], instance["try_number"],
+                     context["map_index"])
     since = try_start(engine, try_ref, instance)
     return "".join(text for batch in shipped_texts(request.app.state.settings, try_ref, since) for text in batch.texts)
 
 
 @pages.get("/ui/log/dags/{dag_id}/runs/{run_id}/tasks/{task_id}")
 def follow_log(dag_id: str, run_id: str, task_id: str, request: Request,
-               try_number: int | None = Query(None, alias="try", ge=1), _user: Principal = Depends(page_user),
-               engine: Engine = Depends(engine_of)) -> Response:
+               try_number: int | None = Query(None, alias="try", ge=1), map_index: int = Query(-1, ge=-1),
+               _user: Principal = Depends(page_user), engine: Engine = Depends(engine_of)) -> Response:
     """The task page's live log: the API's log stream (whole, then followed until the try ends)
     with the session's login, read by ui.js as it arrives: one Kafka reader per open page."""
-    return log_response(request, engine, dag_id, run_id, task_id, try_number, follow=True)
+    return log_response(request, engine, TryRef(dag_id, run_id, task_id, try_number or 0, map_index), follow=True)
 
 
 @pages.get("/ui/live/dags")
@@ -123,6 +139,6 @@ def live_grid(dag_id: str, request: Request, runs: int = Query(GRID_RUNS, ge=1, 
 
 
 @pages.get("/ui/live/dags/{dag_id}/runs/{run_id}/tasks/{task_id}")
-def live_task(dag_id: str, run_id: str, task_id: str, request: Request, _user: Principal = Depends(page_user),
-              engine: Engine = Depends(engine_of)):
-    return live(request, "_timeline.html", _task(engine, dag_id, run_id, task_id))
+def live_task(dag_id: str, run_id: str, task_id: str, request: Request, map_index: int = Query(-1, ge=-1),
+              _user: Principal = Depends(page_user), engine: Engine = Depends(engine_of)):
+    return live(request, "_timeline.html", _task(engine, dag_id, run_id, task_id, map_index))

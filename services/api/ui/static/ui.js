@@ -100,7 +100,8 @@
   const currentTry = () => (document.getElementById("try-state") || {dataset: {}}).dataset.try || "";
   const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
   async function follow(tryNumber) {
-    const response = await fetch(log.dataset.follow + "?try=" + tryNumber, {credentials: "same-origin"});
+    const join = log.dataset.follow.includes("?") ? "&" : "?";
+    const response = await fetch(log.dataset.follow + join + "try=" + tryNumber, {credentials: "same-origin"});
     if (!response.ok || !response.body) return false;
     const reader = response.body.getReader();
     const decoder = new TextDecoder();
