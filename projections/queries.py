@@ -338,7 +338,7 @@ def instances_of_runs(engine: Engine, dag_id: str, run_ids: list[str]) -> list[R
     # Plain tuples zipped into dicts: a 100 x 200 grid is 20,000 rows, and mapping each through
     # _decoded cost more than the query.
     table = LIVE["task_instance"]
-    names = ("run_id", "task_id", "state", "try_number")
+    names = ("run_id", "task_id", "state", "try_number", "map_index")
     query = select(*(table.c[name] for name in names)).where(table.c.dag_id == dag_id, table.c.run_id.in_(run_ids))
     if not run_ids:
         return []

@@ -26,13 +26,19 @@ MAP_KINDS = ("expand", "expand_kwargs")
 @record
 class MapInput:
     """One input a mapped task expands over: a literal list or dict (``literal_json``, the value as
-    tock/values.py encodes it), or the value an upstream task passes on (``task_id`` and ``key``).
-    ``name`` is the argument it fills ("" for expand_kwargs' one input: each element is the kwargs)."""
+    tock/values.py encodes it), or the value an upstream task passes on (``task_id`` and ``key``), or
+    several upstream values zipped (Airflow's ``XComArg.zip``: element N is the tuple of their elements
+    N; ``zip_task_ids`` and ``zip_keys`` in order; as long as the shortest, or with ``zip_fill_json``,
+    an encoded fill value, as the longest). ``name`` is the argument it fills ("" for expand_kwargs'
+    one input: each element is the kwargs)."""
 
     name: str = ""
     literal_json: str = ""
     task_id: str = ""
     key: str = "return_value"
+    zip_task_ids: list[str] = field(default_factory=list)
+    zip_keys: list[str] = field(default_factory=list)
+    zip_fill_json: str = ""  # "": no fill value (as long as the shortest)
 
 
 @record
@@ -139,7 +145,7 @@ class DagDefinition:
     dagrun_timeout: float | None = None
 
 
-@event(DAGS, route=BY_DAG, version=10)
+@event(DAGS, route=BY_DAG, version=11)
 class DagParsed(EventBase):
     """The latest definition of a DAG; written only when its fingerprint changed.
     v2: the definition has on_failure and on_deadline_missed (webhook URLs).
@@ -152,7 +158,8 @@ class DagParsed(EventBase):
     v8: the definition and its task definitions have their Airflow-style callbacks.
     v9: task definitions have their priority_weight and weight_rule, max_active_tis_per_dag / _per_dagrun,
     retry_exponential_backoff and max_retry_delay; the definition has max_active_tasks and dagrun_timeout.
-    v10: a mapped task's definition says how it expands (``mapped``)."""
+    v10: a mapped task's definition says how it expands (``mapped``).
+    v11: a mapped task's input may zip several upstream values (MapInput ``zip_*``)."""
 
     dag_id: str
     file_path: str

@@ -10,7 +10,14 @@ from tock.deadline import Deadline
 from tock.decorators import task
 from tock.exceptions import AirflowSkipException
 from tock.loading import load_dags
-from tock.operators import BranchPythonOperator, EmptyOperator, LatestOnlyOperator, PythonOperator, ShortCircuitOperator
+from tock.operators import (
+    BashOperator,
+    BranchPythonOperator,
+    EmptyOperator,
+    LatestOnlyOperator,
+    PythonOperator,
+    ShortCircuitOperator,
+)
 from tock.params import Param, ParamsDict, ParamValidationError
 from tock.secrets import AirflowNotFoundException, AirflowRuntimeError, mask_secret
 from tock.setup_teardown import setup, teardown
@@ -22,7 +29,8 @@ from tock.variables import Variable
 from tock.weight_rules import WeightRule
 
 __all__ = ["DAG", "AirflowNotFoundException", "AirflowRuntimeError", "AirflowSkipException", "BaseHook",
-           "BashTask", "BranchPythonOperator", "Connection", "Context", "DagDefinitionError", "Deadline",
+           "BashOperator", "BashTask", "BranchPythonOperator", "Connection", "Context", "DagDefinitionError",
+           "Deadline",
            "EmptyOperator", "LatestOnlyOperator", "Param", "ParamValidationError", "ParamsDict", "PythonOperator",
            "ShortCircuitOperator", "Task", "TaskGroup", "TemplateRenderError", "TriggerRule", "Variable", "WeightRule",
            "XComArg",

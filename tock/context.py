@@ -244,12 +244,14 @@ def resolve_references(value: Any, ti: RuntimeTaskInstance, walking: frozenset[i
     """``value`` (a task's argument) with every reference to an upstream task's value replaced by that
     value, as the try's inputs hold it (containers rebuilt, everything else as is; a container that
     holds itself is passed as it is)."""
-    from tock.tasks import Task, XComArg
+    from tock.tasks import Task, XComArg, ZipXComArg
 
     if isinstance(value, Task):
         return _referenced(ti, value.task_id, RETURN_VALUE)
     if isinstance(value, XComArg):
         return _referenced(ti, value.operator.task_id, value.key)
+    if isinstance(value, ZipXComArg):  # an argument, not mapped over: the list of the tuples
+        return value.zipped([_referenced(ti, arg.operator.task_id, arg.key) for arg in value.args])
     if not isinstance(value, list | tuple | set | frozenset | dict) or id(value) in walking:
         return value
     inner = walking | {id(value)}

@@ -52,10 +52,15 @@ def definition_of(spec: MapSpec, max_map_length: int | None) -> MapDefinition:
 
 
 def _input_definition(name: str, value: Any) -> MapInput:
-    from tock.tasks import XComArg
+    from tock.params import NOTSET
+    from tock.tasks import XComArg, ZipXComArg
 
     if isinstance(value, XComArg):
         return MapInput(name=name, task_id=value.operator.task_id, key=value.key)
+    if isinstance(value, ZipXComArg):
+        fill = "" if value.fillvalue is NOTSET else encode_value(value.fillvalue, f"zip() fillvalue of {name!r}")
+        return MapInput(name=name, zip_task_ids=[arg.operator.task_id for arg in value.args],
+                        zip_keys=[arg.key for arg in value.args], zip_fill_json=fill)
     return MapInput(name=name, literal_json=encode_value(value, f"expand() argument {name!r}"))
 
 
@@ -119,13 +124,29 @@ class OperatorPartial:
         inputs = _expand_inputs(self.label, mapped, self.kwargs)
         for name in inputs:
             self._check_mappable(name, "expand()")
-        return _mapped(self.operator(**self.kwargs), MapSpec(EXPAND, inputs, self.operator.mappable_arguments))
+        missing = [name for name in self._placeholders() if name not in inputs]
+        if missing:
+            raise MappingError(f"task {self.label!r}: {self.operator.__name__} needs {', '.join(missing)} in "
+                               "partial() or expand()")
+        return _mapped(self._built(), MapSpec(EXPAND, inputs, self.operator.mappable_arguments))
 
     def expand_kwargs(self, value: Any) -> Task:
         checked = _kwargs_input(self.label, value, self.kwargs, lambda name: self._check_mappable(name,
                                                                                                   "expand_kwargs()"))
-        return _mapped(self.operator(**self.kwargs),
-                       MapSpec(EXPAND_KWARGS, {KWARGS_INPUT: checked}, self.operator.mappable_arguments))
+        for index, item in enumerate(checked if isinstance(checked, list) else ()):
+            missing = [name for name in self._placeholders() if name not in item]
+            if missing:
+                raise MappingError(f"task {self.label!r}: expand_kwargs() item {index} gives no {', '.join(missing)} "
+                                   "(nor does partial())")
+        return _mapped(self._built(), MapSpec(EXPAND_KWARGS, {KWARGS_INPUT: checked},
+                                              self.operator.mappable_arguments))
+
+    def _placeholders(self) -> dict[str, Any]:
+        """The required arguments partial() did not give: each instance's element must."""
+        return {name: value for name, value in self.operator.mapped_placeholders.items() if name not in self.kwargs}
+
+    def _built(self) -> Task:
+        return self.operator(**self._placeholders(), **self.kwargs)
 
     def _check_mappable(self, name: str, where: str) -> None:
         mappable = self.operator.mappable_arguments
@@ -150,11 +171,11 @@ def _expand_inputs(label: str, mapped: dict[str, Any], partial: dict[str, Any]) 
 def _mappable(label: str, name: str, value: Any, where: str) -> Any:
     """The value as a mapping input: an upstream value (a task stands for its return value) or a
     literal list or dict that holds no upstream value and can travel in the log."""
-    from tock.tasks import Task, XComArg, value_references
+    from tock.tasks import Task, XComArg, ZipXComArg, value_references
 
     if isinstance(value, Task):
         return XComArg(value)
-    if isinstance(value, XComArg):
+    if isinstance(value, XComArg | ZipXComArg):
         return value
     if not isinstance(value, list | dict):
         raise MappingError(f"task {label!r}: {where} argument {name!r} must be a list, a dict or an upstream "
@@ -187,8 +208,11 @@ def _kwargs_input(label: str, value: Any, partial: dict[str, Any], check_name: C
 
 def _mapped(created: Task, spec: MapSpec) -> Task:
     """The task, now mapped: it depends on the tasks whose values it maps over."""
+    from tock.tasks import value_references
+
     created.mapped = spec
-    created.set_upstream([value.operator for value in spec.inputs.values() if not isinstance(value, list | dict)])
+    created.set_upstream([task for value in spec.inputs.values() if not isinstance(value, list | dict)
+                          for task in value_references(value)])
     return created
 
 
@@ -210,13 +234,21 @@ def with_element(task: Task, element_json: str) -> Task:
         element = {name: _transformed(inputs[name], value) for name, value in element.items()}
     instance = copy.copy(task)
     apply_element(instance, element)
+    fields = task.mapped.fields or {}
+    left = [name for name, placeholder in type(task).mapped_placeholders.items()
+            if getattr(instance, fields.get(name, name)) == placeholder]
+    if left:
+        raise TypeError(f"task {task.task_id!r}: this instance's element gives no {', '.join(left)}")
     return instance
 
 
 def _transformed(source: Any, value: Any) -> Any:
-    """``value`` through the ``.map()`` functions of the input it came from (none for a literal)."""
-    from tock.tasks import XComArg
+    """``value`` through the ``.map()`` functions of the input it came from (none for a literal); a zip's
+    element is its tuple, each part through its own value's functions, then the zip's."""
+    from tock.tasks import XComArg, ZipXComArg
 
+    if isinstance(source, ZipXComArg):
+        return source.element(tuple(value))
     for function in source.transforms if isinstance(source, XComArg) else ():
         value = function(value)
     return value

@@ -1,5 +1,5 @@
-"""Airflow's standard operators for control flow: ``PythonOperator`` and the ones that choose
-(``BranchPythonOperator``, ``ShortCircuitOperator``, ``LatestOnlyOperator``), and ``EmptyOperator``.
+"""Airflow's standard operators: ``PythonOperator`` and the ones that choose (``BranchPythonOperator``,
+``ShortCircuitOperator``, ``LatestOnlyOperator``), ``BashOperator`` and ``EmptyOperator``.
 
 Each is a ``Task`` (its options as for ``@task``: retries, trigger_rule, queue...).
 """
@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from schemas import schedule as cron
-from tock.tasks import Task, init_task
+from tock.tasks import Task, bash_fields, init_task
 
 if TYPE_CHECKING:
     from tock.dag import DAG
@@ -72,6 +72,29 @@ class ShortCircuitOperator(PythonOperator):
 
     def _choice(self, options: dict[str, Any]) -> dict[str, Any]:
         return {"chooses": self.chooses_as, "ignore_downstream_trigger_rules": self._ignore}
+
+
+# What a mapped BashOperator's definition records as its command: each instance runs its element's.
+MAPPED_COMMAND = "# mapped: each instance runs the bash_command of its element"
+
+
+class BashOperator(Task):
+    """``BashOperator(task_id, bash_command, env=..., append_env=..., cwd=..., skip_on_exit_code=99)``:
+    ``BashTask`` as Airflow's class, so that it maps: ``BashOperator.partial(task_id=...).expand(
+    bash_command=[...])`` runs one instance per command (``env`` and ``cwd`` map too); each instance's
+    fields are rendered as templates after its element is applied."""
+
+    mappable_arguments = {"bash_command": "command", "env": "env", "cwd": "cwd"}  # noqa: RUF012 - read only
+    mapped_placeholders = {"bash_command": MAPPED_COMMAND}  # noqa: RUF012 - read only (tock/mapping.py)
+
+    def __init__(self, task_id: str, bash_command: str, *, env: dict[str, str] | None = None,
+                 append_env: bool = False, cwd: str | None = None, skip_on_exit_code: Any = 99,
+                 dag: DAG | None = None, **options: Any) -> None:
+        init_task(self, dag, task_id, "bash", options,
+                  **bash_fields(task_id, bash_command, env, append_env, cwd, skip_on_exit_code, options))
+
+    def __repr__(self) -> str:
+        return f"<BashOperator {self.dag.dag_id}.{self.task_id}>"
 
 
 class EmptyOperator(Task):

@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from tock.callbacks import TASK_CALLBACKS, callbacks_of
+from tock.params import NOTSET
 from tock.trigger_rules import TriggerRule, trigger_rule_problem, trigger_rule_value
 from tock.values import RETURN_VALUE
 from tock.weight_rules import WeightRule, priority_weight_problem, weight_rule_problem, weight_rule_value
@@ -271,8 +272,10 @@ class Task(Links):
     ignore_downstream_trigger_rules: bool = True  # a short circuit's falsy value skips all downstream
     trigger_rule_given: bool = False  # the DAG file set its trigger rule (a teardown's cannot be)
     mapped: MapSpec | None = None  # a mapped task (tock/mapping.py): what its instances map over
-    # An operator's arguments ``.expand()`` may map over -> the attribute each sets (tock/mapping.py).
+    # An operator's arguments ``.expand()`` may map over -> the attribute each sets (tock/mapping.py);
+    # the required ones a mapped operator is built with until each instance's element gives them.
     mappable_arguments: ClassVar[dict[str, str]] = {}
+    mapped_placeholders: ClassVar[dict[str, Any]] = {}
 
     @classmethod
     def partial(cls, **kwargs: Any) -> OperatorPartial:
@@ -380,6 +383,10 @@ class Task(Links):
         (``XComArg.map``)."""
         return self.output.map(function)
 
+    def zip(self, *others: Task | XComArg, fillvalue: Any = NOTSET) -> ZipXComArg:
+        """This task's return value zipped with others' (``XComArg.zip``)."""
+        return self.output.zip(*others, fillvalue=fillvalue)
+
     @property
     def operator(self) -> Task:
         """The task itself (what Airflow's XComArg.operator names), so a @task call's result reads
@@ -482,6 +489,12 @@ class XComArg:
             raise TypeError(f"XComArg.map() takes a function, not {function!r}")
         return XComArg(self.operator, self.key, (*self.transforms, function))
 
+    def zip(self, *others: Task | XComArg, fillvalue: Any = NOTSET) -> ZipXComArg:
+        """This value zipped with other tasks' values (Airflow's ``XComArg.zip``): element N is the tuple of
+        their elements N, as many as the shortest has; with ``fillvalue``, as many as the longest has,
+        the shorter ones filled with it. Mapping over it gives one instance per tuple."""
+        return ZipXComArg.of((self, *others), fillvalue)
+
     def set_downstream(self, others: Any) -> None:
         self.operator.set_downstream(others)
 
@@ -511,6 +524,60 @@ class XComArg:
         return f"<XComArg {self.operator.task_id}[{self.key!r}]>"
 
 
+@dataclass(frozen=True, eq=False)
+class ZipXComArg:
+    """Upstream values zipped (``a.zip(b, c, fillvalue=...)``): what a task maps over, one instance per
+    tuple, or an argument (the list of the tuples). ``.map(fn)`` applies ``fn`` to each tuple."""
+
+    args: tuple[XComArg, ...]
+    fillvalue: Any = NOTSET
+    transforms: tuple[Callable[[Any], Any], ...] = ()
+
+    @classmethod
+    def of(cls, values: tuple[Task | XComArg, ...], fillvalue: Any) -> ZipXComArg:
+        args = tuple(value.output if isinstance(value, Task) else value for value in values)
+        wrong = next((value for value in args if not isinstance(value, XComArg)), None)
+        if wrong is not None:
+            raise TypeError(f"zip() zips tasks' values (a task, or its .output / [key]), not {wrong!r}")
+        if fillvalue is not NOTSET and any(arg.transforms for arg in args):
+            raise TypeError("zip() with a fillvalue cannot zip a .map()ped value (its fill would not be mapped): "
+                            "map the zip instead, a.zip(b, fillvalue=...).map(function)")
+        return cls(args, fillvalue)
+
+    @property
+    def operators(self) -> list[Task]:
+        return [arg.operator for arg in self.args]
+
+    def map(self, function: Callable[[Any], Any]) -> ZipXComArg:
+        """The zip with ``function`` applied to each tuple a mapped task gets from it."""
+        if not callable(function):
+            raise TypeError(f"ZipXComArg.map() takes a function, not {function!r}")
+        return ZipXComArg(self.args, self.fillvalue, (*self.transforms, function))
+
+    def zipped(self, columns: list[Any]) -> list[tuple[Any, ...]]:
+        """The tuples of the zipped values ``columns`` (each already read), as an argument gets them."""
+        import itertools
+
+        lists = [list(column) if column is not None else [] for column in columns]
+        rows = (zip(*lists, strict=False) if self.fillvalue is NOTSET
+                else itertools.zip_longest(*lists, fillvalue=self.fillvalue))
+        return [self.element(tuple(row)) for row in rows]
+
+    def element(self, row: tuple[Any, ...]) -> Any:
+        """One tuple as the task gets it: each value through its own ``.map()``, then the zip's."""
+        value: Any = tuple(_mapped_through(arg.transforms, item) for arg, item in zip(self.args, row, strict=True))
+        return _mapped_through(self.transforms, value)
+
+    def __repr__(self) -> str:
+        return f"<ZipXComArg {', '.join(arg.operator.task_id for arg in self.args)}>"
+
+
+def _mapped_through(functions: tuple[Callable[[Any], Any], ...], value: Any) -> Any:
+    for function in functions:
+        value = function(value)
+    return value
+
+
 def value_references(value: Any, seen: set[int] | None = None) -> list[Task]:
     """The tasks whose values ``value`` (an argument of a task, containers included) refers to; a
     container that holds itself is walked once."""
@@ -518,6 +585,8 @@ def value_references(value: Any, seen: set[int] | None = None) -> list[Task]:
         return [value]
     if isinstance(value, XComArg):
         return [value.operator]
+    if isinstance(value, ZipXComArg):
+        return value.operators
     if not isinstance(value, list | tuple | set | frozenset | dict):
         return []
     seen = set() if seen is None else seen
@@ -621,11 +690,18 @@ def BashTask(task_id: str, command: str | None = None, *, bash_command: str | No
     if (command is None) == (bash_command is None):
         raise ValueError(f"BashTask {task_id!r} takes its command once: as command or as bash_command=")
     command = command if command is not None else bash_command
+    return _new_task(dag, task_id, "bash", options,
+                     **bash_fields(task_id, command, env, append_env, cwd, skip_on_exit_code, options))
+
+
+def bash_fields(task_id: str, command: Any, env: Any, append_env: Any, cwd: Any, skip_on_exit_code: Any,
+                options: dict[str, Any]) -> dict[str, Any]:
+    """A bash task's fields, checked (a mistake is a ValueError naming the task and the field)."""
     if not isinstance(command, str) or not command.strip():
         raise ValueError(f"BashTask {task_id!r} needs a non-empty command string")
     _check_bash_fields(task_id, env, append_env, cwd, options)
-    return _new_task(dag, task_id, "bash", options, command=command, env=env, append_env=append_env, cwd=cwd,
-                     skip_on_exit_code=_exit_codes(task_id, skip_on_exit_code))
+    return {"command": command, "env": env, "append_env": append_env, "cwd": cwd,
+            "skip_on_exit_code": _exit_codes(task_id, skip_on_exit_code)}
 
 
 def _exit_codes(task_id: str, given: Any) -> tuple[int, ...]:

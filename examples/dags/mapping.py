@@ -1,5 +1,6 @@
 """Dynamic task mapping: one instance of ``square`` per number ``numbers`` returns, a fixed argument
-given with ``partial``, and a reduce that reads every instance's value in map index order."""
+given with ``partial``, and a reduce that reads every instance's value in map index order; a product
+of two literals; and two upstream values zipped (the shorter filled), one instance per pair."""
 
 from tock import DAG, task
 
@@ -24,3 +25,18 @@ with DAG("example_mapping", tags=["example"]) as dag:
 
     total(square.partial(offset=0).expand(number=numbers()))
     greet.expand(name=["ada", "grace"], punctuation=["!", "?"])
+
+    @task
+    def names() -> list[str]:
+        return ["ada", "grace", "edsger"]
+
+    @task
+    def born() -> list[int]:
+        return [1815, 1906]
+
+    @task
+    def introduce(person: tuple[str, int | str]) -> str:
+        name, year = person
+        return f"{name}, born {year}"
+
+    introduce.expand(person=names().zip(born(), fillvalue="(unknown)"))

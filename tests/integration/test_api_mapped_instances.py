@@ -8,6 +8,7 @@ import dataclasses
 import time
 
 import pytest
+from fastapi.testclient import TestClient
 
 from infra.log import KafkaEventLog, replay
 from schemas import (
@@ -21,8 +22,6 @@ from schemas import (
     TaskLogShipped,
     TaskMapExpanded,
 )
-from fastapi.testclient import TestClient
-
 from services.api.app import create_app
 from tests.integration.projection_db import db_url, engine, projection_settings  # noqa: F401 - fixtures
 from tests.integration.ui_pages_support import fold_into_tables, log_in, user_created
@@ -118,3 +117,13 @@ def test_the_task_page_lists_the_instances_and_shows_one(mapped):
     confirm = mapped.get("/actions/clear", params={"dag_id": "fan", "run_id": RUN_ID, "task_id": "double",
                                                    "map_index": 1})
     assert "Clear double[1]" in confirm.text and 'name="map_index" value="1"' in confirm.text
+
+
+def test_the_grid_and_graph_show_a_mapped_task_as_its_instances_as_a_whole(mapped):
+    log_in(mapped, "olga")
+    grid = mapped.get("/dags/fan").text
+    # two instances succeeded, one runs: the cell is running (not whichever instance's row came last)
+    assert f'aria-label="double in {RUN_ID}: running, 3 mapped instances"' in grid and "<sub>[3]</sub>" in grid
+    assert f'aria-label="numbers in {RUN_ID}: success, try 1"' in grid
+    graph = mapped.get("/dags/fan/graph").text
+    assert 'data-task="double"' in graph and 'data-state="running"' in graph

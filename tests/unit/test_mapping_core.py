@@ -426,3 +426,56 @@ def test_an_instance_retry_whose_upstream_ran_again_and_failed_is_given_up_not_r
     [given_up] = drive.of(TaskUpstreamFailed)
     assert given_up.map_index == 1 and "cannot be read again" in given_up.reason
     assert drive.finished() == "failed"
+
+
+# -- zip -------------------------------------------------------------------------------------------
+
+def zipped(name: str, *task_ids: str, fill: Any = None, filled: bool = False) -> MapInput:
+    return MapInput(name=name, zip_task_ids=list(task_ids), zip_keys=["return_value"] * len(task_ids),
+                    zip_fill_json=json.dumps(fill) if filled else "")
+
+
+def values(by_task: dict[str, Any]) -> Outcome:
+    """Each task in ``by_task`` returns its value there; a mapped instance returns its element."""
+    def outcome(queued: TaskQueued) -> tuple[str, Any]:
+        if queued.task_id in by_task:
+            return "success", by_task[queued.task_id]
+        return "success", element(queued) if queued.map_element_json else None
+    return outcome
+
+
+ZIP_TASKS = (task("letters"), task("numbers"))
+
+
+@pytest.mark.parametrize(("filled", "expected"), [
+    (False, [["a", 1], ["b", 2]]),  # as long as the shortest
+    (True, [["a", 1], ["b", 2], ["c", 0]]),  # with a fill value: as long as the longest
+])
+def test_zipped_values_expand_to_one_instance_per_tuple(filled, expected):
+    mapped = MapDefinition(inputs=[zipped("pair", "letters", "numbers", fill=0, filled=filled)])
+    drive = Drive(*ZIP_TASKS, task("show", "letters", "numbers", mapped=mapped),
+                  outcome=values({"letters": ["a", "b", "c"], "numbers": [1, 2]})).to_the_end()
+    [expanded] = drive.of(TaskMapExpanded)
+    assert expanded.count == len(expected)
+    assert expanded.sources == [MapSource(name="pair", length=3, task_id="letters", try_number=1),
+                                MapSource(name="pair", length=2, task_id="numbers", try_number=1)]
+    shown = [element(event)["pair"] for event in drive.of(TaskQueued) if event.task_id == "show"]
+    assert shown == [{"__tock__": "tuple", "value": row} for row in expected]
+    assert drive.finished() == "success"
+
+
+def test_a_zip_with_an_empty_value_skips_the_task_naming_its_argument():
+    mapped = MapDefinition(inputs=[zipped("pair", "letters", "numbers")])
+    drive = Drive(*ZIP_TASKS, task("show", "letters", "numbers", mapped=mapped),
+                  outcome=values({"letters": ["a"], "numbers": []})).to_the_end()
+    [skipped] = [event for event in drive.of(TaskSkipped) if event.task_id == "show"]
+    assert "pair is empty" in skipped.reason and drive.finished() == "success"
+
+
+def test_a_zip_over_a_value_that_is_not_a_list_fails_the_task_naming_the_task():
+    mapped = MapDefinition(inputs=[zipped("pair", "letters", "numbers")])
+    drive = Drive(*ZIP_TASKS, task("show", "letters", "numbers", mapped=mapped),
+                  outcome=values({"letters": ["a"], "numbers": 5})).to_the_end()
+    [failed] = drive.of(TaskMapFailed)
+    assert "numbers" in failed.reason and "int, not a list or dict" in failed.reason
+    assert drive.finished() == "failed"

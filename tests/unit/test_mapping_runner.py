@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from infra.executors.messages import TryMessage
 from infra.executors.requests import TryRequest
 from infra.try_paths import TryPaths
@@ -243,3 +245,98 @@ def test_the_queries_read_one_map_index_and_its_history():
     history = queries.task_history(engine, "d", "r", "t", map_index=1)
     assert [(row["event_type"], row["map_index"]) for row in history] == [("TaskMapExpanded", -1), ("TaskQueued", 1)]
     assert len(queries.task_history(engine, "d", "r", "t")) == 3
+
+
+def _zip_dag(dag_id: str, build) -> DAG:
+    """A DAG of ``letters`` (a, b, c) and ``numbers`` (1, 2) and what ``build(letters, numbers)`` adds."""
+    with DAG(dag_id) as dag:
+        @task
+        def letters():
+            return ["a", "b", "c"]
+
+        @task
+        def numbers():
+            return [1, 2]
+
+        build(letters(), numbers())
+    return dag
+
+
+def _instances(run, task_id: str) -> list:
+    return [item.return_value for item in run.task_instances if item.task_id == task_id and item.map_index >= 0]
+
+
+def test_a_local_run_maps_over_zipped_values_as_airflow_zip():
+    @task
+    def show(pair):
+        return f"{pair[0]}{pair[1]}" if isinstance(pair, tuple) else f"not a tuple: {pair!r}"
+
+    def build(letters, numbers):
+        show.override(task_id="shortest").expand(pair=letters.zip(numbers))
+        show.override(task_id="longest").expand(pair=letters.zip(numbers, fillvalue=0))
+        show.override(task_id="mapped").expand(pair=letters.zip(numbers.map(lambda n: n * 10)))
+
+    run = _quiet(_zip_dag("local_zip", build))
+    assert run.state == "success"
+    assert _instances(run, "shortest") == ["a1", "b2"]
+    assert _instances(run, "longest") == ["a1", "b2", "c0"]
+    assert _instances(run, "mapped") == ["a10", "b20"]
+
+
+def test_a_zip_mapped_to_dicts_feeds_expand_kwargs_and_a_zip_argument_is_its_tuples():
+    @task
+    def join(letter, number):
+        return letter * number
+
+    @task
+    def collect(pairs):
+        return pairs
+
+    def build(letters, numbers):
+        join.expand_kwargs(letters.zip(numbers).map(lambda pair: {"letter": pair[0], "number": pair[1]}))
+        collect(letters.zip(numbers, fillvalue=None))
+
+    run = _quiet(_zip_dag("local_zip_kwargs", build))
+    assert run.state == "success"
+    assert _instances(run, "join") == ["a", "bb"]
+    assert run.task_instance("collect").return_value == [("a", 1), ("b", 2), ("c", None)]
+
+
+def test_a_local_run_maps_a_bash_operator_and_renders_each_instances_command():
+    from tock import BashOperator
+
+    with DAG("local_bash_map") as dag:
+        @task
+        def words():
+            return ["echo one", "echo two-{{ ti.map_index }}"]
+
+        BashOperator.partial(task_id="literal", env={"WHO": "tock"}).expand(
+            bash_command=["echo $WHO", "echo {{ ti.map_index }}-of-{{ dag.dag_id }}"])
+        BashOperator.partial(task_id="over_value").expand(bash_command=words())
+        BashOperator.partial(task_id="kwargs").expand_kwargs([{"bash_command": "pwd", "cwd": "/tmp"}])
+    run = _quiet(dag)
+    assert run.state == "success"
+    assert _instances(run, "literal") == ["tock", "1-of-local_bash_map"]
+    assert _instances(run, "over_value") == ["one", "two-1"]
+    assert _instances(run, "kwargs") == ["/tmp"]
+
+
+def test_a_mapped_bash_operator_without_a_command_is_refused_or_fails_that_instance():
+    from tock import BashOperator
+    from tock.mapping import MappingError
+
+    with DAG("bash_no_command"):
+        with pytest.raises(MappingError, match="needs bash_command in partial"):
+            BashOperator.partial(task_id="nothing").expand(env=[{"A": "1"}])
+        with pytest.raises(MappingError, match="item 0 gives no bash_command"):
+            BashOperator.partial(task_id="no_item").expand_kwargs([{"cwd": "/tmp"}])
+    with DAG("bash_no_command_at_run_time") as dag:
+        @task
+        def items():
+            return [{"bash_command": "echo fine"}, {"cwd": "/tmp"}]
+
+        BashOperator.partial(task_id="from_value").expand_kwargs(items())
+    run = _quiet(dag)
+    instances = [item for item in run.task_instances if item.task_id == "from_value"]
+    assert [(item.map_index, item.state) for item in instances] == [(0, "success"), (1, "failed")]
+    assert "this instance's element gives no bash_command" in instances[1].error

@@ -4,6 +4,8 @@ each map index runs with."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from schemas import MapDefinition, MapInput
@@ -135,3 +137,38 @@ def test_apply_element_sets_a_functions_kwargs_or_an_operators_fields():
     apply_element(operator, {"op_args": [1, 2]})
     assert function_task.kwargs == {"y": 1, "x": 5}
     assert operator.args == (1, 2)
+
+
+def test_zip_records_its_values_in_order_and_depends_on_each():
+    with DAG("zips") as dag:
+        @task
+        def a():
+            return [1]
+
+        @task
+        def b():
+            return {"k": [2]}
+
+        @task
+        def show(pair):
+            return pair
+
+        left, right = a(), b()
+        shown = show.expand(pair=left.zip(right["k"], fillvalue={"when": "short"}))
+    [item] = _defs(dag)[shown.task_id].mapped.inputs
+    assert (item.name, item.zip_task_ids, item.zip_keys) == ("pair", ["a", "b"], ["return_value", "k"])
+    assert json.loads(item.zip_fill_json) == {"when": "short"}
+    assert shown.upstream_task_ids == {"a", "b"}
+
+
+def test_zip_refuses_what_it_cannot_zip():
+    with DAG("bad_zips"):
+        @task
+        def a():
+            return [1]
+
+        first = a()
+        with pytest.raises(TypeError, match="zips tasks' values"):
+            first.zip([1, 2])
+        with pytest.raises(TypeError, match="map the zip instead"):
+            first.map(str).zip(a(), fillvalue=0)

@@ -49,8 +49,8 @@ def grid(tasks: list[dict[str, Any]], runs: list[dict[str, Any]], instances: lis
 
     Each column carries the start of its cells' links (the DAG's and run's ids quoted once, not per cell).
     """
-    by_key = {(row["run_id"], row["task_id"]): row for row in instances}
-    looks = {state: state_look(state) for state in {row["state"] for row in instances} | {None}}  # a dozen, shared
+    by_key = cells_by_instance(instances)
+    looks = {state: state_look(state) for state in {row["state"] for row in by_key.values()} | {None}}  # shared
     columns = [{"run_id": run["run_id"], "href": f"/dags/{quote(dag_id)}/runs/{quote(run['run_id'])}/tasks/",
                 **state_look(run["state"])} for run in reversed(runs)]
     shapes = {task["task_id"]: task for task in tasks}
@@ -64,10 +64,28 @@ def grid(tasks: list[dict[str, Any]], runs: list[dict[str, Any]], instances: lis
         for column in columns:
             instance = by_key.get((column["run_id"], item.node_id), {})
             cells.append({"run_id": column["run_id"], "try_number": instance.get("try_number"),
-                          **looks[instance.get("state")]})
+                          "mapped": instance.get("mapped"), **looks[instance.get("state")]})
         rows.append({**_tree_fields(item), "task_id": item.node_id, **task_marks(shapes[item.node_id]),
                      "cells": cells})
     return {"columns": columns, "rows": rows, "grouped": bool(groups)}
+
+
+def cells_by_instance(instances: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(run, task) -> what its cell shows: the task instance's row, or for a mapped task its instances'
+    state as a whole (as a group shows its tasks') and how many there are (``mapped``); a mapped task with
+    no instance (not expanded yet, expanded to none, or unmappable) shows its whole's row."""
+    by_key: dict[tuple[str, str], dict[str, Any]] = {}
+    mapped: dict[tuple[str, str], list[str | None]] = {}
+    for row in instances:
+        key = (row["run_id"], row["task_id"])
+        index = row.get("map_index")
+        if index is not None and index >= 0:
+            mapped.setdefault(key, []).append(row["state"])
+        else:
+            by_key[key] = row
+    for key, states in mapped.items():
+        by_key[key] = {"state": group_state(states), "try_number": None, "mapped": len(states)}
+    return by_key
 
 
 def _tree_fields(item: TreeRow) -> dict[str, Any]:

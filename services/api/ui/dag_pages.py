@@ -25,7 +25,8 @@ def _graph(engine: Engine, dag_id: str, collapsed_text: str = "") -> dict:
     dag = known_dag(engine, dag_id)
     latest = queries.runs(engine, dag_id=dag_id, limit=1)
     run_ids = [run["run_id"] for run in latest]
-    states = {row["task_id"]: row for row in queries.instances_of_runs(engine, dag_id, run_ids)}
+    cells = views.cells_by_instance(queries.instances_of_runs(engine, dag_id, run_ids))
+    states = {task_id: row for (_run_id, task_id), row in cells.items()}
     tasks, groups = dag["tasks"] or [], dag.get("task_groups") or []
     collapsed = graph_view.collapsed_groups(collapsed_text, [group["group_id"] for group in groups])
     result, problem = _laid_out(tasks, groups, collapsed)

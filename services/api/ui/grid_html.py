@@ -31,10 +31,12 @@ def row_cells(row: dict[str, Any], columns: list[dict[str, Any]]) -> Markup:
 
 
 def _cell(cell: dict[str, Any], task_id: str, run_id: str, href: str) -> str:
-    tried = cell["try_number"]
+    tried, mapped = cell["try_number"], cell.get("mapped")
     state = escape(cell["state"])
     label = f"{task_id} in {run_id}: {state}" + (f", try {tried}" if tried else "")
     sub = f"<sub>{tried}</sub>" if tried and tried > 1 else ""
+    if mapped:  # a mapped task: its instances as a whole, and how many (its page lists them)
+        label, sub = f"{label}, {mapped} mapped instances", f"<sub>[{mapped}]</sub>"
     return (f'<td><a class="cell {cell["css"]}" data-task="{task_id}" data-state="{state}" href="{href}" '
             f'aria-label="{label}">{cell["symbol"]}{sub}</a></td>')
 

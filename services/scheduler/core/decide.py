@@ -35,7 +35,7 @@ from schemas import (
 from services.scheduler.core.backfill import BackfillDecision, decide_backfills
 from services.scheduler.core.limits import admit, walk_with_siblings
 from services.scheduler.core.liveness import Evidence, dead_tries, declared_dead, due_retries
-from services.scheduler.core.mapping import decide_expansion, empty_reason, mapped_instances, whole_state
+from services.scheduler.core.mapping import decide_expansion, empty_reason, mapped_instances, mapped_over, whole_state
 from services.scheduler.core.model import (
     ACTIVE,
     CLEAR,
@@ -232,9 +232,8 @@ def _queued(queuing: Queuing, instance: TaskInstance, task: TaskDefinition,
     if not stale:
         return [queuing.queued(instance, task, now)], QUEUED
     run = queuing.run
-    inputs = task.mapped.inputs if task.mapped is not None else []
-    sources = {item.task_id: run.tasks[item.task_id].state if item.task_id in run.tasks else NONE
-               for item in inputs if item.task_id}
+    sources = {task_id: run.tasks[task_id].state if task_id in run.tasks else NONE
+               for task_id in sorted(mapped_over(task))}
     return [TaskUpstreamFailed(dag_id=run.dag_id, run_id=run.run_id, task_id=task.task_id,
                                map_index=instance.map_index, reason=stale, trigger_rule=task.trigger_rule,
                                upstream_states=sources, at=now)], UPSTREAM_FAILED

@@ -63,9 +63,9 @@ def expansion_of(task: TaskDefinition, dag: DagEntry, run: DagRun) -> Expansion:
     """The task's inputs as they are now in ``run``; raises Unmappable naming the value."""
     mapped = _mapping(task)
     read = [_read_input(item, dag, run) for item in mapped.inputs]
-    expansion = Expansion(tuple(source for source, _ in read), tuple(items for _, items in read))
+    expansion = Expansion(tuple(source for sources, _ in read for source in sources), tuple(items for _, items in read))
     if expansion.count > mapped.max_map_length:
-        lengths = " x ".join(str(source.length) for source in expansion.sources)
+        lengths = " x ".join(str(len(items)) for items in expansion.elements)
         raise Unmappable(f"it would expand to {expansion.count} instances ({lengths}), more than its "
                          f"max_map_length {mapped.max_map_length}")
     return expansion
@@ -85,7 +85,7 @@ def decide_expansion(task: TaskDefinition, dag: DagEntry, run: DagRun, scheduler
 
 
 def empty_reason(expanded: TaskMapExpanded) -> str:
-    names = ", ".join(source.name or "kwargs" for source in expanded.sources if source.length == 0)
+    names = ", ".join(dict.fromkeys(source.name or "kwargs" for source in expanded.sources if source.length == 0))
     return f"mapped task {expanded.task_id} expanded to no instances: {names or 'its input'} is empty"
 
 
@@ -119,14 +119,46 @@ def _mapping(task: TaskDefinition) -> MapDefinition:
     return task.mapped
 
 
-def _read_input(item: MapInput, dag: DagEntry, run: DagRun) -> tuple[MapSource, tuple[Any, ...]]:
+def source_task_ids(item: MapInput) -> list[str]:
+    """The upstream tasks whose values one input reads (none for a literal)."""
+    return list(item.zip_task_ids) if item.zip_task_ids else [item.task_id] if item.task_id else []
+
+
+def mapped_over(task: TaskDefinition) -> set[str]:
+    """The upstream tasks whose values a mapped task expands over."""
+    return {task_id for item in task.mapped.inputs for task_id in source_task_ids(item)} if task.mapped else set()
+
+
+def _read_input(item: MapInput, dag: DagEntry, run: DagRun) -> tuple[list[MapSource], tuple[Any, ...]]:
+    """Where the input came from (a source per zipped value), and its encoded elements."""
     name = item.name or "kwargs"
+    if item.zip_task_ids:
+        return _read_zip(item, dag, run)
     if not item.task_id:
         elements = elements_of(json.loads(item.literal_json), f"argument {name}")
-        return MapSource(name=item.name, length=len(elements)), elements
-    value, try_number = upstream_value(item.task_id, item.key, dag, run)
-    elements = elements_of(value, f"argument {name} (the value {item.key!r} of {item.task_id})")
-    return MapSource(name=item.name, length=len(elements), task_id=item.task_id, try_number=try_number), elements
+        return [MapSource(name=item.name, length=len(elements))], elements
+    return _read_upstream(item.name, item.task_id, item.key, dag, run)
+
+
+def _read_upstream(name: str, task_id: str, key: str, dag: DagEntry,
+                   run: DagRun) -> tuple[list[MapSource], tuple[Any, ...]]:
+    value, try_number = upstream_value(task_id, key, dag, run)
+    elements = elements_of(value, f"argument {name or 'kwargs'} (the value {key!r} of {task_id})")
+    return [MapSource(name=name, length=len(elements), task_id=task_id, try_number=try_number)], elements
+
+
+def _read_zip(item: MapInput, dag: DagEntry, run: DagRun) -> tuple[list[MapSource], tuple[Any, ...]]:
+    """Element N of zipped values is the tuple of their elements N (Airflow's XComArg.zip): as many as
+    the shortest has, or with a fill value as many as the longest, the shorter ones filled."""
+    parts = [_read_upstream(item.name, task_id, key, dag, run)
+             for task_id, key in zip(item.zip_task_ids, item.zip_keys, strict=True)]
+    columns = [elements for _sources, elements in parts]
+    filled = bool(item.zip_fill_json)
+    fill = json.loads(item.zip_fill_json) if filled else None
+    count = max(map(len, columns)) if filled else min(map(len, columns))
+    rows = tuple({TAG: "tuple", "value": [column[index] if index < len(column) else fill for column in columns]}
+                 for index in range(count))
+    return [source for sources, _elements in parts for source in sources], rows
 
 
 def upstream_value(task_id: str, key: str, dag: DagEntry, run: DagRun) -> tuple[Any, int]:

@@ -17,7 +17,14 @@ from typing import Any
 from schemas import TaskDefinition, TaskQueued, TryInput
 from schemas import params as dag_params
 from schemas.schedule import data_interval
-from services.scheduler.core.mapping import Expansion, Unmappable, element_json, expansion_of, mapped_instances
+from services.scheduler.core.mapping import (
+    Expansion,
+    Unmappable,
+    element_json,
+    expansion_of,
+    mapped_instances,
+    mapped_over,
+)
 from services.scheduler.core.model import SUCCESS, DagEntry, DagRun, SchedulerState, TaskInstance
 
 # Bytes of upstream values, conf and params one TaskQueued carries at most (tock.events takes 16 MiB records).
@@ -121,11 +128,11 @@ def inputs_of(run: DagRun, dag: DagEntry, task: TaskDefinition, budget: int) -> 
 
 
 def _upstream_instances(run: DagRun, dag: DagEntry, task: TaskDefinition) -> list[TaskInstance]:
-    mapped_over = {item.task_id for item in task.mapped.inputs} if task.mapped is not None else set()
+    sources = mapped_over(task)
     found: list[TaskInstance] = []
     for upstream in task.upstream:
         definition = dag.tasks.get(upstream)
-        if upstream in mapped_over:
+        if upstream in sources:
             continue
         if definition is not None and definition.mapped is not None:
             found += mapped_instances(run, upstream)
