@@ -51,6 +51,10 @@ class MapDefinition:
     kind: str = "expand"
     inputs: list[MapInput] = field(default_factory=list)
     max_map_length: int = MAX_MAP_LENGTH
+    # The mapped task group it is in (Airflow's ``@task_group ... .expand()``), "" none: every task of
+    # the group expands over the group's inputs, so they have the same instances, and instance N of
+    # one reads instance N of an upstream in the same group (waits for it, and reads its value).
+    group: str = ""
 
 
 @record
@@ -145,7 +149,7 @@ class DagDefinition:
     dagrun_timeout: float | None = None
 
 
-@event(DAGS, route=BY_DAG, version=11)
+@event(DAGS, route=BY_DAG, version=12)
 class DagParsed(EventBase):
     """The latest definition of a DAG; written only when its fingerprint changed.
     v2: the definition has on_failure and on_deadline_missed (webhook URLs).
@@ -159,7 +163,8 @@ class DagParsed(EventBase):
     v9: task definitions have their priority_weight and weight_rule, max_active_tis_per_dag / _per_dagrun,
     retry_exponential_backoff and max_retry_delay; the definition has max_active_tasks and dagrun_timeout.
     v10: a mapped task's definition says how it expands (``mapped``).
-    v11: a mapped task's input may zip several upstream values (MapInput ``zip_*``)."""
+    v11: a mapped task's input may zip several upstream values (MapInput ``zip_*``).
+    v12: a mapped task may be one of a mapped task group's (MapDefinition ``group``)."""
 
     dag_id: str
     file_path: str

@@ -135,6 +135,9 @@ class RuntimeTaskInstance:
 
     def _value(self, task_id: str, key: str, default: Any, map_indexes: int | Iterable[int] | None) -> Any:
         if self.is_mapped_input(task_id):
+            upstream = self.task.dag.tasks.get(task_id)
+            if map_indexes is None and upstream is not None and _same_mapped_group(self.task, upstream):
+                map_indexes = self.map_index  # in a mapped task group: the instance of this map index (Airflow's)
             return self.mapped_values(task_id, key, map_indexes)
         if map_indexes not in (None, -1):
             raise ValueNotPassed(f"xcom_pull(map_indexes={map_indexes!r}): task {task_id!r} is not mapped")
@@ -246,10 +249,11 @@ def resolve_references(value: Any, ti: RuntimeTaskInstance, walking: frozenset[i
     holds itself is passed as it is)."""
     from tock.tasks import Task, XComArg, ZipXComArg
 
-    if isinstance(value, Task):
-        return _referenced(ti, value.task_id, RETURN_VALUE)
-    if isinstance(value, XComArg):
-        return _referenced(ti, value.operator.task_id, value.key)
+    if isinstance(value, Task | XComArg):
+        operator, key = (value, RETURN_VALUE) if isinstance(value, Task) else (value.operator, value.key)
+        if _same_mapped_group(ti.task, operator):  # instance N reads instance N of it
+            return ti.mapped_values(operator.task_id, key, map_indexes=ti.map_index)
+        return _referenced(ti, operator.task_id, key)
     if isinstance(value, ZipXComArg):  # an argument, not mapped over: the list of the tuples
         return value.zipped([_referenced(ti, arg.operator.task_id, arg.key) for arg in value.args])
     if not isinstance(value, list | tuple | set | frozenset | dict) or id(value) in walking:
@@ -258,6 +262,12 @@ def resolve_references(value: Any, ti: RuntimeTaskInstance, walking: frozenset[i
     if isinstance(value, dict):
         return {key: resolve_references(item, ti, inner) for key, item in value.items()}
     return type(value)(resolve_references(item, ti, inner) for item in value)
+
+
+def _same_mapped_group(task: Task, upstream: Task) -> bool:
+    """Whether both are tasks of the same mapped task group."""
+    group = task.mapped.group if task.mapped is not None else ""
+    return bool(group) and upstream.mapped is not None and upstream.mapped.group == group
 
 
 def _referenced(ti: RuntimeTaskInstance, task_id: str, key: str) -> Any:

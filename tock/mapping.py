@@ -43,12 +43,17 @@ class MapSpec:
     kind: str
     inputs: dict[str, Any]
     fields: Mapping[str, str] | None = None
+    # In a mapped task group (tock/mapped_groups.py): the group's id, and which of the task's keyword
+    # arguments each of the group's inputs fills (an input it does not take is left out of its element).
+    group: str = ""
+    arguments: Mapping[str, str] | None = None
 
 
 def definition_of(spec: MapSpec, max_map_length: int | None) -> MapDefinition:
     """How the task expands, as its TaskDefinition records it."""
     return MapDefinition(kind=spec.kind, inputs=[_input_definition(name, value) for name, value in spec.inputs.items()],
-                         max_map_length=MAX_MAP_LENGTH if max_map_length is None else max_map_length)
+                         max_map_length=MAX_MAP_LENGTH if max_map_length is None else max_map_length,
+                         group=spec.group)
 
 
 def _input_definition(name: str, value: Any) -> MapInput:
@@ -84,7 +89,7 @@ class PartialTaskFunction:
     def expand(self, **mapped: Any) -> Task:
         """A mapped task: one instance per element (the cartesian product over several arguments)."""
         label = self.function.task_id
-        inputs = _expand_inputs(label, mapped, self.kwargs)
+        inputs = expand_inputs(label, mapped, self.kwargs)
         for name in inputs:
             _check_function_argument(self.function, name, "expand()")
         return _mapped(self.function(**self.kwargs), MapSpec(EXPAND, inputs))
@@ -121,7 +126,7 @@ class OperatorPartial:
         self.label = str(kwargs["task_id"])
 
     def expand(self, **mapped: Any) -> Task:
-        inputs = _expand_inputs(self.label, mapped, self.kwargs)
+        inputs = expand_inputs(self.label, mapped, self.kwargs)
         for name in inputs:
             self._check_mappable(name, "expand()")
         missing = [name for name in self._placeholders() if name not in inputs]
@@ -157,7 +162,7 @@ class OperatorPartial:
 
 # -- shared checks ------------------------------------------------------------------------------
 
-def _expand_inputs(label: str, mapped: dict[str, Any], partial: dict[str, Any]) -> dict[str, Any]:
+def expand_inputs(label: str, mapped: dict[str, Any], partial: dict[str, Any]) -> dict[str, Any]:
     if not mapped:
         raise MappingError(f"task {label!r}: expand() needs at least one argument to map over")
     inputs: dict[str, Any] = {}
@@ -232,6 +237,9 @@ def with_element(task: Task, element_json: str) -> Task:
         element = item
     else:
         element = {name: _transformed(inputs[name], value) for name, value in element.items()}
+    arguments = task.mapped.arguments
+    if arguments is not None:  # a mapped group's input, as the keyword argument of the task it fills
+        element = {arguments[name]: value for name, value in element.items() if name in arguments}
     instance = copy.copy(task)
     apply_element(instance, element)
     fields = task.mapped.fields or {}

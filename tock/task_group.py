@@ -17,6 +17,7 @@ from tock.tasks import ID_PATTERN, Links, Task, default_args_problem, defaults_f
 
 if TYPE_CHECKING:
     from tock.dag import DAG
+    from tock.mapped_groups import PartialTaskGroupFunction
 
 # A group's own id: no dots (they separate the levels of a full id), as Airflow's group keys.
 GROUP_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -201,6 +202,16 @@ class TaskGroupFunction:
 
     def override(self, **group_options: Any) -> TaskGroupFunction:
         return TaskGroupFunction(self.function, {**self.group_options, **group_options})
+
+    def partial(self, **kwargs: Any) -> PartialTaskGroupFunction:
+        """The group's fixed arguments, then ``.expand(...)`` (a mapped task group, Airflow's)."""
+        from tock.mapped_groups import PartialTaskGroupFunction
+
+        return PartialTaskGroupFunction(self, kwargs)
+
+    def expand(self, **mapped: Any) -> Any:
+        """A mapped task group: each of its tasks has one instance per element (tock/mapped_groups.py)."""
+        return self.partial().expand(**mapped)
 
 
 def task_group(python_callable: Callable[..., Any] | None = None,

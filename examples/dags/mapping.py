@@ -1,8 +1,9 @@
 """Dynamic task mapping: one instance of ``square`` per number ``numbers`` returns, a fixed argument
 given with ``partial``, and a reduce that reads every instance's value in map index order; a product
-of two literals; and two upstream values zipped (the shorter filled), one instance per pair."""
+of two literals; two upstream values zipped (the shorter filled), one instance per pair; and a mapped
+task group, a chain of two tasks per city, each city's second task after its own first."""
 
-from tock import DAG, task
+from tock import DAG, task, task_group
 
 with DAG("example_mapping", tags=["example"]) as dag:
 
@@ -40,3 +41,22 @@ with DAG("example_mapping", tags=["example"]) as dag:
         return f"{name}, born {year}"
 
     introduce.expand(person=names().zip(born(), fillvalue="(unknown)"))
+
+    @task
+    def fetch(city: str) -> dict:
+        return {"city": city, "letters": len(city)}
+
+    @task
+    def describe(reading: dict) -> str:
+        return f"{reading['city']} has {reading['letters']} letters"
+
+    @task_group
+    def per_city(city: str):
+        return describe(fetch(city=city))
+
+    @task
+    def report(lines: list[str]) -> str:
+        print("\n".join(lines))
+        return f"{len(lines)} cities"
+
+    report(per_city.expand(city=["oslo", "lima", "ouagadougou"]))

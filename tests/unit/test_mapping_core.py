@@ -94,6 +94,8 @@ class Drive:
                "try_number": queued.try_number, "runner_id": "r"}
         started = TaskStarted(**ids, hostname="h", pid=1, at=self.now + 0.1)
         kind, value = self.outcome(queued)
+        if kind == "running":  # it runs on: no outcome yet
+            return [started]
         if kind == "failed":
             return [started, TaskFailed(**ids, error="boom", at=self.now + 0.5)]
         values = "" if value is None else json.dumps({"return_value": value})
@@ -479,3 +481,68 @@ def test_a_zip_over_a_value_that_is_not_a_list_fails_the_task_naming_the_task():
     [failed] = drive.of(TaskMapFailed)
     assert "numbers" in failed.reason and "int, not a list or dict" in failed.reason
     assert drive.finished() == "failed"
+
+
+# -- mapped task groups ------------------------------------------------------------------------------
+
+GROUP_X = MapDefinition(inputs=[over("x", "numbers")], group="g")
+
+
+def in_group(by_index: Callable[[str, int], tuple[str, Any]]) -> Outcome:
+    """``numbers`` returns [1, 2, 3]; instance N of a group task ends as ``by_index(task_id, N)`` says."""
+    def outcome(queued: TaskQueued) -> tuple[str, Any]:
+        if queued.task_id == "numbers":
+            return "success", [1, 2, 3]
+        if queued.map_index >= 0:
+            return by_index(queued.task_id, queued.map_index)
+        return "success", None
+    return outcome
+
+
+def group_drive(outcome: Outcome) -> Drive:
+    return Drive(task("numbers"), task("first", "numbers", mapped=GROUP_X),
+                 task("second", "numbers", "first", mapped=GROUP_X), task("after", "second"), outcome=outcome)
+
+
+def test_a_mapped_groups_second_task_runs_instance_n_after_the_firsts_n_reading_its_value():
+    # first[2] runs on: second[0] and second[1] run anyway, second[2] waits for it
+    drive = group_drive(in_group(lambda task_id, index: ("running", None) if (task_id, index) == ("first", 2)
+                                 else ("success", index * 10)))
+    drive.to_the_end()
+    assert [(event.task_id, event.count) for event in drive.of(TaskMapExpanded)] == [("first", 3), ("second", 3)]
+    seconds = [event for event in drive.of(TaskQueued) if event.task_id == "second"]
+    assert [event.map_index for event in seconds] == [0, 1]
+    assert [[(item.task_id, item.map_index) for item in event.inputs] for event in seconds] == [
+        [("first", 0)], [("first", 1)]]
+    assert [json.loads(event.inputs[0].values_json) for event in seconds] == [{"return_value": 0},
+                                                                              {"return_value": 10}]
+    assert ("etl", RUN) not in drive.state.finished
+
+
+def test_a_failed_instance_in_a_mapped_group_gives_up_only_its_own_index():
+    drive = group_drive(in_group(lambda task_id, index: ("failed", None) if (task_id, index) == ("first", 1)
+                                 else ("success", index)))
+    drive.to_the_end()
+    [given_up] = [event for event in drive.of(TaskUpstreamFailed) if event.task_id == "second"]
+    assert given_up.map_index == 1 and given_up.upstream_states == {"numbers": "success", "first[1]": "failed"}
+    assert sorted(event.map_index for event in drive.of(TaskQueued) if event.task_id == "second") == [0, 2]
+    after = [event for event in drive.of(TaskUpstreamFailed) if event.task_id == "after"]
+    assert len(after) == 1 and after[0].upstream_states["second[1]"] == "upstream_failed"
+    assert drive.finished() == "failed"
+
+
+def test_a_mapped_group_over_an_empty_value_skips_every_task_in_it():
+    def outcome(queued: TaskQueued) -> tuple[str, Any]:
+        return ("success", []) if queued.task_id == "numbers" else ("success", None)
+
+    drive = group_drive(outcome).to_the_end()
+    skipped = {event.task_id for event in drive.of(TaskSkipped)}
+    assert {"first", "second", "after"} <= skipped and drive.finished() == "success"
+
+
+def test_a_replay_of_a_mapped_group_run_folds_to_the_live_state():
+    drive = group_drive(in_group(lambda task_id, index: ("success", index))).to_the_end()
+    replayed = SchedulerState()
+    for event in drive.log:
+        evolve(replayed, event)
+    assert replayed == drive.state and drive.finished() == "success"

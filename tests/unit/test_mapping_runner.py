@@ -340,3 +340,74 @@ def test_a_mapped_bash_operator_without_a_command_is_refused_or_fails_that_insta
     instances = [item for item in run.task_instances if item.task_id == "from_value"]
     assert [(item.map_index, item.state) for item in instances] == [(0, "success"), (1, "failed")]
     assert "this instance's element gives no bash_command" in instances[1].error
+
+
+def test_a_local_run_of_a_mapped_task_group_runs_each_chain_by_map_index_and_reduces():
+    from tock import task_group
+
+    with DAG("local_mapped_group") as dag:
+        @task
+        def numbers():
+            return [1, 2, 3]
+
+        @task
+        def add(number, offset):
+            return number + offset
+
+        @task
+        def double(value, label):
+            return f"{label}:{value * 2}"
+
+        @task
+        def collect(values):
+            return values
+
+        @task
+        def peek():  # takes none of the group's arguments, pulls its upstream's value of its own map index
+            from tock import get_current_context
+
+            return get_current_context()["ti"].xcom_pull(task_ids="chain_of.add")
+
+        @task_group
+        def chain_of(number, offset):
+            added = add(number=number, offset=offset)
+            added >> peek()
+            return double(added, label="x")
+
+        collect(chain_of.partial(offset=10).expand(number=numbers()))
+    run = _quiet(dag)
+    assert run.state == "success"
+    assert _instances(run, "chain_of.add") == [11, 12, 13]
+    assert _instances(run, "chain_of.double") == ["x:22", "x:24", "x:26"]
+    assert _instances(run, "chain_of.peek") == [11, 12, 13]
+    assert run.task_instance("collect").return_value == ["x:22", "x:24", "x:26"]
+
+
+def test_a_mapped_task_group_refuses_what_it_cannot_map():
+    from tock import task_group
+    from tock.mapping import MappingError
+
+    @task
+    def show(value):
+        return value
+
+    @task_group
+    def positional(value):
+        show(value)
+
+    @task_group
+    def nested(value):
+        show(value=[value])
+
+    @task_group
+    def inner_mapped(value):
+        show.expand(value=[1, 2])
+
+    with DAG("bad_groups"):
+        for group, words in [(positional, "by keyword"), (nested, "inside a value"), (inner_mapped, "mapped itself")]:
+            with pytest.raises(MappingError, match=words):
+                group.expand(value=[1])
+        with pytest.raises(MappingError, match="unexpected keyword argument 'nope'"):
+            positional.expand(value=[1], nope=[1])
+        with pytest.raises(MappingError, match="missing a required argument: 'value'"):
+            positional.expand(nope=[1])

@@ -35,7 +35,14 @@ from schemas import (
 from services.scheduler.core.backfill import BackfillDecision, decide_backfills
 from services.scheduler.core.limits import admit, walk_with_siblings
 from services.scheduler.core.liveness import Evidence, dead_tries, declared_dead, due_retries
-from services.scheduler.core.mapping import decide_expansion, empty_reason, mapped_instances, mapped_over, whole_state
+from services.scheduler.core.mapping import (
+    decide_expansion,
+    empty_reason,
+    group_upstreams,
+    mapped_instances,
+    mapped_over,
+    whole_state,
+)
 from services.scheduler.core.model import (
     ACTIVE,
     CLEAR,
@@ -160,7 +167,8 @@ def decide_run(run: DagRun, dag: DagEntry, now: float, policy: Policy,
 
 
 def _decide_task(queuing: Queuing, instance: TaskInstance, view: Mapping[str, str], now: float,
-                 policy: Policy, dead: Collection[TryKey], paused: bool) -> tuple[list[TaskDecision], str]:
+                 policy: Policy, dead: Collection[TryKey], paused: bool,
+                 mapped: Mapping[str, Mapping[str, str]] | None = None) -> tuple[list[TaskDecision], str]:
     """(events, the instance's state once they are folded) for one task of the walk."""
     run = queuing.run
     events: list[TaskDecision] = []
@@ -179,16 +187,17 @@ def _decide_task(queuing: Queuing, instance: TaskInstance, view: Mapping[str, st
                                   map_index=instance.map_index,
                                   try_number=instance.try_number, request_id=instance.pending_request, at=now))
         instance = TaskInstance(instance.task_id, try_number=instance.try_number, map_index=instance.map_index)
-    decided, state = _decide_instance(queuing, instance, view, now, paused)
+    decided, state = _decide_instance(queuing, instance, view, now, paused, mapped)
     return events + decided, state
 
 
-def _decide_instance(queuing: Queuing, instance: TaskInstance, view: Mapping[str, str],
-                     now: float, paused: bool) -> tuple[list[InstanceDecision], str]:
-    """(events, the instance's state once they are folded). A paused DAG starts no new try."""
+def _decide_instance(queuing: Queuing, instance: TaskInstance, view: Mapping[str, str], now: float, paused: bool,
+                     mapped: Mapping[str, Mapping[str, str]] | None = None) -> tuple[list[InstanceDecision], str]:
+    """(events, the instance's state once they are folded). A paused DAG starts no new try. ``view`` and
+    ``mapped``: the upstream states it is judged by (default: the walk's)."""
     run, task = queuing.run, queuing.dag.tasks[instance.task_id]
     if instance.state == NONE:
-        verdict = judge(task.task_id, queuing.dag, run, view, queuing.mapped_states)
+        verdict = judge(task.task_id, queuing.dag, run, view, queuing.mapped_states if mapped is None else mapped)
         return _decide_waiting(queuing, instance, verdict, now, paused)
     ids: dict[str, Any] = {"dag_id": run.dag_id, "run_id": run.run_id, "task_id": task.task_id,
                            "map_index": instance.map_index}
@@ -249,6 +258,8 @@ def _expand(queuing: Queuing, task: TaskDefinition, now: float) -> tuple[list[In
     if decision.count == 0:
         return [decision, TaskSkipped(dag_id=run.dag_id, run_id=run.run_id, task_id=task.task_id,
                                       reason=empty_reason(decision), at=now)], SKIPPED
+    if group_upstreams(task, queuing.dag):  # in a mapped group: instance N waits for its upstreams' N
+        return [decision], NONE
     # An instance cleared with its expansion (a re-expansion) keeps its try numbers: its next try is the next.
     queued = [queuing.queued(run.tasks.get(instance_key(task.task_id, index))
                              or TaskInstance(task.task_id, map_index=index), task, now)
@@ -282,18 +293,39 @@ def _decide_mapped(queuing: Queuing, task_id: str, view: Mapping[str, str], now:
     the walk is theirs together (mapping.whole_state), and its downstream count each of them."""
     run = queuing.run
     whole = run.tasks.get(task_id) or TaskInstance(task_id)
+    in_group = group_upstreams(queuing.dag.tasks[task_id], queuing.dag)
     if whole.map_count <= 0:
-        return _decide_task(queuing, whole, view, now, policy, dead, paused)
+        whole_view, whole_mapped = _group_view(queuing, in_group, view, None)
+        return _decide_task(queuing, whole, whole_view, now, policy, dead, paused, whole_mapped)
     if whole.pending == CLEAR:
         return _clear_expansion(queuing, whole, now, policy), NONE
     events: list[TaskDecision] = []
     states: dict[str, str] = {}
     for instance in mapped_instances(run, task_id):
-        decided, states[f"{task_id}[{instance.map_index}]"] = _decide_task(queuing, instance, view, now, policy,
-                                                                            dead, paused)
+        index_view, index_mapped = _group_view(queuing, in_group, view, instance.map_index)
+        decided, states[f"{task_id}[{instance.map_index}]"] = _decide_task(queuing, instance, index_view, now, policy,
+                                                                            dead, paused, index_mapped)
         events += decided
     queuing.mapped_states[task_id] = states
     return events, whole_state(states)
+
+
+def _group_view(queuing: Queuing, in_group: list[str], view: Mapping[str, str],
+                map_index: int | None) -> tuple[Mapping[str, str], Mapping[str, Mapping[str, str]] | None]:
+    """The upstream states a task of a mapped task group is judged by: each upstream in its group as its
+    instance ``map_index`` (None, the task as a whole: expanded with instances counts as done, so the task
+    expands too), the rest as the walk has them. (The walk's own, outside a mapped group.)"""
+    if not in_group:
+        return view, None
+    mapped = {task_id: states for task_id, states in queuing.mapped_states.items() if task_id not in in_group}
+    seen = dict(view)
+    for up in in_group:
+        states = queuing.mapped_states.get(up, {})
+        if map_index is not None:  # named as the instance it is: up[N]
+            mapped[up] = {f"{up}[{map_index}]": states.get(f"{up}[{map_index}]", NONE)}
+        elif states:
+            seen[up] = SUCCESS
+    return seen, mapped
 
 
 def _still_running(run: DagRun, dead: Collection[TryKey]) -> bool:

@@ -207,6 +207,17 @@ def _pair(key: Any, item: Any) -> dict[str, Any]:
     return {TAG: "tuple", "value": [key, item]}
 
 
+def group_upstreams(task: TaskDefinition, dag: DagEntry) -> list[str]:
+    """The upstreams of a task of a mapped task group that are in the same group: its instance N waits
+    for their instance N, and reads its value."""
+    group = task.mapped.group if task.mapped is not None else ""
+    if not group:
+        return []
+    return [up for up in task.upstream
+            if (definition := dag.tasks.get(up)) is not None and definition.mapped is not None
+            and definition.mapped.group == group]
+
+
 # -- states ------------------------------------------------------------------------------------
 
 def mapped_instances(run: DagRun, task_id: str) -> list[TaskInstance]:

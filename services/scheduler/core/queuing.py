@@ -22,10 +22,11 @@ from services.scheduler.core.mapping import (
     Unmappable,
     element_json,
     expansion_of,
+    group_upstreams,
     mapped_instances,
     mapped_over,
 )
-from services.scheduler.core.model import SUCCESS, DagEntry, DagRun, SchedulerState, TaskInstance
+from services.scheduler.core.model import SUCCESS, DagEntry, DagRun, SchedulerState, TaskInstance, instance_key
 
 # Bytes of upstream values, conf and params one TaskQueued carries at most (tock.events takes 16 MiB records).
 INPUTS_LIMIT_BYTES = 12 * 1024 * 1024
@@ -67,7 +68,7 @@ class Queuing:
                           data_interval_start=start, data_interval_end=end, conf_json=conf, params_json=params,
                           prev_data_interval_start_success=previous_start,
                           prev_data_interval_end_success=previous_end,
-                          inputs=inputs_of(run, self.dag, task, budget), at=now)
+                          inputs=inputs_of(run, self.dag, task, budget, instance.map_index), at=now)
 
     def element(self, task: TaskDefinition, map_index: int) -> str:
         """An instance of a mapped task: its arguments, cut from its expansion's inputs ("" otherwise)."""
@@ -112,12 +113,13 @@ class Queuing:
         return self._previous
 
 
-def inputs_of(run: DagRun, dag: DagEntry, task: TaskDefinition, budget: int) -> list[TryInput]:
+def inputs_of(run: DagRun, dag: DagEntry, task: TaskDefinition, budget: int, map_index: int = -1) -> list[TryInput]:
     """The values of the task's upstream tries that succeeded and passed some, in upstream order (each
-    instance of a mapped upstream, in map index order); past ``budget`` bytes, their provenance only
-    (``left_out``). A mapped task's instance does not read what it maps over: its element is its own."""
+    instance of a mapped upstream, in map index order; of an upstream in the same mapped task group, the
+    instance of the same map index); past ``budget`` bytes, their provenance only (``left_out``). A mapped
+    task's instance does not read what it maps over: its element is its own."""
     found: list[TryInput] = []
-    for instance in _upstream_instances(run, dag, task):
+    for instance in _upstream_instances(run, dag, task, map_index):
         if instance.state != SUCCESS or (not instance.values_json and instance.map_index < 0):
             continue  # (a mapped upstream's instance that passed nothing still has its place in the list)
         fits = len(instance.values_json) <= budget
@@ -127,14 +129,16 @@ def inputs_of(run: DagRun, dag: DagEntry, task: TaskDefinition, budget: int) -> 
     return found
 
 
-def _upstream_instances(run: DagRun, dag: DagEntry, task: TaskDefinition) -> list[TaskInstance]:
-    sources = mapped_over(task)
+def _upstream_instances(run: DagRun, dag: DagEntry, task: TaskDefinition, map_index: int) -> list[TaskInstance]:
+    sources, in_group = mapped_over(task), group_upstreams(task, dag)
     found: list[TaskInstance] = []
     for upstream in task.upstream:
         definition = dag.tasks.get(upstream)
         if upstream in sources:
             continue
-        if definition is not None and definition.mapped is not None:
+        if upstream in in_group:
+            found += [run.tasks.get(instance_key(upstream, map_index)) or TaskInstance(upstream, map_index=map_index)]
+        elif definition is not None and definition.mapped is not None:
             found += mapped_instances(run, upstream)
         elif (instance := run.tasks.get(upstream)) is not None:
             found.append(instance)
