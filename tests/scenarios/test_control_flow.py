@@ -1,6 +1,7 @@
 """Control flow through the real system (issue 23): a branch, short circuits, a teardown after a failure
 and a mapped reduce, each decided by a real scheduler and run by real local runners, checked from the
-log; and a scheduler killed with -9 in the middle of a wide expansion runs every map index once."""
+log; mapping, a zip and a mapped task group across the Celery and Kubernetes executors; and a scheduler
+killed with -9 in the middle of a wide expansion runs every map index once."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from projections import queries
 from projections.db import open_engine
 from schemas import DagRunFinished, TaskFailed, TaskMapExpanded, TaskQueued, TaskSkipped, TaskStarted, TaskSucceeded
+from tests.scenarios.celery_support import Workers
+from tests.scenarios.kube_support import Agents, kube_settings
 from tests.scenarios.scheduler_support import (
     LogTail,
     Processes,
@@ -112,11 +115,46 @@ with DAG("cf_wide") as dag:
 '''
 
 
+MAPPED_EVERYWHERE = '''
+from tock import DAG, BashOperator, task, task_group
+
+with DAG("cf_mapped_executors") as dag:
+    @task
+    def numbers():
+        return [1, 2, 3]
+
+    @task(executor="celery")
+    def double(number):
+        return number * 2
+
+    @task(executor="kubernetes")
+    def plus(number, other):
+        return number + other
+
+    @task
+    def label(value):
+        return f"v{value}"
+
+    @task_group
+    def chain_of(number):
+        return label(plus(number=number, other=100))
+
+    @task
+    def total(doubled, labels, echoed):
+        return {"doubled": doubled, "labels": labels, "echoed": echoed}
+
+    echoed = BashOperator.partial(task_id="echo", executor="celery").expand(
+        bash_command=["echo {{ ti.map_index }}-a", "echo {{ ti.map_index }}-b"])
+    listed = numbers()
+    total(double.expand(number=listed), chain_of.expand(number=listed), echoed)
+'''
+
+
 @pytest.fixture
 def system():
     parts: dict = {}
     yield parts
-    for name in ("processes", "tail"):
+    for name in ("processes", "workers", "agents", "tail"):
         if name in parts:
             parts[name].close()
 
@@ -223,3 +261,31 @@ def test_a_scheduler_killed_during_a_wide_expansion_runs_every_index_once(make_s
         assert set(tries.values()) == {1}, kind.__name__
     assert len(tail.of_type(TaskMapExpanded, run_id=run_id, task_id="echo")) == 1
     assert len(tail.of_type(DagRunFinished, run_id=run_id)) == 1
+
+
+def test_mapping_and_a_mapped_group_run_on_celery_and_kubernetes(make_settings, kube_namespace, redis_url, system,
+                                                                 tmp_path):
+    settings = kube_settings(make_settings, kube_namespace, redis_url, task_heartbeat_seconds=0.5)
+    create_topics(settings)
+    system["agents"], system["workers"] = Agents(settings, tmp_path / "nodes"), Workers(settings, tmp_path / "hosts")
+    system["processes"], system["tail"] = Processes(settings, tmp_path / "logs"), LogTail(settings)
+    system["agents"].start("node-a")
+    system["workers"].start("host-a")
+    path = tmp_path / "dags" / "mapped.py"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(MAPPED_EVERYWHERE)
+    publish_dags(settings, path)
+    system["processes"].scheduler("s1")
+    tail = system["tail"]
+    run_id = trigger(settings, "cf_mapped_executors")
+    assert tail.run_finished(run_id, 300).state == "success"
+    started = Counter((event.task_id, event.map_index, event.executor) for event in tail.of_type(TaskStarted,
+                                                                                                 run_id=run_id))
+    assert started == Counter({("numbers", -1, "local"): 1, ("total", -1, "local"): 1,
+                               **{("double", index, "celery"): 1 for index in range(3)},
+                               **{("chain_of.plus", index, "kubernetes"): 1 for index in range(3)},
+                               **{("chain_of.label", index, "local"): 1 for index in range(3)},
+                               **{("echo", index, "celery"): 1 for index in range(2)}})
+    [reduced] = tail.of_type(TaskSucceeded, run_id=run_id, task_id="total")
+    assert decode_values(reduced.values_json)["return_value"] == {
+        "doubled": [2, 4, 6], "labels": ["v101", "v102", "v103"], "echoed": ["0-a", "1-b"]}
