@@ -340,13 +340,15 @@ class TaskEmptySucceeded(EventBase):
     at: float
 
 
-@event(EVENTS, route=BY_DAG)
+@event(EVENTS, route=BY_DAG, version=2)
 class TaskRemoved(EventBase):
-    """The task (or its whole DAG) is gone from the DAG files: it will not run in this run."""
+    """The task (or its whole DAG) is gone from the DAG files: it will not run in this run. v2 added
+    map_index: instance N of a mapped task expanded again to fewer instances (-1: the task)."""
 
     dag_id: str
     run_id: str
     task_id: str
+    map_index: int = -1
     reason: str
     at: float
 

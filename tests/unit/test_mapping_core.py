@@ -361,6 +361,10 @@ def test_clearing_the_upstream_and_downstream_expands_the_mapped_task_again_from
                                                                                          (1, 2, {"x": 6})]
     [total] = [event for event in drive.of(TaskQueued) if event.task_id == "total" and event.at > 50.0]
     assert [json.loads(item.values_json) for item in total.inputs] == [{"return_value": 5}, {"return_value": 6}]
+    # instance 2 of the first expansion is gone: removed (Airflow's), not left cleared
+    assert [(event.task_id, event.map_index) for event in drive.of(TaskRemoved)] == [("add", 2)]
+    assert "expanded again to 2 instances" in drive.of(TaskRemoved)[0].reason
+    assert drive.state.finished[("etl", RUN)].tasks["add|2"].state == "removed"
     assert drive.finished() == "success"
     assert fold(SchedulerState(), drive.log) == drive.state  # replay = live, the second expansion included
 

@@ -203,7 +203,7 @@ def skipped(state: SchedulerState, event: TaskSkipped) -> None:
 
 def removed(state: SchedulerState, event: TaskRemoved) -> None:
     run = state.runs.get((event.dag_id, event.run_id))
-    instance = run.instance(event.task_id) if run else None
+    instance = run.instance(event.task_id, event.map_index) if run else None
     if instance is not None and instance.state not in ACTIVE:
         forget_try(state, (event.dag_id, event.run_id, instance.key))
         instance.state, instance.pending, instance.ended_at = REMOVED, "", event.at

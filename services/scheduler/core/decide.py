@@ -28,6 +28,7 @@ from schemas import (
     TaskMapExpanded,
     TaskMapFailed,
     TaskQueued,
+    TaskRemoved,
     TaskRetryScheduled,
     TaskSkipped,
     TaskUpstreamFailed,
@@ -50,6 +51,7 @@ from services.scheduler.core.model import (
     FAILED,
     NONE,
     QUEUED,
+    REMOVED,
     SKIPPED,
     SUCCESS,
     UP_FOR_RETRY,
@@ -89,7 +91,7 @@ class Policy:
 
 
 InstanceDecision: TypeAlias = (TaskQueued | TaskRetryScheduled | TaskUpstreamFailed | TaskSkipped
-                               | TaskEmptySucceeded | TaskMapExpanded | TaskMapFailed)
+                               | TaskEmptySucceeded | TaskMapExpanded | TaskMapFailed | TaskRemoved)
 """What deciding a task instance whose try is not running writes."""
 
 TaskDecision: TypeAlias = InstanceDecision | TaskDeclaredDead | TaskFailed | TaskKillRequested | TaskCleared
@@ -250,21 +252,33 @@ def _queued(queuing: Queuing, instance: TaskInstance, task: TaskDefinition,
 
 def _expand(queuing: Queuing, task: TaskDefinition, now: float) -> tuple[list[InstanceDecision], str]:
     """A mapped task whose rule lets it run: its expansion, then its instances' first tries (or the
-    task skipped when it expands to none, failed when it cannot expand)."""
+    task skipped when it expands to none, failed when it cannot expand). Instances of an earlier, longer
+    expansion past the new count are removed."""
     run = queuing.run
     decision = decide_expansion(task, queuing.dag, run, queuing.scheduler_id, now)
     if isinstance(decision, TaskMapFailed):
         return [decision], FAILED
+    expanded = [decision, *_past_the_expansion(run, task.task_id, decision.count, now)]
     if decision.count == 0:
-        return [decision, TaskSkipped(dag_id=run.dag_id, run_id=run.run_id, task_id=task.task_id,
-                                      reason=empty_reason(decision), at=now)], SKIPPED
+        return [*expanded, TaskSkipped(dag_id=run.dag_id, run_id=run.run_id, task_id=task.task_id,
+                                       reason=empty_reason(decision), at=now)], SKIPPED
     if group_upstreams(task, queuing.dag):  # in a mapped group: instance N waits for its upstreams' N
-        return [decision], NONE
+        return expanded, NONE
     # An instance cleared with its expansion (a re-expansion) keeps its try numbers: its next try is the next.
     queued = [queuing.queued(run.tasks.get(instance_key(task.task_id, index))
                              or TaskInstance(task.task_id, map_index=index), task, now)
               for index in range(decision.count)]
-    return [decision, *queued], QUEUED
+    return [*expanded, *queued], QUEUED
+
+
+def _past_the_expansion(run: DagRun, task_id: str, count: int, now: float) -> list[InstanceDecision]:
+    """Instances of an earlier expansion of the task past its new ``count`` (a whole clear, then fewer
+    elements): each is removed (Airflow's ``removed``), so no table or count keeps a cleared ghost."""
+    return [TaskRemoved(dag_id=run.dag_id, run_id=run.run_id, task_id=task_id, map_index=instance.map_index,
+                        reason=f"mapped task {task_id} expanded again to {count} instances: map index "
+                               f"{instance.map_index} is gone", at=now)
+            for instance in sorted(run.tasks.values(), key=lambda item: item.map_index)
+            if instance.task_id == task_id and instance.map_index >= count and instance.state != REMOVED]
 
 
 def _clear_expansion(queuing: Queuing, whole: TaskInstance, now: float, policy: Policy) -> list[TaskDecision]:
