@@ -253,7 +253,9 @@ def resolve_references(value: Any, ti: RuntimeTaskInstance, walking: frozenset[i
         operator, key = (value, RETURN_VALUE) if isinstance(value, Task) else (value.operator, value.key)
         if _same_mapped_group(ti.task, operator):  # instance N reads instance N of it
             return ti.mapped_values(operator.task_id, key, map_indexes=ti.map_index)
-        return _referenced(ti, operator.task_id, key)
+        found = _referenced(ti, operator.task_id, key)
+        transforms = value.transforms if isinstance(value, XComArg) else ()
+        return _each_mapped(found, transforms) if transforms else found
     if isinstance(value, ZipXComArg):  # an argument, not mapped over: the list of the tuples
         return value.zipped([_referenced(ti, arg.operator.task_id, arg.key) for arg in value.args])
     if not isinstance(value, list | tuple | set | frozenset | dict) or id(value) in walking:
@@ -262,6 +264,20 @@ def resolve_references(value: Any, ti: RuntimeTaskInstance, walking: frozenset[i
     if isinstance(value, dict):
         return {key: resolve_references(item, ti, inner) for key, item in value.items()}
     return type(value)(resolve_references(item, ti, inner) for item in value)
+
+
+def _each_mapped(found: Any, transforms: tuple[Any, ...]) -> Any:
+    """A ``.map(fn)``ped value passed as a plain argument: the list of its elements through ``fn``
+    (Airflow's; a dict's elements are its (key, value) pairs, as when mapping over it)."""
+    items = list(found.items()) if isinstance(found, dict) else found
+    if not isinstance(items, list | tuple):
+        raise TypeError(f"a .map()ped value must be a list or dict, got a {type(found).__name__}")
+    mapped = []
+    for item in items:
+        for function in transforms:
+            item = function(item)
+        mapped.append(item)
+    return mapped
 
 
 def _same_mapped_group(task: Task, upstream: Task) -> bool:

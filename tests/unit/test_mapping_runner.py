@@ -411,3 +411,18 @@ def test_a_mapped_task_group_refuses_what_it_cannot_map():
             positional.expand(value=[1], nope=[1])
         with pytest.raises(MappingError, match="missing a required argument: 'value'"):
             positional.expand(nope=[1])
+
+
+def test_a_mapped_value_passed_as_a_plain_argument_is_its_elements_through_the_function():
+    with DAG("local_map_argument") as dag:
+        @task
+        def numbers():
+            return [1, 2, 3]
+
+        @task
+        def collect(values):
+            return values
+
+        collect(numbers().map(lambda number: number * 100))
+    run = _quiet(dag)
+    assert run.state == "success" and run.task_instance("collect").return_value == [100, 200, 300]
