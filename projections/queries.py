@@ -122,6 +122,11 @@ def task_instance(engine: Engine, dag_id: str, run_id: str, task_id: str, map_in
                                             table.c.task_id == task_id, table.c.map_index == map_index))
 
 
+def is_mapped_whole(row: Row | None) -> bool:
+    """Whether a task_instance row is a mapped task as a whole (expanded: its instances have the tries)."""
+    return row is not None and row["map_index"] == -1 and row.get("map_count") is not None
+
+
 def mapped_task_instances(engine: Engine, dag_id: str, run_id: str, task_id: str,
                           limit: int = 100_000) -> list[Row]:
     """The instances of a mapped task in a run (map index 0 up), without the task as a whole."""

@@ -13,6 +13,12 @@ from schemas.declare import EVENTS, HEARTBEATS, EventBase, event, record
 from schemas.routing import BY_DAG, BY_TASK_INSTANCE
 
 
+def instance_name(task_id: str, map_index: int = -1) -> str:
+    """A task instance as messages, tables and ``upstream_states`` name it: ``task``, or ``task[N]`` for
+    instance N of a mapped task."""
+    return task_id if map_index < 0 else f"{task_id}[{map_index}]"
+
+
 @record
 class TryInput:
     """The values of one upstream try a queued try reads (its provenance): ``values_json`` is that

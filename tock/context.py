@@ -269,15 +269,12 @@ def resolve_references(value: Any, ti: RuntimeTaskInstance, walking: frozenset[i
 def _each_mapped(found: Any, transforms: tuple[Any, ...]) -> Any:
     """A ``.map(fn)``ped value passed as a plain argument: the list of its elements through ``fn``
     (Airflow's; a dict's elements are its (key, value) pairs, as when mapping over it)."""
+    from tock.tasks import through
+
     items = list(found.items()) if isinstance(found, dict) else found
     if not isinstance(items, list | tuple):
         raise TypeError(f"a .map()ped value must be a list or dict, got a {type(found).__name__}")
-    mapped = []
-    for item in items:
-        for function in transforms:
-            item = function(item)
-        mapped.append(item)
-    return mapped
+    return [through(transforms, item) for item in items]
 
 
 def _same_mapped_group(task: Task, upstream: Task) -> bool:

@@ -253,13 +253,11 @@ def with_element(task: Task, element_json: str) -> Task:
 def _transformed(source: Any, value: Any) -> Any:
     """``value`` through the ``.map()`` functions of the input it came from (none for a literal); a zip's
     element is its tuple, each part through its own value's functions, then the zip's."""
-    from tock.tasks import XComArg, ZipXComArg
+    from tock.tasks import XComArg, ZipXComArg, through
 
     if isinstance(source, ZipXComArg):
         return source.element(tuple(value))
-    for function in source.transforms if isinstance(source, XComArg) else ():
-        value = function(value)
-    return value
+    return through(source.transforms, value) if isinstance(source, XComArg) else value
 
 
 def apply_element(task: Task, element: dict[str, Any]) -> None:

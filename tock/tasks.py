@@ -565,14 +565,15 @@ class ZipXComArg:
 
     def element(self, row: tuple[Any, ...]) -> Any:
         """One tuple as the task gets it: each value through its own ``.map()``, then the zip's."""
-        value: Any = tuple(_mapped_through(arg.transforms, item) for arg, item in zip(self.args, row, strict=True))
-        return _mapped_through(self.transforms, value)
+        value: Any = tuple(through(arg.transforms, item) for arg, item in zip(self.args, row, strict=True))
+        return through(self.transforms, value)
 
     def __repr__(self) -> str:
         return f"<ZipXComArg {', '.join(arg.operator.task_id for arg in self.args)}>"
 
 
-def _mapped_through(functions: tuple[Callable[[Any], Any], ...], value: Any) -> Any:
+def through(functions: tuple[Callable[[Any], Any], ...], value: Any) -> Any:
+    """``value`` through each ``.map()`` function in turn."""
     for function in functions:
         value = function(value)
     return value

@@ -157,8 +157,7 @@ def tasks_logs(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The D
             fail("tasks logs", f"no task {task_id} in DAG {dag_id}")
         try_number = try_number or (instance or {}).get("try_number")
         if try_number is None:
-            mapped = (" (a mapped task: give --map-index N)" if map_index < 0 and instance is not None
-                      and instance.get("map_count") is not None else "")
+            mapped = " (a mapped task: give --map-index N)" if queries.is_mapped_whole(instance) else ""
             fail("tasks logs", f"task {asked.named} has not run in {dag_id} / {run_id} yet{mapped}")
         try_ref = replace(asked, try_number=try_number)
         since = try_start(engine, try_ref, instance)

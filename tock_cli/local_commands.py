@@ -12,6 +12,7 @@ from typing import Any
 
 import typer
 
+from schemas.tasks import instance_name
 from tock_cli import settings_of
 from tock_cli.groups import dags_app, tasks_app
 
@@ -49,7 +50,7 @@ def dags_test(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The DA
         typer.echo(json.dumps(result.as_json(), indent=2, sort_keys=True))
     else:
         for instance in result.task_instances:
-            shown = instance.task_id if instance.map_index < 0 else f"{instance.task_id}[{instance.map_index}]"
+            shown = instance_name(instance.task_id, instance.map_index)
             typer.echo(f"{shown}: {instance.state} (try {instance.try_number})"
                        + (f" · {instance.values_json}" if instance.values_json else ""))
         typer.echo(f"run {result.run_id}: {result.state}")

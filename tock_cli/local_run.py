@@ -37,6 +37,7 @@ from schemas import (
     TriggerDagRun,
 )
 from schemas.runs import manual_run_id
+from schemas.tasks import instance_name
 from services.runner.task_code import TryProgress, TryResult, run_task_code
 from services.scheduler.core import Policy, SchedulerState, decide, evolve
 from services.scheduler.core.mapping import mapped_instances
@@ -207,7 +208,7 @@ def _ids(queued: TaskQueued) -> dict[str, Any]:
 
 def _name(queued: TaskQueued) -> str:
     """The instance as reports name it: ``task`` or ``task[i]`` (a mapped task's instance i)."""
-    return queued.task_id if queued.map_index < 0 else f"{queued.task_id}[{queued.map_index}]"
+    return instance_name(queued.task_id, queued.map_index)
 
 
 def _next_retry(state: SchedulerState) -> float | None:

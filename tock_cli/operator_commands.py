@@ -14,6 +14,7 @@ import typer
 
 from projections import queries
 from schemas import ClearTask, KillTask, MarkTask, PauseDag
+from schemas.tasks import instance_name
 from services.api import targets
 from tock_cli import settings_of
 from tock_cli.appending import (
@@ -44,7 +45,7 @@ MAP_INDEX_OPTION = typer.Option(-1, "--map-index", min=-1, help="Of a mapped tas
 
 
 def _named(task_id: str, map_index: int) -> str:
-    return task_id if map_index < 0 else f"{task_id}[{map_index}]"
+    return instance_name(task_id, map_index)
 
 
 def register(_app: typer.Typer) -> None:

@@ -25,6 +25,7 @@ from projections import queries
 from projections.committer import retry_outages
 from projections.db import create_tables, open_engine
 from schemas.decisions_view import decision_fields
+from schemas.tasks import instance_name
 from services.api import models
 from services.api.auth import VIEWER, Principal, authenticate, bearer_scheme
 from services.api.backfills import status
@@ -274,7 +275,7 @@ def list_task_instances(dag_id: str, run_id: str, state: str | None = None, limi
 def get_task_instance(dag_id: str, run_id: str, task_id: str, map_index: int = -1,
                       engine: Engine = Depends(engine_of)):
     """A task instance; ``map_index``: instance N of a mapped task (-1: a task, or a mapped task as a whole)."""
-    named = task_id if map_index < 0 else f"{task_id}[{map_index}]"
+    named = instance_name(task_id, map_index)
     instance = _found(queries.task_instance(engine, dag_id, run_id, task_id, map_index), f"task instance {named}")
     return queries.with_task_shape(engine, dag_id, [instance])[0]
 

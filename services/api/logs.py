@@ -17,6 +17,7 @@ from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from infra.settings import Settings
+from projections import queries
 from services.api import targets
 from services.api.auth import requester
 from services.api.commands import engine_of
@@ -98,7 +99,7 @@ def log_response(request: Request, engine: Engine, asked: TryRef, follow: bool) 
     try_number = asked.try_number
     if not try_number:
         if instance is None or instance["try_number"] is None:
-            mapped = " (a mapped task: name an instance with map_index)" if _is_mapped_whole(instance) else ""
+            mapped = " (a mapped task: name an instance with map_index)" if queries.is_mapped_whole(instance) else ""
             raise HTTPException(status_code=404, detail=f"task {asked.named} has not run in run {asked.run_id} "
                                                         f"yet{mapped}")
         try_number = instance["try_number"]
@@ -133,10 +134,6 @@ def _known_instance(engine: Engine, asked: TryRef) -> dict | None:
                                                     f"{asked.dag_id}")
     return instance
 
-
-def _is_mapped_whole(instance: dict | None) -> bool:
-    """Whether the row is a mapped task as a whole (its instances have the tries)."""
-    return instance is not None and instance["map_index"] == -1 and instance.get("map_count") is not None
 
 
 def _whole(settings: Settings, try_ref: TryRef, since: float) -> Iterator[bytes]:

@@ -8,6 +8,7 @@ from fastapi import Depends, Query, Request
 from sqlalchemy import Engine
 
 from schemas import ClearTask, KillTask, MarkTask
+from schemas.tasks import instance_name
 from services.api import models, targets
 from services.api.auth import requester
 from services.api.commands import append, commands, engine_of, once, request_id_of
@@ -71,7 +72,7 @@ def kill(dag_id: str, run_id: str, task_id: str, request: Request, map_index: in
     ends as killed: failed, not retried, so its downstream tasks become upstream_failed. 409 when the
     task has no such try (its state says why). ``map_index`` N: instance N of a mapped task's try."""
     target = targets.known_task(engine, dag_id, run_id, task_id, active=False, map_index=map_index)
-    targets.killable(target, task_id if map_index < 0 else f"{task_id}[{map_index}]")
+    targets.killable(target, instance_name(task_id, map_index))
     once(engine, request_id, "KillTask", dag_id, run_id, task_id)
     event = KillTask(dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index, request_id=request_id,
                      requested_by=requester(request), at=time.time())

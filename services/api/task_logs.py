@@ -27,6 +27,7 @@ from infra.settings import Settings
 from infra.try_paths import TryPaths
 from projections import queries
 from schemas import LOGS, TaskLogShipped, try_log_key
+from schemas.tasks import instance_name
 
 CHUNK = 64 * 1024
 POLL_SECONDS = 0.5
@@ -51,7 +52,7 @@ class TryRef:
     @property
     def named(self) -> str:
         """The task instance as messages name it: ``task`` or ``task[N]``."""
-        return self.task_id if self.map_index < 0 else f"{self.task_id}[{self.map_index}]"
+        return instance_name(self.task_id, self.map_index)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from kubernetes import client as kube
 
 from infra.kube_client import kube_api
 from infra.settings import Settings
-from tests.scenarios.scheduler_support import REPO, environment, wait_until
+from tests.scenarios.scheduler_support import REPO, LogTail, Processes, create_topics, environment, wait_until
 
 
 class Agents:
@@ -76,3 +76,16 @@ def kube_settings(make_settings, kube_namespace, redis_url: str, **overrides) ->
     """Settings of a Kubernetes scenario: the session's API server, the test's namespace, every executor."""
     return make_settings(**kube_namespace.overrides, celery_broker_url=redis_url,
                          executors="local,celery,kubernetes", **overrides)
+
+
+def on_every_executor(settings: Settings, system: dict, tmp_path: Path) -> LogTail:
+    """The topics, a node agent (node-a), a Celery worker (host-a), the processes and a log tail, each kept
+    in ``system`` (closed by the test's fixture); returns the tail."""
+    from tests.scenarios.celery_support import Workers
+
+    create_topics(settings)
+    system["agents"], system["workers"] = Agents(settings, tmp_path / "nodes"), Workers(settings, tmp_path / "hosts")
+    system["processes"], system["tail"] = Processes(settings, tmp_path / "logs"), LogTail(settings)
+    system["agents"].start("node-a")
+    system["workers"].start("host-a")
+    return system["tail"]

@@ -14,7 +14,7 @@ from projections import queries
 from projections.db import open_engine
 from schemas import DagRunFinished, TaskFailed, TaskMapExpanded, TaskQueued, TaskSkipped, TaskStarted, TaskSucceeded
 from tests.scenarios.celery_support import Workers
-from tests.scenarios.kube_support import Agents, kube_settings
+from tests.scenarios.kube_support import kube_settings, on_every_executor
 from tests.scenarios.scheduler_support import (
     LogTail,
     Processes,
@@ -266,11 +266,7 @@ def test_a_scheduler_killed_during_a_wide_expansion_runs_every_index_once(make_s
 def test_mapping_and_a_mapped_group_run_on_celery_and_kubernetes(make_settings, kube_namespace, redis_url, system,
                                                                  tmp_path):
     settings = kube_settings(make_settings, kube_namespace, redis_url, task_heartbeat_seconds=0.5)
-    create_topics(settings)
-    system["agents"], system["workers"] = Agents(settings, tmp_path / "nodes"), Workers(settings, tmp_path / "hosts")
-    system["processes"], system["tail"] = Processes(settings, tmp_path / "logs"), LogTail(settings)
-    system["agents"].start("node-a")
-    system["workers"].start("host-a")
+    on_every_executor(settings, system, tmp_path)
     path = tmp_path / "dags" / "mapped.py"
     path.parent.mkdir(exist_ok=True)
     path.write_text(MAPPED_EVERYWHERE)

@@ -16,7 +16,7 @@ from projections import queries
 from projections.db import open_engine
 from schemas import DagRunCreated, TaskQueued, TaskStarted, TaskSucceeded, TryInput
 from tests.scenarios.celery_support import Workers
-from tests.scenarios.kube_support import Agents, kube_settings
+from tests.scenarios.kube_support import kube_settings, on_every_executor
 from tests.scenarios.scheduler_support import (
     LogTail,
     Processes,
@@ -87,11 +87,7 @@ def _dag(tmp_path, **choices) -> object:
 def test_the_tutorial_passes_its_values_across_local_celery_and_kubernetes(make_settings, kube_namespace,
                                                                            redis_url, system, tmp_path):
     settings = kube_settings(make_settings, kube_namespace, redis_url, task_heartbeat_seconds=0.5)
-    create_topics(settings)
-    system["agents"], system["workers"] = Agents(settings, tmp_path / "nodes"), Workers(settings, tmp_path / "hosts")
-    system["processes"], system["tail"] = Processes(settings, tmp_path / "logs"), LogTail(settings)
-    system["agents"].start("node-a")
-    system["workers"].start("host-a")
+    on_every_executor(settings, system, tmp_path)
     publish_dags(settings, _dag(tmp_path, extract_on="local", transform_on="celery", load_on="kubernetes"))
     system["processes"].scheduler("s1")
     tail = system["tail"]

@@ -15,6 +15,7 @@ from fastapi.responses import Response
 from sqlalchemy import Engine
 
 from projections import queries
+from schemas.tasks import instance_name
 from services.api.auth import Principal
 from services.api.commands import engine_of
 from services.api.core import dag_list, views
@@ -59,13 +60,13 @@ def _task(engine: Engine, dag_id: str, run_id: str, task_id: str, map_index: int
     instance = queries.task_instance(engine, dag_id, run_id, task_id, map_index)
     history = queries.task_history(engine, dag_id, run_id, task_id, limit=10_000,
                                    map_index=None if map_index < 0 else map_index)
-    named = task_id if map_index < 0 else f"{task_id}[{map_index}]"
+    named = instance_name(task_id, map_index)
     if instance is None and not history:
         raise HTTPException(status_code=404, detail=f"no task instance {named} of run {run_id}")
     look = views.state_look(instance["state"] if instance else None)
     if instance is not None:
         instance = queries.with_task_shape(engine, dag_id, [instance])[0]
-    mapped = instance is not None and map_index < 0 and instance.get("map_count") is not None
+    mapped = map_index < 0 and queries.is_mapped_whole(instance)
     if mapped:  # the whole's page shows its own decisions; each instance's events are on its page
         history = [row for row in history if row["map_index"] < 0]
     return {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": map_index, "named": named,

@@ -30,6 +30,7 @@ from schemas import (
 )
 from schemas import schedule as cron
 from schemas.runs import manual_run_id
+from schemas.tasks import instance_name
 from services.scheduler.core.instances import (
     downstream_of,
     end_try,
@@ -124,7 +125,7 @@ def kill(state: SchedulerState, event: KillTask) -> None:
     instances = commanded(run, dag, event.task_id, event.map_index) if run is not None and dag is not None else []
     active = [instance for instance in instances if instance.state in ACTIVE]
     if not active:
-        named = event.task_id if event.map_index < 0 else f"{event.task_id}[{event.map_index}]"
+        named = instance_name(event.task_id, event.map_index)
         problem = f"task {named} of run {event.run_id} has no running or queued try"
         if run is None and was_forgotten(state, event.dag_id, event.run_id):
             problem = f"{forgotten_reason(state, event.dag_id, event.run_id)}: {problem}"

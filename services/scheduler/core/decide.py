@@ -277,8 +277,9 @@ def _past_the_expansion(run: DagRun, task_id: str, count: int, now: float) -> li
     return [TaskRemoved(dag_id=run.dag_id, run_id=run.run_id, task_id=task_id, map_index=instance.map_index,
                         reason=f"mapped task {task_id} expanded again to {count} instances: map index "
                                f"{instance.map_index} is gone", at=now)
-            for instance in sorted(run.tasks.values(), key=lambda item: item.map_index)
-            if instance.task_id == task_id and instance.map_index >= count and instance.state != REMOVED]
+            for instance in sorted((item for item in run.tasks.values() if item.task_id == task_id
+                                    and item.map_index >= count and item.state != REMOVED),
+                                   key=lambda item: item.map_index)]
 
 
 def _clear_expansion(queuing: Queuing, whole: TaskInstance, now: float, policy: Policy) -> list[TaskDecision]:
@@ -308,38 +309,41 @@ def _decide_mapped(queuing: Queuing, task_id: str, view: Mapping[str, str], now:
     run = queuing.run
     whole = run.tasks.get(task_id) or TaskInstance(task_id)
     in_group = group_upstreams(queuing.dag.tasks[task_id], queuing.dag)
+    outside = _mapped_outside(queuing, in_group)
     if whole.map_count <= 0:
-        whole_view, whole_mapped = _group_view(queuing, in_group, view, None)
-        return _decide_task(queuing, whole, whole_view, now, policy, dead, paused, whole_mapped)
+        return _decide_task(queuing, whole, _whole_view(queuing, in_group, view), now, policy, dead, paused, outside)
     if whole.pending == CLEAR:
         return _clear_expansion(queuing, whole, now, policy), NONE
     events: list[TaskDecision] = []
     states: dict[str, str] = {}
     for instance in mapped_instances(run, task_id):
-        index_view, index_mapped = _group_view(queuing, in_group, view, instance.map_index)
-        decided, states[f"{task_id}[{instance.map_index}]"] = _decide_task(queuing, instance, index_view, now, policy,
-                                                                            dead, paused, index_mapped)
+        index = instance.map_index
+        mapped = outside if outside is None else {**outside, **_group_instances(queuing, in_group, index)}
+        decided, states[f"{task_id}[{index}]"] = _decide_task(queuing, instance, view, now, policy, dead, paused,
+                                                               mapped)
         events += decided
     queuing.mapped_states[task_id] = states
     return events, whole_state(states)
 
 
-def _group_view(queuing: Queuing, in_group: list[str], view: Mapping[str, str],
-                map_index: int | None) -> tuple[Mapping[str, str], Mapping[str, Mapping[str, str]] | None]:
-    """The upstream states a task of a mapped task group is judged by: each upstream in its group as its
-    instance ``map_index`` (None, the task as a whole: expanded with instances counts as done, so the task
-    expands too), the rest as the walk has them. (The walk's own, outside a mapped group.)"""
+# A task of a mapped task group is judged by its upstreams in the group as their instance of its own map
+# index (named ``up[N]``); as a whole (not expanded yet), an upstream in the group that has expanded with
+# instances counts as done, so it expands too. Outside a mapped group: the walk's states as they are.
+
+def _mapped_outside(queuing: Queuing, in_group: list[str]) -> Mapping[str, Mapping[str, str]] | None:
     if not in_group:
-        return view, None
-    mapped = {task_id: states for task_id, states in queuing.mapped_states.items() if task_id not in in_group}
-    seen = dict(view)
-    for up in in_group:
-        states = queuing.mapped_states.get(up, {})
-        if map_index is not None:  # named as the instance it is: up[N]
-            mapped[up] = {f"{up}[{map_index}]": states.get(f"{up}[{map_index}]", NONE)}
-        elif states:
-            seen[up] = SUCCESS
-    return seen, mapped
+        return None
+    return {task_id: states for task_id, states in queuing.mapped_states.items() if task_id not in in_group}
+
+
+def _whole_view(queuing: Queuing, in_group: list[str], view: Mapping[str, str]) -> Mapping[str, str]:
+    expanded = [up for up in in_group if queuing.mapped_states.get(up)]
+    return {**view, **dict.fromkeys(expanded, SUCCESS)} if expanded else view
+
+
+def _group_instances(queuing: Queuing, in_group: list[str], map_index: int) -> dict[str, dict[str, str]]:
+    return {up: {f"{up}[{map_index}]": queuing.mapped_states.get(up, {}).get(f"{up}[{map_index}]", NONE)}
+            for up in in_group}
 
 
 def _still_running(run: DagRun, dead: Collection[TryKey]) -> bool:
