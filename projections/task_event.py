@@ -19,6 +19,7 @@ from schemas import (
     PodFinished,
     PodStarted,
     SecretAccessed,
+    SensorTimedOut,
     TaskAdopted,
     TaskCleared,
     TaskDeadlineMissed,
@@ -30,8 +31,10 @@ from schemas import (
     TaskLaunched,
     TaskMapExpanded,
     TaskMapFailed,
+    TaskPoked,
     TaskQueued,
     TaskRemoved,
+    TaskRescheduled,
     TaskRetryScheduled,
     TaskSkipped,
     TaskStarted,
@@ -44,7 +47,8 @@ TABLE = "task_event"
 _EVENTS = (TaskQueued, TaskLaunched, TaskStarted, TaskAdopted, TaskSucceeded, TaskFailed,
            TaskRetryScheduled, TaskDeclaredDead, TaskUpstreamFailed, PodStarted, PodFinished, ClearTask, MarkTask,
            KillTask, TaskCleared, TaskKillRequested, TaskKilled, TaskSkipped, TaskRemoved, TaskDeadlineMissed,
-           SecretAccessed, TaskTrySkipped, TaskEmptySucceeded, TaskMapExpanded, TaskMapFailed)
+           SecretAccessed, TaskTrySkipped, TaskEmptySucceeded, TaskMapExpanded, TaskMapFailed, TaskPoked,
+           TaskRescheduled, SensorTimedOut)
 
 
 def rows_for(record: Record) -> list[Row]:

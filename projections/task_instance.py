@@ -31,6 +31,7 @@ from schemas import (
     KillTask,
     MarkTask,
     PodFinished,
+    SensorTimedOut,
     TaskAdopted,
     TaskCleared,
     TaskDeclaredDead,
@@ -42,8 +43,10 @@ from schemas import (
     TaskLaunched,
     TaskMapExpanded,
     TaskMapFailed,
+    TaskPoked,
     TaskQueued,
     TaskRemoved,
+    TaskRescheduled,
     TaskRetryScheduled,
     TaskSkipped,
     TaskStarted,
@@ -55,9 +58,9 @@ from schemas import (
 TABLE = "task_instance"
 MARKABLE = ("success", "failed", "skipped")
 _TRY_EVENTS = (TaskLaunched, TaskStarted, TaskAdopted, TaskSucceeded, TaskFailed, TaskTrySkipped, TaskRetryScheduled,
-               TaskDeclaredDead, PodFinished, TaskKillRequested, TaskKilled)
+               TaskDeclaredDead, PodFinished, TaskKillRequested, TaskKilled, TaskPoked, TaskRescheduled, SensorTimedOut)
 _ENDED = (TaskUpstreamFailed, TaskSkipped, TaskRemoved, TaskEmptySucceeded, TaskMapFailed)
-_OUTCOMES = (TaskSucceeded, TaskFailed, TaskTrySkipped, TaskDeclaredDead, TaskKilled)
+_OUTCOMES = (TaskSucceeded, TaskFailed, TaskTrySkipped, TaskDeclaredDead, TaskKilled, TaskPoked)
 _TRY_UNDER_WAY = frozenset({"queued", "running"})  # the states an outcome of the current try may end
 _EVENTS = (TaskQueued, TaskHeartbeat, MarkTask, TaskCleared, KillTask, TaskMapExpanded, *_ENDED, *_TRY_EVENTS)
 # What a try event may still change on a marked row: who ran the try, never its outcome.
@@ -219,6 +222,13 @@ _CURRENT_TRY = {
     TaskFailed: lambda event: {"state": "failed", "end_date": event.at, "error": event.error,
                                "rendered_json": event.rendered_json or None},
     TaskRetryScheduled: lambda event: {"state": "up_for_retry", "retry_not_before": event.not_before},
+    # A sensor's poke not met (Airflow's state: up_for_reschedule); retry_not_before is its next poke.
+    TaskPoked: lambda event: {"state": "up_for_reschedule", "end_date": event.at,
+                              "rendered_json": event.rendered_json or None},
+    TaskRescheduled: lambda event: {"state": "up_for_reschedule", "retry_not_before": event.not_before},
+    SensorTimedOut: lambda event: {"state": event.state, "retry_not_before": None,
+                                   "reason": f"the sensor timed out: it waited {event.waited:.0f} s, its timeout is "
+                                             f"{event.timeout:g} s"},
     TaskDeclaredDead: lambda event: {"state": "dead", "end_date": event.at, "error": event.reason},
     PodFinished: lambda event: {},  # the outcome events that follow it change the state
     TaskKillRequested: lambda event: {"kill_requested_at": event.at, "reason": event.reason},

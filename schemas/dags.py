@@ -57,12 +57,32 @@ class MapDefinition:
     group: str = ""
 
 
+# The modes a sensor may wait in (Airflow's): "reschedule" pokes in short tries with the wait between them a
+# timer of the owner's (no slot, no process held); "poke" loops in one try, holding its slot, as Airflow does.
+SENSOR_MODES = ("reschedule", "poke")
+SENSOR_TIMEOUT = 7 * 24 * 60 * 60.0  # Airflow's default sensor timeout: a week
+
+
+@record
+class SensorDefinition:
+    """How a sensor waits (services/scheduler/core/sensors.py): seconds between pokes (``poke_interval``,
+    doubled each poke with ``exponential_backoff``, at most ``max_wait``), how long it may wait in all from
+    its first poke (``timeout``), and whether it then ends skipped (``soft_fail``) rather than failed."""
+
+    poke_interval: float = 60.0
+    timeout: float = SENSOR_TIMEOUT
+    soft_fail: bool = False
+    exponential_backoff: bool = False
+    max_wait: float | None = None
+    mode: str = "reschedule"
+
+
 @record
 class TaskDefinition:
     """One task of a DAG as the scheduler and the runner need it."""
 
     task_id: str
-    kind: str  # "python" (a @task function) or "bash"
+    kind: str  # "python" (a @task function), "bash", "empty" or "sensor"
     command: str = ""  # the bash command; empty for python tasks
     upstream: list[str] = field(default_factory=list)
     retries: int = 0
@@ -104,6 +124,7 @@ class TaskDefinition:
     retry_exponential_backoff: bool = False
     max_retry_delay: float | None = None
     mapped: MapDefinition | None = None  # a mapped task: how it expands (services/scheduler/core/mapping.py)
+    sensor: SensorDefinition | None = None  # a sensor (kind "sensor"): how it waits between pokes
 
 
 @record
@@ -149,7 +170,7 @@ class DagDefinition:
     dagrun_timeout: float | None = None
 
 
-@event(DAGS, route=BY_DAG, version=12)
+@event(DAGS, route=BY_DAG, version=13)
 class DagParsed(EventBase):
     """The latest definition of a DAG; written only when its fingerprint changed.
     v2: the definition has on_failure and on_deadline_missed (webhook URLs).
@@ -164,7 +185,8 @@ class DagParsed(EventBase):
     retry_exponential_backoff and max_retry_delay; the definition has max_active_tasks and dagrun_timeout.
     v10: a mapped task's definition says how it expands (``mapped``).
     v11: a mapped task's input may zip several upstream values (MapInput ``zip_*``).
-    v12: a mapped task may be one of a mapped task group's (MapDefinition ``group``)."""
+    v12: a mapped task may be one of a mapped task group's (MapDefinition ``group``).
+    v13: a sensor's task definition says how it waits (``sensor``)."""
 
     dag_id: str
     file_path: str

@@ -13,7 +13,7 @@ from typing import Any
 
 # The history events that carry a decision (the others answer with no fields and no words).
 DECIDING = ("TaskSkipped", "TaskUpstreamFailed", "TaskTrySkipped", "TaskEmptySucceeded", "TaskSucceeded",
-            "TaskRemoved")
+            "TaskRemoved", "TaskPoked", "TaskRescheduled", "SensorTimedOut")
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,28 @@ def described_decision(event_type: str, payload: dict[str, Any]) -> str:
             return followed_text(decision.follow)
         case "TaskRemoved":
             return _joined("removed", decision.reason)
+        case "TaskPoked" | "TaskRescheduled" | "SensorTimedOut":
+            return _sensor_words(event_type, payload)
     return ""
+
+
+def _sensor_words(event_type: str, payload: dict[str, Any]) -> str:
+    """A sensor's poke and the owner's decision after it, in words (UTC times)."""
+    from datetime import UTC, datetime
+
+    def moment(seconds: Any) -> str:
+        return datetime.fromtimestamp(float(seconds), UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+    if event_type == "TaskPoked":
+        asked = payload.get("reschedule_at")
+        return _joined("the poke found its condition not met", "it waited its timeout in the try"
+                       if payload.get("timed_out") else "", f"it asked to poke again at {moment(asked)}"
+                       if asked is not None else "")
+    if event_type == "TaskRescheduled":
+        return (f"poke {payload.get('poke')} was not met: the next poke is at {moment(payload.get('not_before', 0))}"
+                f", no slot held until then")
+    return (f"the sensor waited {float(payload.get('waited') or 0):.0f} s of its timeout of "
+            f"{float(payload.get('timeout') or 0):g} s: it ends {payload.get('state')}")
 
 
 def decision_fields(event_type: str, payload: dict[str, Any]) -> dict[str, Any]:

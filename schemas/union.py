@@ -47,6 +47,7 @@ from schemas.secrets import (
     VariableDeleted,
     VariableSet,
 )
+from schemas.sensors import SensorTimedOut, TaskPoked, TaskRescheduled
 from schemas.tasks import (
     PodFinished,
     PodStarted,
@@ -78,10 +79,11 @@ EventsTopicEvent: TypeAlias = (
     BackfillFinished | BackfillPlanned | CallbackCalled | CancelBackfill | ClearTask |
     CommandRejected | DagQuarantineLifted | DagQuarantined | DagRunCreated | DagRunFinished |
     DagRunReopened | DagRunTimedOut | DeadlineMissed | KillTask | MarkTask | PauseDag | PodFinished |
-    PodStarted | RequestBackfill | SecretAccessed | TaskAdopted | TaskCleared | TaskDeadlineMissed |
-    TaskDeclaredDead | TaskEmptySucceeded | TaskFailed | TaskKillRequested | TaskKilled |
-    TaskLaunched | TaskMapExpanded | TaskMapFailed | TaskQueued | TaskRemoved | TaskRetryScheduled |
-    TaskSkipped | TaskStarted | TaskSucceeded | TaskTrySkipped | TaskUpstreamFailed | TriggerDagRun
+    PodStarted | RequestBackfill | SecretAccessed | SensorTimedOut | TaskAdopted | TaskCleared |
+    TaskDeadlineMissed | TaskDeclaredDead | TaskEmptySucceeded | TaskFailed | TaskKillRequested |
+    TaskKilled | TaskLaunched | TaskMapExpanded | TaskMapFailed | TaskPoked | TaskQueued |
+    TaskRemoved | TaskRescheduled | TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded |
+    TaskTrySkipped | TaskUpstreamFailed | TriggerDagRun
 )
 
 HeartbeatsTopicEvent: TypeAlias = TaskHeartbeat
@@ -105,12 +107,13 @@ Event: TypeAlias = (
     DagParseFailed | DagParsed | DagQuarantineLifted | DagQuarantined | DagRemoved | DagRunCreated |
     DagRunFinished | DagRunReopened | DagRunTimedOut | DeadlineMissed | KillTask | MarkTask |
     PauseDag | PodFinished | PodStarted | ProcessorFinished | ProcessorKilled | ProcessorStarted |
-    RequestBackfill | SchedulerHeartbeat | SchedulerStopped | SecretAccessed | TaskAdopted |
-    TaskCleared | TaskDeadlineMissed | TaskDeclaredDead | TaskEmptySucceeded | TaskFailed |
-    TaskHeartbeat | TaskKillRequested | TaskKilled | TaskLaunched | TaskLogShipped | TaskMapExpanded |
-    TaskMapFailed | TaskQueued | TaskRemoved | TaskRetryScheduled | TaskSkipped | TaskStarted |
-    TaskSucceeded | TaskTrySkipped | TaskUpstreamFailed | TokenCreated | TokenRevoked | TriggerDagRun |
-    UserCreated | UserDeleted | VariableDeleted | VariableSet | WorkerHeartbeat | WorkerStopped
+    RequestBackfill | SchedulerHeartbeat | SchedulerStopped | SecretAccessed | SensorTimedOut |
+    TaskAdopted | TaskCleared | TaskDeadlineMissed | TaskDeclaredDead | TaskEmptySucceeded |
+    TaskFailed | TaskHeartbeat | TaskKillRequested | TaskKilled | TaskLaunched | TaskLogShipped |
+    TaskMapExpanded | TaskMapFailed | TaskPoked | TaskQueued | TaskRemoved | TaskRescheduled |
+    TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded | TaskTrySkipped |
+    TaskUpstreamFailed | TokenCreated | TokenRevoked | TriggerDagRun | UserCreated | UserDeleted |
+    VariableDeleted | VariableSet | WorkerHeartbeat | WorkerStopped
 )
 
 EVENT_CLASSES: tuple[type[Event], ...] = (
@@ -119,10 +122,10 @@ EVENT_CLASSES: tuple[type[Event], ...] = (
     DagQuarantineLifted, DagQuarantined, DagRemoved, DagRunCreated, DagRunFinished, DagRunReopened,
     DagRunTimedOut, DeadlineMissed, KillTask, MarkTask, PauseDag, PodFinished, PodStarted,
     ProcessorFinished, ProcessorKilled, ProcessorStarted, RequestBackfill, SchedulerHeartbeat,
-    SchedulerStopped, SecretAccessed, TaskAdopted, TaskCleared, TaskDeadlineMissed, TaskDeclaredDead,
-    TaskEmptySucceeded, TaskFailed, TaskHeartbeat, TaskKillRequested, TaskKilled, TaskLaunched,
-    TaskLogShipped, TaskMapExpanded, TaskMapFailed, TaskQueued, TaskRemoved, TaskRetryScheduled,
-    TaskSkipped, TaskStarted, TaskSucceeded, TaskTrySkipped, TaskUpstreamFailed, TokenCreated,
-    TokenRevoked, TriggerDagRun, UserCreated, UserDeleted, VariableDeleted, VariableSet,
-    WorkerHeartbeat, WorkerStopped
+    SchedulerStopped, SecretAccessed, SensorTimedOut, TaskAdopted, TaskCleared, TaskDeadlineMissed,
+    TaskDeclaredDead, TaskEmptySucceeded, TaskFailed, TaskHeartbeat, TaskKillRequested, TaskKilled,
+    TaskLaunched, TaskLogShipped, TaskMapExpanded, TaskMapFailed, TaskPoked, TaskQueued, TaskRemoved,
+    TaskRescheduled, TaskRetryScheduled, TaskSkipped, TaskStarted, TaskSucceeded, TaskTrySkipped,
+    TaskUpstreamFailed, TokenCreated, TokenRevoked, TriggerDagRun, UserCreated, UserDeleted,
+    VariableDeleted, VariableSet, WorkerHeartbeat, WorkerStopped
 )

@@ -8,7 +8,7 @@ from tock.context import Context, get_current_context
 from tock.dag import DAG, DagDefinitionError, fingerprint
 from tock.deadline import Deadline
 from tock.decorators import task
-from tock.exceptions import AirflowSkipException
+from tock.exceptions import AirflowRescheduleException, AirflowSensorTimeout, AirflowSkipException
 from tock.loading import load_dags
 from tock.operators import (
     BashOperator,
@@ -20,6 +20,14 @@ from tock.operators import (
 )
 from tock.params import Param, ParamsDict, ParamValidationError
 from tock.secrets import AirflowNotFoundException, AirflowRuntimeError, mask_secret
+from tock.sensors import (
+    BaseSensorOperator,
+    DateTimeSensor,
+    FileSensor,
+    PokeReturnValue,
+    PythonSensor,
+    TimeDeltaSensor,
+)
 from tock.setup_teardown import setup, teardown
 from tock.task_group import TaskGroup, task_group
 from tock.tasks import BashTask, Task, XComArg
@@ -28,7 +36,9 @@ from tock.trigger_rules import TriggerRule
 from tock.variables import Variable
 from tock.weight_rules import WeightRule
 
-__all__ = ["DAG", "AirflowNotFoundException", "AirflowRuntimeError", "AirflowSkipException", "BaseHook",
+__all__ = ["DAG", "AirflowNotFoundException", "AirflowRescheduleException", "AirflowRuntimeError",
+           "AirflowSensorTimeout", "AirflowSkipException", "BaseHook", "BaseSensorOperator", "DateTimeSensor",
+           "FileSensor", "PokeReturnValue", "PythonSensor", "TimeDeltaSensor",
            "BashOperator", "BashTask", "BranchPythonOperator", "Connection", "Context", "DagDefinitionError",
            "Deadline",
            "EmptyOperator", "LatestOnlyOperator", "Param", "ParamValidationError", "ParamsDict", "PythonOperator",

@@ -333,6 +333,7 @@ def _task_definition(task: Task, setups: list[str]) -> TaskDefinition:
         max_active_tis_per_dag=task.max_active_tis_per_dag, max_active_tis_per_dagrun=task.max_active_tis_per_dagrun,
         retry_exponential_backoff=task.retry_exponential_backoff, max_retry_delay=task.max_retry_delay,
         mapped=None if task.mapped is None else definition_of(task.mapped, task.options.max_map_length),
+        sensor=task.sensor,
     )
 
 

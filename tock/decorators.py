@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, overload
 
+from schemas.dags import SENSOR_TIMEOUT, SensorDefinition
 from tock.mapping import PartialTaskFunction
 from tock.tasks import Task, TaskOptions, _new_task
 from tock.trigger_rules import TriggerRule
@@ -22,6 +23,7 @@ class Role:
     is_setup: bool = False
     is_teardown: bool = False
     on_failure_fail_dagrun: bool = False
+    sensor: SensorDefinition | None = None  # @task.sensor: how it waits between pokes (tock/sensors.py)
 
 
 class TaskFunction:
@@ -61,7 +63,8 @@ class TaskFunction:
                 raise ValueError(f"task {self.task_id!r}: Trigger rule not configurable for teardown tasks. "
                                  "(a teardown's is all_done_setup_success)")
             given = {**given, "trigger_rule": TriggerRule.ALL_DONE_SETUP_SUCCESS.value}
-        created = _new_task(None, self.task_id, "python", given, unique=True, python_callable=self.function,
+        kind = "python" if self.role.sensor is None else "sensor"
+        created = _new_task(None, self.task_id, kind, given, unique=True, python_callable=self.function,
                             args=args, kwargs=kwargs, **vars(self.role))
         created.trigger_rule_given = "trigger_rule" in self.given
         return created
@@ -151,6 +154,21 @@ class TaskDecorator:
                             f"{ignore_downstream_trigger_rules!r}")
         role = Role(chooses="short_circuit", ignore_downstream_trigger_rules=ignore_downstream_trigger_rules)
         return _decorator(function, task_id, options, role, "@task.short_circuit")
+
+
+    def sensor(self, function: Callable[..., Any] | None = None, *, task_id: str | None = None,
+               poke_interval: Any = 60.0, timeout: Any = SENSOR_TIMEOUT, soft_fail: bool = False,
+               mode: str = "reschedule", exponential_backoff: bool = False, max_wait: Any = None,
+               deferrable: bool = False, **options: Any) -> Decorated:
+        """``@task.sensor``: the function is a sensor's poke (tock/sensors.py): it returns True, or
+        ``PokeReturnValue(True, xcom_value)``, when its condition is met. Settings as for
+        ``BaseSensorOperator``; its arguments and options as for ``@task``."""
+        from tock.sensors import sensor_definition
+
+        name = str(task_id or getattr(function, "__name__", "@task.sensor"))
+        waits = sensor_definition(name, poke_interval=poke_interval, timeout=timeout, soft_fail=soft_fail, mode=mode,
+                                  exponential_backoff=exponential_backoff, max_wait=max_wait, deferrable=deferrable)
+        return _decorator(function, task_id, options, Role(sensor=waits), "@task.sensor")
 
 
 task = TaskDecorator()

@@ -13,6 +13,7 @@ from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
+from schemas.dags import SensorDefinition
 from tock.callbacks import TASK_CALLBACKS, callbacks_of
 from tock.params import NOTSET
 from tock.trigger_rules import TriggerRule, trigger_rule_problem, trigger_rule_value
@@ -193,7 +194,7 @@ def _template_option_problems(templates_dict: Any, templates_exts: Any) -> list[
 
 # Airflow's templated fields and template file extensions, per kind of task (tock/templating.py).
 TEMPLATE_FIELDS = {"bash": ("bash_command", "env", "cwd"), "python": ("templates_dict", "op_args", "op_kwargs"),
-                   "empty": ()}
+                   "empty": (), "sensor": ("templates_dict", "op_args", "op_kwargs")}  # @task.sensor's as @task's
 # Options only a Python task has (a group's default_args gives them to its Python tasks only).
 PYTHON_ONLY_OPTIONS = ("templates_dict", "templates_exts", "multiple_outputs")
 BASH_TEMPLATE_EXT = (".sh", ".bash")
@@ -202,7 +203,7 @@ TASK_OPTION_NAMES = tuple(item.name for item in fields(TaskOptions))  # what def
 
 def defaults_for_kind(default_args: dict[str, Any], kind: str) -> dict[str, Any]:
     """The default_args a task of ``kind`` takes (Python-only options go to Python tasks only)."""
-    if kind == "python":
+    if kind in ("python", "sensor"):
         return dict(default_args)
     return {key: value for key, value in default_args.items() if key not in PYTHON_ONLY_OPTIONS}
 
@@ -251,7 +252,7 @@ class Task(Links):
     """One task of a DAG. Build it with ``@task``, ``BashTask`` or an operator, not directly."""
 
     task_id: str  # its full id: inside a group that prefixes, "group.task"
-    kind: str  # "python", "bash" or "empty" (the scheduler succeeds it without running anything)
+    kind: str  # "python", "bash", "empty" (the scheduler succeeds it without running anything) or "sensor"
     dag: DAG
     options: TaskOptions
     python_callable: Callable[..., Any] | None = None
@@ -272,6 +273,7 @@ class Task(Links):
     ignore_downstream_trigger_rules: bool = True  # a short circuit's falsy value skips all downstream
     trigger_rule_given: bool = False  # the DAG file set its trigger rule (a teardown's cannot be)
     mapped: MapSpec | None = None  # a mapped task (tock/mapping.py): what its instances map over
+    sensor: SensorDefinition | None = None  # a sensor (kind "sensor", tock/sensors.py): how it waits
     # An operator's arguments ``.expand()`` may map over -> the attribute each sets (tock/mapping.py);
     # the required ones a mapped operator is built with until each instance's element gives them.
     mappable_arguments: ClassVar[dict[str, str]] = {}

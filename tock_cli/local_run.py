@@ -30,6 +30,7 @@ from schemas import (
     Event,
     TaskFailed,
     TaskMapFailed,
+    TaskPoked,
     TaskQueued,
     TaskStarted,
     TaskSucceeded,
@@ -121,10 +122,14 @@ def run_dag(dag: DAG, *, logical_date: float | None = None, conf: dict[str, Any]
         if finished:
             return _ended(local, finished[0].state, state)
         if not decided:
-            wake = _next_retry(state)
+            wake, sensing = _next_wake(state)
             if wake is None:
                 return _ended(local, "stuck", state)
-            now = max(now, wake)
+            if sensing:  # a sensor's next poke waits for the world to change: in real time
+                time.sleep(max(wake - time.time(), 0.0))
+                now = max(now, wake, time.time())
+            else:  # a retry is due at once here: nothing else is running
+                now = max(now, wake)
     return _ended(local, "stuck", state)
 
 
@@ -185,10 +190,15 @@ def _try_variables(queued: TaskQueued) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def _ended_well(queued: TaskQueued, result: TryResult, report: Report) -> TaskSucceeded | TaskTrySkipped:
-    """The outcome of a try whose code ran to its end: skipped (it raised the skip exception) or
-    succeeded, with what a branch or short circuit follows."""
+def _ended_well(queued: TaskQueued, result: TryResult, report: Report) -> TaskSucceeded | TaskTrySkipped | TaskPoked:
+    """The outcome of a try whose code ran to its end: skipped (it raised the skip exception), a sensor's
+    poke not met, or succeeded, with what a branch or short circuit follows."""
     ids = {**_ids(queued), "runner_id": RUNNER}
+    if result.poked:
+        report(f"[{_name(queued)}] try {queued.try_number}: poked, not met"
+               + (" (its timeout has passed)" if result.timed_out else ""))
+        return TaskPoked(**ids, reschedule_at=result.reschedule_at, timed_out=result.timed_out,
+                         rendered_json=result.rendered_json, at=time.time())
     shown = f" · values {result.values_json}" if result.values_json else ""
     if result.skipped:
         report(f"[{_name(queued)}] try {queued.try_number}: skipped: {result.reason}{shown}")
@@ -211,10 +221,11 @@ def _name(queued: TaskQueued) -> str:
     return instance_name(queued.task_id, queued.map_index)
 
 
-def _next_retry(state: SchedulerState) -> float | None:
-    waits = [instance.not_before for key in state.waiting if (instance := state.instance(key)) is not None
-             and instance.not_before is not None]
-    return min(waits, default=None)
+def _next_wake(state: SchedulerState) -> tuple[float | None, bool]:
+    """The next retry or sensor poke due, and whether it is a sensor's poke."""
+    waits = [(instance.not_before, instance.wait_pokes > 0) for key in state.waiting
+             if (instance := state.instance(key)) is not None and instance.not_before is not None]
+    return min(waits, default=(None, False))
 
 
 def _ended(local: LocalRun, outcome: str, state: SchedulerState) -> LocalRun:

@@ -95,10 +95,14 @@ def _ended(result: TryResult, report_fd: int, finish: Callable[[], None]) -> int
 
 def _choice(result: TryResult) -> dict[str, object]:
     """The report's keys for how a try that ran to its end chose: ``follow`` (a branch's or short
-    circuit's choice), or ``skipped`` (the reason, bounded) for a try that raised the skip exception."""
+    circuit's choice), ``skipped`` (the reason, bounded) for a try that raised the skip exception, or
+    ``poked`` for a sensor's try whose condition was not met."""
     if result.skipped:
         print(f"the try ends skipped: {result.reason}", file=sys.stderr)  # to the try's log
         return {"skipped": cut_to_first(result.reason, ERROR_LIMIT)}
+    if result.poked:
+        print("the poke ends the try: its condition is not met", file=sys.stderr)
+        return {"poked": {"reschedule_at": result.reschedule_at, "timed_out": result.timed_out}}
     return {} if result.follow is None else {"follow": result.follow}
 
 

@@ -31,7 +31,16 @@ from infra.secrets.audit import secret_accessed_events
 from infra.settings import Settings
 from infra.task_environment import TaskEnvironment
 from infra.try_paths import TryPaths
-from schemas import TaskFailed, TaskHeartbeat, TaskKilled, TaskQueued, TaskStarted, TaskSucceeded, TaskTrySkipped
+from schemas import (
+    TaskFailed,
+    TaskHeartbeat,
+    TaskKilled,
+    TaskPoked,
+    TaskQueued,
+    TaskStarted,
+    TaskSucceeded,
+    TaskTrySkipped,
+)
 from services.runner.child import ChildSetup
 from services.runner.claim_reader import ClaimReader
 from services.runner.core.claim import Claims, TryKey
@@ -233,6 +242,9 @@ def _outcome_event(request: TryRequest, runner_id: str, outcome: Outcome):
     if outcome.skipped:
         return TaskTrySkipped(**_ids(request), runner_id=runner_id, reason=outcome.reason,
                               values_json=outcome.values_json, rendered_json=outcome.rendered_json, at=time.time())
+    if outcome.poked:
+        return TaskPoked(**_ids(request), runner_id=runner_id, reschedule_at=outcome.reschedule_at,
+                         timed_out=outcome.poke_timed_out, rendered_json=outcome.rendered_json, at=time.time())
     if outcome.killed:
         return TaskKilled(**_ids(request), runner_id=runner_id, reason=outcome.error, at=time.time())
     return TaskFailed(**_ids(request), runner_id=runner_id, error=outcome.error, traceback=outcome.traceback,
@@ -244,6 +256,8 @@ def _described(outcome: Outcome) -> str:
         return "succeeded" if outcome.follow is None else f"succeeded, following {_listed(outcome.follow)}"
     if outcome.skipped:
         return f"skipped: {outcome.reason}"
+    if outcome.poked:
+        return "poked: its condition is not met" + (" and its timeout has passed" if outcome.poke_timed_out else "")
     return f"killed as the scheduler asked ({outcome.error})" if outcome.killed else f"failed: {outcome.error}"
 
 

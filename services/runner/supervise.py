@@ -18,6 +18,7 @@ import signal
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from infra.executors.requests import TryRequest
 from infra.group_watcher import GroupWatcher
@@ -47,11 +48,14 @@ class Outcome:
     follow: tuple[str, ...] | None = None  # what a succeeded branch or short circuit follows (None: no choice)
     skipped: bool = False  # its user code raised the skip exception: not succeeded, not failed either
     reason: str = ""       # a skipped try's reason
+    poked: bool = False    # a sensor's poke found its condition not met (TaskPoked)
+    reschedule_at: float | None = None  # when the poke asked to be poked again
+    poke_timed_out: bool = False  # a sensor in mode "poke" waited its timeout in the try
 
     @property
     def ended_well(self) -> bool:
-        """Succeeded or skipped: the runner's exit code is 0."""
-        return self.succeeded or self.skipped
+        """Succeeded, skipped or poked: the runner's exit code is 0."""
+        return self.succeeded or self.skipped or self.poked
 
 
 def no_kill_requests() -> Mapping[TryKey, str]:
@@ -273,11 +277,22 @@ def _ran_to_its_end(report: dict, rendered: str) -> Outcome:
     values = str(report.get("values", ""))
     if "skipped" in report:
         return Outcome(False, values_json=values, rendered_json=rendered, skipped=True, reason=str(report["skipped"]))
+    if "poked" in report:
+        return _poked(report["poked"], rendered)
     follow = report.get("follow")
     if follow is not None and not (isinstance(follow, list) and all(isinstance(item, str) for item in follow)):
         return Outcome(False, f"the try's report has a follow that is not a list of task ids: {follow!r:.200}")
     return Outcome(True, values_json=values, rendered_json=rendered,
                    follow=None if follow is None else tuple(follow))
+
+
+def _poked(poked: Any, rendered: str) -> Outcome:
+    """A sensor's try whose condition was not met, as its report says."""
+    asked = poked.get("reschedule_at") if isinstance(poked, dict) else None
+    if not isinstance(poked, dict) or not (asked is None or isinstance(asked, int | float)):
+        return Outcome(False, f"the try's report has a poke that is not understood: {poked!r:.200}")
+    return Outcome(False, rendered_json=rendered, poked=True, reschedule_at=None if asked is None else float(asked),
+                   poke_timed_out=bool(poked.get("timed_out")))
 
 
 def _accesses(report: dict) -> tuple[tuple[str, str, str], ...]:

@@ -10,6 +10,7 @@ A choosing task's return value also says what it follows (tock/branching.py); a 
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
@@ -44,6 +45,9 @@ class TryResult:
     follow: list[str] | None = None  # a branch's or short circuit's choice (TaskSucceeded.follow)
     skipped: bool = False  # it raised AirflowSkipException: the try ends skipped, not failed
     reason: str = ""       # a skipped try's reason: the exception's message, secrets masked
+    poked: bool = False    # a sensor's poke found its condition not met (TaskPoked)
+    reschedule_at: float | None = None  # when it asked to be poked again (None: after its poke interval)
+    timed_out: bool = False  # a sensor in mode "poke" waited in its try until its timeout
 
 
 @dataclass
@@ -71,6 +75,8 @@ def run_task_code(task: Task, run_id: str, try_number: int, queued: TaskQueued |
         progress.rendered_json = masker().mask(rendered_for_record(rendered))  # a secret a template read
         if task.kind == "bash":
             return _run_bash(task, rendered, xcom_max_bytes, progress.rendered_json)
+        if task.kind == "sensor":
+            return _run_sensor(task, context, rendered, xcom_max_bytes, progress.rendered_json)
         return _run_python(task, context, rendered, xcom_max_bytes, progress.rendered_json)
 
 
@@ -86,17 +92,23 @@ def render_fields(task: Task, context: Context) -> dict[str, Any]:
 def _run_python(task: Task, context: Context, rendered: Mapping[str, Any], xcom_max_bytes: int,
                 rendered_json: str) -> TryResult:
     ti = context["ti"]
-    args = tuple(resolve_references(value, ti) for value in rendered["op_args"])
-    kwargs = {key: resolve_references(value, ti) for key, value in dict(rendered["op_kwargs"]).items()}
-    assert task.python_callable is not None  # a python task has its function
     try:
-        returned = task.python_callable(*args, **kwargs,
-                                        **context_arguments(task.python_callable, args, kwargs, context))
+        returned = call_python(task, context, rendered)
     except AirflowSkipException as skip:
         return _skipped(task, skip, ti.pushed, xcom_max_bytes, rendered_json)
     follow = followed(task, returned)  # before the values: a branch naming no task fails the try
     return TryResult(_encoded(task, _passed_on(task, returned, ti.pushed), xcom_max_bytes), rendered_json,
                      follow=follow)
+
+
+def call_python(task: Task, context: Context, rendered: Mapping[str, Any]) -> Any:
+    """Call the task's function with its rendered arguments (the upstream values they name, resolved) and
+    the context keys it names; what it returns."""
+    ti = context["ti"]
+    args = tuple(resolve_references(value, ti) for value in rendered["op_args"])
+    kwargs = {key: resolve_references(value, ti) for key, value in dict(rendered["op_kwargs"]).items()}
+    assert task.python_callable is not None  # a python task has its function
+    return task.python_callable(*args, **kwargs, **context_arguments(task.python_callable, args, kwargs, context))
 
 
 def _skipped(task: Task, skip: AirflowSkipException, pushed: dict[str, Any], xcom_max_bytes: int,
@@ -105,6 +117,35 @@ def _skipped(task: Task, skip: AirflowSkipException, pushed: dict[str, Any], xco
     message is the reason (it travels in the log: a secret it quotes is masked)."""
     reason = masker().mask(str(skip)) or SKIPPED_WITHOUT_REASON
     return TryResult(_encoded(task, dict(pushed), xcom_max_bytes), rendered_json, skipped=True, reason=reason)
+
+
+def _run_sensor(task: Task, context: Context, rendered: Mapping[str, Any], xcom_max_bytes: int,
+                rendered_json: str) -> TryResult:
+    """A sensor's try (services/runner/poking.py): met, it succeeds with the value its poke gave;
+    not met, it ends poked (mode "reschedule") or pokes again in this try until its timeout (mode "poke")."""
+    from services.runner.poking import poke_until_done
+
+    ti = context["ti"]
+    try:
+        poked = poke_until_done(task, lambda: _poke(task, context, rendered))
+    except AirflowSkipException as skip:
+        return _skipped(task, skip, ti.pushed, xcom_max_bytes, rendered_json)
+    if not poked.done:
+        return TryResult(rendered_json=rendered_json, poked=True, reschedule_at=poked.reschedule_at,
+                         timed_out=poked.timed_out)
+    values = _passed_on(task, poked.value, ti.pushed)
+    return TryResult(_encoded(task, values, xcom_max_bytes), rendered_json)
+
+
+def _poke(task: Task, context: Context, rendered: Mapping[str, Any]) -> Any:
+    """One poke: a sensor function's call (``@task.sensor``, ``PythonSensor``), or the sensor's ``poke``
+    with its templated fields rendered onto it (a copy, as Airflow renders onto the operator)."""
+    if task.python_callable is not None:
+        return call_python(task, context, rendered)
+    sensor = copy.copy(task)
+    for name, value in rendered.items():
+        setattr(sensor, name, value)
+    return sensor.poke(context)  # type: ignore[attr-defined]  # a sensor class defines poke
 
 
 def _passed_on(task: Task, returned: Any, pushed: dict[str, Any]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from schemas import (
     PodFinished,
     PodStarted,
     SecretAccessed,
+    SensorTimedOut,
     TaskAdopted,
     TaskCleared,
     TaskDeadlineMissed,
@@ -38,8 +39,10 @@ from schemas import (
     TaskLogShipped,
     TaskMapExpanded,
     TaskMapFailed,
+    TaskPoked,
     TaskQueued,
     TaskRemoved,
+    TaskRescheduled,
     TaskRetryScheduled,
     TaskSkipped,
     TaskStarted,
@@ -55,7 +58,7 @@ RunEvent: TypeAlias = (
     | TaskFailed | TaskHeartbeat | TaskKillRequested | TaskKilled | TaskLaunched | TaskLogShipped | TaskQueued
     | TaskRemoved | TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded | TaskUpstreamFailed
     | TaskTrySkipped | TaskEmptySucceeded | DagRunTimedOut | TaskMapExpanded | TaskMapFailed
-    | SecretAccessed
+    | SecretAccessed | TaskPoked | TaskRescheduled | SensorTimedOut
 )
 EveryRunEvent: TypeAlias = DagParsed | DagTombstone | PauseDag  # may change what any run of the DAG does
 

@@ -144,7 +144,8 @@ def test_snapshot_cadence(folded, seconds, every, interval, due):
 # update the pin.
 # DagDefinition v10: callbacks (v8), priorities and limits (v9), mapped (v10); DagRun reopened_at /
 # timed_out_at; task instances have map_index and map_count.
-PINNED = (4, "c4875e645dbf9646")
+# Task definitions have a sensor (DagParsed v13); task instances a sensor's pokes and wait.
+PINNED = (4, "e0aa98a261929152")
 
 
 def test_the_model_fingerprint_changes_only_on_purpose():

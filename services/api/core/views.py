@@ -17,6 +17,7 @@ STATES = {
     "queued": ("◷", "queued"), "scheduled": ("◷", "queued"), "up_for_retry": ("↻", "retry"),
     "upstream_failed": ("⊘", "upstream-failed"), "skipped": ("⤼", "skipped"), "removed": ("—", "removed"),
     "dead": ("☠", "failed"), "killed": ("⨯", "failed"), "cleared": ("○", "queued"),
+    "up_for_reschedule": ("⧗", "reschedule"),  # a sensor between pokes: waiting, holding nothing
 }
 NO_STATE = ("·", "none")
 

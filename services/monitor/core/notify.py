@@ -97,6 +97,7 @@ class TryContext:
     ended: bool = False
     error: str = ""
     retried: bool = False
+    pokes: int = 0  # a sensor's tries before this one that were pokes not met: they use no retry
 
 
 @dataclass

@@ -23,6 +23,7 @@ from schemas import (
     DagsTopicEvent,
     DeadlineMissed,
     EventsTopicEvent,
+    SensorTimedOut,
     TaskAdopted,
     TaskCleared,
     TaskDeadlineMissed,
@@ -31,8 +32,10 @@ from schemas import (
     TaskFailed,
     TaskKilled,
     TaskLaunched,
+    TaskPoked,
     TaskQueued,
     TaskRemoved,
+    TaskRescheduled,
     TaskRetryScheduled,
     TaskSkipped,
     TaskStarted,
@@ -79,11 +82,12 @@ class DagDefinitionRemoved:
 MonitorEvent: TypeAlias = EventsTopicEvent | DagsTopicEvent | DagDefinitionRemoved
 """What the monitor folds: tock.events and tock.dags (a deleted DAG's tombstone included)."""
 
-TryEvent: TypeAlias = TaskQueued | TaskStarted | TaskSucceeded | TaskFailed | TaskTrySkipped | TaskDeclaredDead
+TryEvent: TypeAlias = (TaskQueued | TaskStarted | TaskSucceeded | TaskFailed | TaskTrySkipped | TaskDeclaredDead
+                       | TaskPoked)
 """Events of one try that the monitor times (queue latency, duration)."""
 
 InstanceEnded: TypeAlias = (TaskSucceeded | TaskFailed | TaskTrySkipped | TaskKilled | TaskSkipped | TaskUpstreamFailed
-                                | TaskRemoved | TaskEmptySucceeded)
+                                | TaskRemoved | TaskEmptySucceeded | SensorTimedOut)
 """A task instance has ended (for its deadline; a failure with a retry to come is undone by TaskRetryScheduled)."""
 
 InstanceEvent: TypeAlias = InstanceEnded | TaskQueued | TaskRetryScheduled | TaskCleared
@@ -173,6 +177,13 @@ def _fold_rarer(state: MonitorState, event: MonitorEvent) -> None:
     match event:
         case TaskRetryScheduled():
             _task_retry_coming(state, event)
+        case TaskPoked():
+            _task_poked(state, event)
+        case TaskRescheduled():
+            callbacks.rescheduled(state.notifications, event)
+        case SensorTimedOut():
+            _task_instance_ended(state, event)
+            callbacks.sensor_timed_out(state.notifications, event)
         case TaskKilled() | TaskSkipped() | TaskUpstreamFailed() | TaskRemoved():
             _task_instance_ended(state, event)
         case TaskEmptySucceeded():
@@ -380,6 +391,15 @@ def _task_ended(state: MonitorState, event: TaskSucceeded | TaskFailed | TaskTry
     state.stats.observe(TASK_FAILED, (event.dag_id,), event.at, 1.0 if isinstance(event, TaskFailed) else 0.0)
     _task_instance_ended(state, event)
     callbacks.try_ended(state.notifications, event)
+
+
+def _task_poked(state: MonitorState, event: TaskPoked) -> None:
+    """A sensor's poke was not met: its try is over (timed as any try), its task instance is not."""
+    key = _try_key(event)
+    state.queued.pop(key, None)
+    started_at = state.started.pop(key, None)
+    if started_at is not None:
+        state.stats.observe(TASK_DURATION, (event.dag_id, event.task_id), event.at, event.at - started_at)
 
 
 def _declared_dead(state: MonitorState, event: TaskDeclaredDead) -> None:

@@ -26,10 +26,12 @@ from schemas import (
     DagDefinition,
     DagRunCreated,
     DagRunFinished,
+    SensorTimedOut,
     TaskDeclaredDead,
     TaskEmptySucceeded,
     TaskFailed,
     TaskQueued,
+    TaskRescheduled,
     TaskRetryScheduled,
     TaskStarted,
     TaskSucceeded,
@@ -51,7 +53,8 @@ from services.monitor.core.notify import (
     TryContext,
 )
 
-TryOutcome: TypeAlias = TaskStarted | TaskSucceeded | TaskFailed | TaskDeclaredDead | TaskTrySkipped
+TryOutcome: TypeAlias = (TaskStarted | TaskSucceeded | TaskFailed | TaskDeclaredDead | TaskTrySkipped | TaskRescheduled
+                         | SensorTimedOut)
 """Events of one try that may owe one of its task's callbacks (its start, or its outcome)."""
 TaskCallbackEvent: TypeAlias = TryOutcome | TaskRetryScheduled | TaskEmptySucceeded
 """Events of a task instance that may owe one of its callbacks."""
@@ -95,9 +98,11 @@ def try_queued(book: NotificationBook, event: TaskQueued) -> None:
     book.runs.setdefault((event.dag_id, event.run_id),
                          RunContext(event.logical_date, event.run_type, event.conf_json))  # a reopened run's
     if event.task_id in callbacks.tasks:
-        book.tries[(event.dag_id, event.run_id, event.task_id)] = TryContext(
+        key = (event.dag_id, event.run_id, event.task_id)
+        before = book.tries.get(key)
+        book.tries[key] = TryContext(
             event.try_number, event.logical_date, event.data_interval_start, event.data_interval_end,
-            event.run_type, event.conf_json, event.params_json)
+            event.run_type, event.conf_json, event.params_json, pokes=before.pokes if before is not None else 0)
 
 
 def try_started(book: NotificationBook, event: TaskStarted) -> None:
@@ -151,6 +156,26 @@ def try_skipped(book: NotificationBook, event: TaskTrySkipped) -> None:
         _owe(book, event, current, SKIPPED, "skipped", {"reason": event.reason})
 
 
+def rescheduled(book: NotificationBook, event: TaskRescheduled) -> None:
+    """A sensor's poke was not met: its next try is a poke too, not a retry."""
+    current = _current(book, event)
+    if current is not None:
+        current.pokes += 1
+
+
+def sensor_timed_out(book: NotificationBook, event: SensorTimedOut) -> None:
+    """A sensor waited its timeout: "failure" (it is not retried), or "skipped" with soft_fail."""
+    current = _ended(book, event, "")
+    if current is None:
+        return
+    reason = f"the sensor timed out after {event.waited:.0f} s (timeout {event.timeout:g} s)"
+    if event.state == "skipped":
+        _owe(book, event, current, SKIPPED, "skipped", {"reason": reason})
+    else:
+        current.error = reason
+        _owe(book, event, current, FAILURE, "failed", {"exception": reason})
+
+
 def empty_succeeded(book: NotificationBook, event: TaskEmptySucceeded) -> None:
     """An EmptyOperator succeeded without a try (try_number 0): its context is its run's."""
     if event.dag_id not in book.dags:
@@ -182,7 +207,7 @@ def _ended(book: NotificationBook, event: TryOutcome, runner_id: str) -> TryCont
 def _failed(book: NotificationBook, event: TaskFailed | TaskDeclaredDead, current: TryContext, error: str) -> None:
     """A failed try owes "failure" when it was the last one its task's retries allow (else a retry comes)."""
     current.error = error
-    if event.try_number > book.dags[event.dag_id].retries.get(event.task_id, 0):
+    if event.try_number - current.pokes > book.dags[event.dag_id].retries.get(event.task_id, 0):
         _owe(book, event, current, FAILURE, "failed", {"exception": error})
 
 

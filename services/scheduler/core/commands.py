@@ -46,6 +46,7 @@ from services.scheduler.core.model import (
     KILL,
     MARK_PREFIX,
     NONE,
+    POKED,
     REMOVED,
     SKIPPED,
     SUCCESS,
@@ -186,7 +187,8 @@ def cleared(state: SchedulerState, event: TaskCleared) -> None:
         return
     forget_try(state, (event.dag_id, event.run_id, key))
     # (a mapped task's whole forgets its expansion: it is expanded again, services/scheduler/core/mapping.py)
-    run.tasks[key] = TaskInstance(event.task_id, try_number=instance.try_number, map_index=event.map_index)
+    run.tasks[key] = TaskInstance(event.task_id, try_number=instance.try_number, map_index=event.map_index,
+                                  pokes=instance.pokes)
     reconsider_downstream(state, run, event.task_id)
 
 
@@ -195,7 +197,7 @@ def skipped(state: SchedulerState, event: TaskSkipped) -> None:
     if run is None:
         return
     instance = run.instance(event.task_id, event.map_index)
-    if instance.state == UP_FOR_RETRY:  # its run timed out (timeouts.py): its retry will not come
+    if instance.state in (UP_FOR_RETRY, POKED):  # its run timed out (timeouts.py): its retry will not come
         forget_try(state, (event.dag_id, event.run_id, instance.key))
         instance.state = NONE
     if instance.state == NONE:

@@ -19,6 +19,7 @@ from schemas import (
     DagRunCreated,
     DagRunFinished,
     DagRunReopened,
+    SensorTimedOut,
     TaskCleared,
     TaskDeclaredDead,
     TaskDefinition,
@@ -29,6 +30,7 @@ from schemas import (
     TaskMapFailed,
     TaskQueued,
     TaskRemoved,
+    TaskRescheduled,
     TaskRetryScheduled,
     TaskSkipped,
     TaskUpstreamFailed,
@@ -50,6 +52,7 @@ from services.scheduler.core.model import (
     ENDED,
     FAILED,
     NONE,
+    POKED,
     QUEUED,
     REMOVED,
     SKIPPED,
@@ -77,6 +80,7 @@ from services.scheduler.core.queuing import Previous, Queuing, no_previous, prev
 from services.scheduler.core.retries import retry_delay
 from services.scheduler.core.run_deadlines import due_timeouts
 from services.scheduler.core.runs import decide_runs
+from services.scheduler.core.sensors import decide_poked, retries_used
 from services.scheduler.core.timeouts import TimeoutDecision, decide_dagrun_timeout
 from services.scheduler.core.trigger_rules import GIVE_UP, RUN, SKIP, Verdict, judge
 
@@ -91,7 +95,8 @@ class Policy:
 
 
 InstanceDecision: TypeAlias = (TaskQueued | TaskRetryScheduled | TaskUpstreamFailed | TaskSkipped
-                               | TaskEmptySucceeded | TaskMapExpanded | TaskMapFailed | TaskRemoved)
+                               | TaskEmptySucceeded | TaskMapExpanded | TaskMapFailed | TaskRemoved
+                               | TaskRescheduled | SensorTimedOut)
 """What deciding a task instance whose try is not running writes."""
 
 TaskDecision: TypeAlias = InstanceDecision | TaskDeclaredDead | TaskFailed | TaskKillRequested | TaskCleared
@@ -188,7 +193,8 @@ def _decide_task(queuing: Queuing, instance: TaskInstance, view: Mapping[str, st
         events.append(TaskCleared(dag_id=run.dag_id, run_id=run.run_id, task_id=instance.task_id,
                                   map_index=instance.map_index,
                                   try_number=instance.try_number, request_id=instance.pending_request, at=now))
-        instance = TaskInstance(instance.task_id, try_number=instance.try_number, map_index=instance.map_index)
+        instance = TaskInstance(instance.task_id, try_number=instance.try_number, map_index=instance.map_index,
+                                pokes=instance.pokes)
     decided, state = _decide_instance(queuing, instance, view, now, paused, mapped)
     return events + decided, state
 
@@ -203,9 +209,12 @@ def _decide_instance(queuing: Queuing, instance: TaskInstance, view: Mapping[str
         return _decide_waiting(queuing, instance, verdict, now, paused)
     ids: dict[str, Any] = {"dag_id": run.dag_id, "run_id": run.run_id, "task_id": task.task_id,
                            "map_index": instance.map_index}
-    if instance.state == FAILED and instance.retryable and instance.try_number <= task.retries:
+    if instance.state == POKED:
+        decision = decide_poked(run, instance, task, now)
+        return [decision], UP_FOR_RETRY if isinstance(decision, TaskRescheduled) else decision.state
+    if instance.state == FAILED and instance.retryable and retries_used(instance) <= task.retries:
         ended = instance.ended_at if instance.ended_at is not None else now
-        delay = retry_delay(task, run.dag_id, run.run_id, instance.try_number)
+        delay = retry_delay(task, run.dag_id, run.run_id, retries_used(instance))
         return [TaskRetryScheduled(**ids, try_number=instance.try_number, next_try_number=instance.try_number + 1,
                                    not_before=ended + delay, delay=delay, at=now)], UP_FOR_RETRY
     if instance.state == UP_FOR_RETRY and now >= (instance.not_before or 0.0) and not paused:

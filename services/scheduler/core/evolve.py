@@ -34,6 +34,7 @@ from schemas import (
     PodStarted,
     RequestBackfill,
     SecretAccessed,
+    SensorTimedOut,
     TaskAdopted,
     TaskCleared,
     TaskDeadlineMissed,
@@ -46,8 +47,10 @@ from schemas import (
     TaskLaunched,
     TaskMapExpanded,
     TaskMapFailed,
+    TaskPoked,
     TaskQueued,
     TaskRemoved,
+    TaskRescheduled,
     TaskRetryScheduled,
     TaskSkipped,
     TaskStarted,
@@ -56,7 +59,7 @@ from schemas import (
     TaskUpstreamFailed,
     TriggerDagRun,
 )
-from services.scheduler.core import commands, mapping, quarantine, retention, timeouts
+from services.scheduler.core import commands, mapping, quarantine, retention, sensors, timeouts
 from services.scheduler.core.instances import end_try, forget_try, now_live
 from services.scheduler.core.model import (
     ACTIVE,
@@ -98,7 +101,7 @@ _OfCommands: TypeAlias = (TaskKillRequested | TaskKilled | TaskCleared | TaskRem
 _RecordedOnly: TypeAlias = PodStarted | DeadlineMissed | TaskDeadlineMissed | CallbackCalled | SecretAccessed
 """Events the scheduler keeps in the log but does not act on (yet)."""
 _Rarer: TypeAlias = (DagParsed | DagTombstone | PauseDag | TriggerDagRun | DagQuarantined | DagQuarantineLifted
-                     | DagRunTimedOut | _RecordedOnly | _OfCommands)
+                     | DagRunTimedOut | TaskRescheduled | SensorTimedOut | _RecordedOnly | _OfCommands)
 
 
 def evolve(state: SchedulerState, event: SchedulerEvent) -> SchedulerState:
@@ -113,7 +116,7 @@ def evolve(state: SchedulerState, event: SchedulerEvent) -> SchedulerState:
                 _launched(state, event)
             case TaskQueued():
                 _queued(state, event)
-            case TaskSucceeded() | TaskFailed() | TaskDeclaredDead() | TaskTrySkipped():
+            case TaskSucceeded() | TaskFailed() | TaskDeclaredDead() | TaskTrySkipped() | TaskPoked():
                 _ended(state, event)
             case DagRunCreated():
                 _run_created(state, event)
@@ -166,6 +169,10 @@ def _fold_rarer(state: SchedulerState, event: _Rarer) -> None:
             quarantine.lifted(state, event)
         case DagRunTimedOut():
             timeouts.timed_out(state, event)
+        case TaskRescheduled():
+            sensors.rescheduled(state, event)
+        case SensorTimedOut():
+            sensors.timed_out(state, event)
         case PodStarted() | DeadlineMissed() | TaskDeadlineMissed() | CallbackCalled() | SecretAccessed():
             pass  # recorded only
         case _:
@@ -289,9 +296,10 @@ def _queued(state: SchedulerState, event: TaskQueued) -> None:
         return
     key = (event.dag_id, event.run_id, instance.key)
     state.waiting.pop(key, None)
-    run.tasks[instance.key] = TaskInstance(event.task_id, QUEUED, event.try_number, event.executor,
-                                           event.queue, event.scheduler_id, queued_at=event.at,
-                                           map_index=event.map_index)
+    queued = run.tasks[instance.key] = TaskInstance(event.task_id, QUEUED, event.try_number, event.executor,
+                                                    event.queue, event.scheduler_id, queued_at=event.at,
+                                                    map_index=event.map_index)
+    sensors.carried(instance, queued)
     state.unlaunched[key] = None
 
 
@@ -331,6 +339,9 @@ def _adopted(state: SchedulerState, event: TaskAdopted) -> None:
 def _ended(state: SchedulerState, event: TryEnded) -> None:
     instance, key = _current(state, event)
     if instance is not None and _from_claimant(instance, event):
+        if isinstance(event, TaskPoked):
+            sensors.poked(state, state.runs[key[:2]], instance, event)
+            return
         outcome = FAILED
         if isinstance(event, TaskSucceeded | TaskTrySkipped):
             outcome = SUCCESS if isinstance(event, TaskSucceeded) else SKIPPED
@@ -362,6 +373,7 @@ def _retry_scheduled(state: SchedulerState, event: TaskRetryScheduled) -> None:
     if instance is None or instance.state != FAILED or instance.try_number != event.try_number:
         return
     instance.state, instance.not_before = UP_FOR_RETRY, event.not_before
+    sensors.wait_reset(instance)
     state.waiting[key] = None
     state.timers.retry(key, instance.try_number, event.not_before)
 

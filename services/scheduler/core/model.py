@@ -29,6 +29,7 @@ from schemas import (
     TaskKilled,
     TaskKillRequested,
     TaskLaunched,
+    TaskPoked,
     TaskStarted,
     TaskSucceeded,
     TaskTrySkipped,
@@ -43,7 +44,8 @@ QUEUED = "queued"                  # a try was decided (TaskQueued); launched wh
 RUNNING = "running"                # the runner reported TaskStarted
 SUCCESS = "success"
 FAILED = "failed"                  # the current try failed; retried if retries remain
-UP_FOR_RETRY = "up_for_retry"      # a new try may be queued from not_before
+UP_FOR_RETRY = "up_for_retry"      # a new try may be queued from not_before (a retry, or a sensor's next poke)
+POKED = "poked"                    # a sensor's poke was not met: the owner decides its next poke or its timeout
 UPSTREAM_FAILED = "upstream_failed"
 SKIPPED = "skipped"                # marked skipped, or an upstream task was skipped
 REMOVED = "removed"                # the task (or its DAG) is gone from the DAG files
@@ -81,14 +83,15 @@ SchedulerEvent: TypeAlias = EventsTopicEvent | HeartbeatsTopicEvent | DagsTopicE
 DAG's tombstone included)."""
 
 TryEvent: TypeAlias = (TaskLaunched | TaskStarted | TaskHeartbeat | TaskAdopted | TaskSucceeded | TaskFailed
-                       | TaskTrySkipped | TaskDeclaredDead | TaskKillRequested | TaskKilled | PodFinished)
+                       | TaskTrySkipped | TaskPoked | TaskDeclaredDead | TaskKillRequested | TaskKilled | PodFinished)
 """Events about one try of a task instance (they name its try number)."""
 
-RunnerEvent: TypeAlias = TaskHeartbeat | TaskSucceeded | TaskFailed | TaskTrySkipped | TaskStarted | TaskKilled
+RunnerEvent: TypeAlias = (TaskHeartbeat | TaskSucceeded | TaskFailed | TaskTrySkipped | TaskPoked | TaskStarted
+                          | TaskKilled)
 """What a try's runner reports: each names the runner (``runner_id``). (Also checked with isinstance
 on every heartbeat: the most frequent first.)"""
 
-TryEnded: TypeAlias = TaskSucceeded | TaskFailed | TaskTrySkipped | TaskDeclaredDead
+TryEnded: TypeAlias = TaskSucceeded | TaskFailed | TaskTrySkipped | TaskPoked | TaskDeclaredDead
 """The end of a try: its runner's outcome, or the owner's verdict that it died."""
 
 
@@ -144,6 +147,13 @@ class TaskInstance:
     follow_json: str = ""    # a branch's or short circuit's choice: its success's ``follow`` as JSON ("" none)
     map_index: int = -1      # which instance of a mapped task; -1: not mapped, or a mapped task as a whole
     map_count: int = -1      # a mapped task as a whole: its TaskMapExpanded count (-1: not expanded yet)
+    # A sensor (core/sensors.py): its tries that were pokes not met (they use no retry), the pokes of its
+    # current wait and when that wait began (its timeout counts from then), and whether its last poke
+    # waited its timeout in the try (mode "poke").
+    pokes: int = 0
+    wait_pokes: int = 0
+    waiting_since: float | None = None
+    poke_timed_out: bool = False
 
     @property
     def key(self) -> str:

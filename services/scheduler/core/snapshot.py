@@ -37,6 +37,7 @@ from schemas import (
     MapDefinition,
     MapInput,
     RequestBackfill,
+    SensorDefinition,
     TaskDefinition,
     TaskGroupDefinition,
     TriggerDagRun,
@@ -148,7 +149,7 @@ def _pack_dag(entry: DagEntry) -> list[Json]:
 
 def _packed_task_field(task: TaskDefinition, name: str) -> Json:
     value = getattr(task, name)
-    return dataclasses.asdict(value) if name == "mapped" and value is not None else value
+    return dataclasses.asdict(value) if name in ("mapped", "sensor") and value is not None else value
 
 
 def _unpacked_task(packed: list[Json]) -> TaskDefinition:
@@ -156,6 +157,8 @@ def _unpacked_task(packed: list[Json]) -> TaskDefinition:
     mapped = fields["mapped"]
     if mapped is not None:
         fields["mapped"] = MapDefinition(**{**mapped, "inputs": [MapInput(**item) for item in mapped["inputs"]]})
+    if fields["sensor"] is not None:
+        fields["sensor"] = SensorDefinition(**fields["sensor"])
     return TaskDefinition(**fields)
 
 

@@ -35,6 +35,7 @@ from services.scheduler.core.liveness import declared_dead
 from services.scheduler.core.model import (
     ACTIVE,
     NONE,
+    POKED,
     UP_FOR_RETRY,
     DagEntry,
     DagRun,
@@ -85,7 +86,7 @@ def _end_timed_out(run: DagRun, dag: DagEntry, now: float, policy: Policy, dead:
         elif instance.state in ACTIVE:
             events += stop(run, instance, now, policy.scheduler_id, reason)
             running = running or bool(instance.runner_id)  # a try no runner claimed ends with its kill request
-        elif instance.state in (NONE, UP_FOR_RETRY):
+        elif instance.state in (NONE, UP_FOR_RETRY, POKED):
             events.append(TaskSkipped(dag_id=run.dag_id, run_id=run.run_id, task_id=task_id, reason=reason,
                                       at=now))
     if not running:
