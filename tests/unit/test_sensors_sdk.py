@@ -189,3 +189,26 @@ def test_dags_test_ends_a_sensor_at_its_timeout_as_its_soft_fail_says(tmp_path: 
     states = {instance.task_id: (instance.state, instance.try_number) for instance in result.task_instances}
     assert states["never"][0] == "skipped" and states["past"] == ("success", 1)
     assert states["soon"] == ("success", 2)  # one poke to learn the moment, one at it: no poke in between
+
+
+def test_dags_test_runs_a_mapped_sensor_each_instance_waiting_on_its_own(tmp_path: Path):
+    with DAG("sensing", schedule=None) as dag:
+        @task.sensor(poke_interval=0.1, timeout=30)
+        def wait_for(name: str) -> PokeReturnValue:
+            path = tmp_path / name
+            there = path.exists()
+            path.write_text(name)  # there at the next poke
+            return PokeReturnValue(there, xcom_value=name.upper())
+
+        @task
+        def joined(values: list[str]) -> str:
+            return "".join(values)
+
+        joined(wait_for.expand(name=["a", "b", "c"]))
+    result = run_dag(dag)
+    assert result.state == "success"
+    tries = {(instance.map_index, instance.try_number) for instance in result.task_instances
+             if instance.task_id == "wait_for"}
+    assert tries == {(0, 2), (1, 2), (2, 2)}
+    [last] = [instance for instance in result.task_instances if instance.task_id == "joined"]
+    assert '"ABC"' in last.values_json
