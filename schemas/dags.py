@@ -125,6 +125,10 @@ class TaskDefinition:
     max_retry_delay: float | None = None
     mapped: MapDefinition | None = None  # a mapped task: how it expands (services/scheduler/core/mapping.py)
     sensor: SensorDefinition | None = None  # a sensor (kind "sensor"): how it waits between pokes
+    # The pool its tries take ``pool_slots`` slots of while queued or running (services/scheduler/core/pools.py);
+    # "" none (Airflow's default_pool: no cap here).
+    pool: str = ""
+    pool_slots: int = 1
 
 
 @record
@@ -170,7 +174,7 @@ class DagDefinition:
     dagrun_timeout: float | None = None
 
 
-@event(DAGS, route=BY_DAG, version=13)
+@event(DAGS, route=BY_DAG, version=14)
 class DagParsed(EventBase):
     """The latest definition of a DAG; written only when its fingerprint changed.
     v2: the definition has on_failure and on_deadline_missed (webhook URLs).
@@ -186,7 +190,8 @@ class DagParsed(EventBase):
     v10: a mapped task's definition says how it expands (``mapped``).
     v11: a mapped task's input may zip several upstream values (MapInput ``zip_*``).
     v12: a mapped task may be one of a mapped task group's (MapDefinition ``group``).
-    v13: a sensor's task definition says how it waits (``sensor``)."""
+    v13: a sensor's task definition says how it waits (``sensor``).
+    v14: task definitions have their ``pool`` and ``pool_slots``."""
 
     dag_id: str
     file_path: str

@@ -89,6 +89,11 @@ class OfConnection(Protocol):
     def conn_id(self) -> str: ...
 
 
+class OfPool(Protocol):
+    @property
+    def pool(self) -> str: ...
+
+
 def _by_dag(event: OfDag) -> tuple[str, str]:
     return event.dag_id, event.dag_id
 
@@ -130,6 +135,16 @@ def _by_connection(event: OfConnection) -> tuple[str, str]:
     return f"connection/{event.conn_id}", f"connection/{event.conn_id}"
 
 
+def _by_pool(event: OfPool) -> tuple[str, str]:
+    # A pool's ledger lives on one partition of tock.events, whoever's DAGs use it: its owner grants.
+    return f"pool/{event.pool}", f"pool/{event.pool}"
+
+
+def pool_partition_key(pool: str) -> str:
+    """The partition key of a pool's ledger (what :data:`BY_POOL` routes by)."""
+    return f"pool/{pool}"
+
+
 BY_DAG: Route[OfDag] = Route("dag", ("dag_id",), _by_dag)
 """Key and partition by dag_id (run and task lifecycle, commands, DAG definitions)."""
 BY_TASK_INSTANCE: Route[OfMappedTaskInstance] = Route("task instance", ("dag_id", "run_id", "task_id", "map_index"),
@@ -151,4 +166,8 @@ BY_VARIABLE: Route[OfVariable] = Route("variable", ("key",), _by_variable)
 BY_CONNECTION: Route[OfConnection] = Route("connection", ("conn_id",), _by_connection)
 """Key and partition ``connection/<conn_id>`` (Tock's own store of connections, tock.secrets)."""
 
-ROUTES = (BY_DAG, BY_TASK_INSTANCE, BY_TRY, BY_FILE, BY_SCHEDULER, BY_WORKER, BY_USER, BY_VARIABLE, BY_CONNECTION)
+BY_POOL: Route[OfPool] = Route("pool", ("pool",), _by_pool)
+"""Key and partition ``pool/<name>`` (a pool's size and its ledger of slots asked, granted and released)."""
+
+ROUTES = (BY_DAG, BY_TASK_INSTANCE, BY_TRY, BY_FILE, BY_SCHEDULER, BY_WORKER, BY_USER, BY_VARIABLE, BY_CONNECTION,
+          BY_POOL)

@@ -29,6 +29,16 @@ from schemas.parsing import (
     ProcessorKilled,
     ProcessorStarted,
 )
+from schemas.pools import (
+    DeletePool,
+    PoolSlotsGranted,
+    PoolSlotsReleased,
+    PoolSlotsRequested,
+    SetPool,
+    TaskPoolGranted,
+    TaskPoolReleased,
+    TaskPoolRequested,
+)
 from schemas.runs import (
     BackfillFinished,
     BackfillPlanned,
@@ -78,12 +88,14 @@ DagsTopicEvent: TypeAlias = DagParsed
 EventsTopicEvent: TypeAlias = (
     BackfillFinished | BackfillPlanned | CallbackCalled | CancelBackfill | ClearTask |
     CommandRejected | DagQuarantineLifted | DagQuarantined | DagRunCreated | DagRunFinished |
-    DagRunReopened | DagRunTimedOut | DeadlineMissed | KillTask | MarkTask | PauseDag | PodFinished |
-    PodStarted | RequestBackfill | SecretAccessed | SensorTimedOut | TaskAdopted | TaskCleared |
+    DagRunReopened | DagRunTimedOut | DeadlineMissed | DeletePool | KillTask | MarkTask | PauseDag |
+    PodFinished | PodStarted | PoolSlotsGranted | PoolSlotsReleased | PoolSlotsRequested |
+    RequestBackfill | SecretAccessed | SensorTimedOut | SetPool | TaskAdopted | TaskCleared |
     TaskDeadlineMissed | TaskDeclaredDead | TaskEmptySucceeded | TaskFailed | TaskKillRequested |
-    TaskKilled | TaskLaunched | TaskMapExpanded | TaskMapFailed | TaskPoked | TaskQueued |
-    TaskRemoved | TaskRescheduled | TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded |
-    TaskTrySkipped | TaskUpstreamFailed | TriggerDagRun
+    TaskKilled | TaskLaunched | TaskMapExpanded | TaskMapFailed | TaskPoked | TaskPoolGranted |
+    TaskPoolReleased | TaskPoolRequested | TaskQueued | TaskRemoved | TaskRescheduled |
+    TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded | TaskTrySkipped |
+    TaskUpstreamFailed | TriggerDagRun
 )
 
 HeartbeatsTopicEvent: TypeAlias = TaskHeartbeat
@@ -105,27 +117,30 @@ Event: TypeAlias = (
     BackfillFinished | BackfillPlanned | CallbackCalled | CancelBackfill | ClearTask |
     CommandRejected | ConnectionDeleted | ConnectionSet | DagFileProcessed | DagFileRemoved |
     DagParseFailed | DagParsed | DagQuarantineLifted | DagQuarantined | DagRemoved | DagRunCreated |
-    DagRunFinished | DagRunReopened | DagRunTimedOut | DeadlineMissed | KillTask | MarkTask |
-    PauseDag | PodFinished | PodStarted | ProcessorFinished | ProcessorKilled | ProcessorStarted |
-    RequestBackfill | SchedulerHeartbeat | SchedulerStopped | SecretAccessed | SensorTimedOut |
-    TaskAdopted | TaskCleared | TaskDeadlineMissed | TaskDeclaredDead | TaskEmptySucceeded |
-    TaskFailed | TaskHeartbeat | TaskKillRequested | TaskKilled | TaskLaunched | TaskLogShipped |
-    TaskMapExpanded | TaskMapFailed | TaskPoked | TaskQueued | TaskRemoved | TaskRescheduled |
-    TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded | TaskTrySkipped |
-    TaskUpstreamFailed | TokenCreated | TokenRevoked | TriggerDagRun | UserCreated | UserDeleted |
-    VariableDeleted | VariableSet | WorkerHeartbeat | WorkerStopped
+    DagRunFinished | DagRunReopened | DagRunTimedOut | DeadlineMissed | DeletePool | KillTask |
+    MarkTask | PauseDag | PodFinished | PodStarted | PoolSlotsGranted | PoolSlotsReleased |
+    PoolSlotsRequested | ProcessorFinished | ProcessorKilled | ProcessorStarted | RequestBackfill |
+    SchedulerHeartbeat | SchedulerStopped | SecretAccessed | SensorTimedOut | SetPool | TaskAdopted |
+    TaskCleared | TaskDeadlineMissed | TaskDeclaredDead | TaskEmptySucceeded | TaskFailed |
+    TaskHeartbeat | TaskKillRequested | TaskKilled | TaskLaunched | TaskLogShipped | TaskMapExpanded |
+    TaskMapFailed | TaskPoked | TaskPoolGranted | TaskPoolReleased | TaskPoolRequested | TaskQueued |
+    TaskRemoved | TaskRescheduled | TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded |
+    TaskTrySkipped | TaskUpstreamFailed | TokenCreated | TokenRevoked | TriggerDagRun | UserCreated |
+    UserDeleted | VariableDeleted | VariableSet | WorkerHeartbeat | WorkerStopped
 )
 
 EVENT_CLASSES: tuple[type[Event], ...] = (
     BackfillFinished, BackfillPlanned, CallbackCalled, CancelBackfill, ClearTask, CommandRejected,
     ConnectionDeleted, ConnectionSet, DagFileProcessed, DagFileRemoved, DagParseFailed, DagParsed,
     DagQuarantineLifted, DagQuarantined, DagRemoved, DagRunCreated, DagRunFinished, DagRunReopened,
-    DagRunTimedOut, DeadlineMissed, KillTask, MarkTask, PauseDag, PodFinished, PodStarted,
-    ProcessorFinished, ProcessorKilled, ProcessorStarted, RequestBackfill, SchedulerHeartbeat,
-    SchedulerStopped, SecretAccessed, SensorTimedOut, TaskAdopted, TaskCleared, TaskDeadlineMissed,
-    TaskDeclaredDead, TaskEmptySucceeded, TaskFailed, TaskHeartbeat, TaskKillRequested, TaskKilled,
-    TaskLaunched, TaskLogShipped, TaskMapExpanded, TaskMapFailed, TaskPoked, TaskQueued, TaskRemoved,
-    TaskRescheduled, TaskRetryScheduled, TaskSkipped, TaskStarted, TaskSucceeded, TaskTrySkipped,
-    TaskUpstreamFailed, TokenCreated, TokenRevoked, TriggerDagRun, UserCreated, UserDeleted,
-    VariableDeleted, VariableSet, WorkerHeartbeat, WorkerStopped
+    DagRunTimedOut, DeadlineMissed, DeletePool, KillTask, MarkTask, PauseDag, PodFinished, PodStarted,
+    PoolSlotsGranted, PoolSlotsReleased, PoolSlotsRequested, ProcessorFinished, ProcessorKilled,
+    ProcessorStarted, RequestBackfill, SchedulerHeartbeat, SchedulerStopped, SecretAccessed,
+    SensorTimedOut, SetPool, TaskAdopted, TaskCleared, TaskDeadlineMissed, TaskDeclaredDead,
+    TaskEmptySucceeded, TaskFailed, TaskHeartbeat, TaskKillRequested, TaskKilled, TaskLaunched,
+    TaskLogShipped, TaskMapExpanded, TaskMapFailed, TaskPoked, TaskPoolGranted, TaskPoolReleased,
+    TaskPoolRequested, TaskQueued, TaskRemoved, TaskRescheduled, TaskRetryScheduled, TaskSkipped,
+    TaskStarted, TaskSucceeded, TaskTrySkipped, TaskUpstreamFailed, TokenCreated, TokenRevoked,
+    TriggerDagRun, UserCreated, UserDeleted, VariableDeleted, VariableSet, WorkerHeartbeat,
+    WorkerStopped
 )

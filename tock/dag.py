@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from schemas import schedule as cron
 from schemas.dags import DagDefinition, TaskDefinition, TaskGroupDefinition
+from schemas.pools import DEFAULT_POOL
 from tock.callbacks import DAG_CALLBACKS, callbacks_of
 from tock.deadline import Deadline, deadline_of
 from tock.mapping import definition_of
@@ -334,6 +335,7 @@ def _task_definition(task: Task, setups: list[str]) -> TaskDefinition:
         retry_exponential_backoff=task.retry_exponential_backoff, max_retry_delay=task.max_retry_delay,
         mapped=None if task.mapped is None else definition_of(task.mapped, task.options.max_map_length),
         sensor=task.sensor,
+        pool="" if task.options.pool in (None, DEFAULT_POOL) else task.options.pool, pool_slots=task.options.pool_slots,
     )
 
 

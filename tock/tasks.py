@@ -83,6 +83,10 @@ class TaskOptions:
     retry_exponential_backoff: bool = False
     max_retry_delay: float | timedelta | None = None
     max_map_length: int | None = None  # a mapped task's most instances; None: 1024 (Airflow's core.max_map_length)
+    # Airflow's pools: the pool whose slots its tries take while queued or running, and how many.
+    # None or "default_pool": no pool (Airflow's default_pool, which has no cap in Tock).
+    pool: str | None = None
+    pool_slots: int = 1
 
     def problems(self) -> list[str]:
         """What is wrong with these options, in words (empty when valid)."""
@@ -111,6 +115,7 @@ class TaskOptions:
         found.extend(self._callback_problems())
         found.extend(self._limit_problems())
         found.extend(_max_map_length_problems(self.max_map_length))
+        found.extend(_pool_problems(self.pool, self.pool_slots))
         return found
 
     def _limit_problems(self) -> list[str]:
@@ -138,6 +143,15 @@ class TaskOptions:
 
     def pod_override_json(self) -> str | None:
         return None if self.pod_override is None else json.dumps(self.pod_override, sort_keys=True)
+
+
+def _pool_problems(pool: Any, slots: Any) -> list[str]:
+    found = []
+    if pool is not None and (not isinstance(pool, str) or not ID_PATTERN.match(pool)):
+        found.append(f"pool must be a pool's name (letters, digits, '_', '.', '-'), got {pool!r}")
+    if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
+        found.append(f"pool_slots must be a positive integer, got {slots!r}")
+    return found
 
 
 def _max_map_length_problems(value: Any) -> list[str]:

@@ -8,8 +8,16 @@ import os
 from collections.abc import Mapping
 from typing import TypeAlias
 
+from infra.log import partition_for, routing_key
 from infra.settings import Settings
-from schemas import Event, SchedulerHeartbeat
+from schemas import (
+    Event,
+    PoolSlotsGranted,
+    PoolSlotsReleased,
+    PoolSlotsRequested,
+    SchedulerHeartbeat,
+    TaskPoolGranted,
+)
 from services.scheduler.core import Policy, decide, decide_adoption, orphans
 from services.scheduler.evidence import HeartbeatEvidence
 from services.scheduler.holdings import Holdings, Touched
@@ -18,6 +26,7 @@ from services.scheduler.launching import Executor
 log = logging.getLogger("tock.scheduler")
 
 Decision: TypeAlias = tuple[int | None, Event]  # (partition, event); None: not of a partition (tock.schedulers)
+_CROSSING = (PoolSlotsRequested, PoolSlotsGranted, PoolSlotsReleased, TaskPoolGranted)  # may land on another
 
 
 class Deciding:
@@ -27,6 +36,7 @@ class Deciding:
                  settings: Settings) -> None:
         self._policy, self._executors, self._holdings = policy, executors, holdings
         self._host, self._every = settings.host, settings.task_heartbeat_seconds
+        self._partitions = settings.partitions
         self._next_heartbeat = 0.0
 
     def decisions(self, now: float, touched: Touched, evidence: HeartbeatEvidence) -> list[Decision]:
@@ -41,8 +51,18 @@ class Deciding:
                 continue
             holdings.walked(partition)
             grounds = None if partition in holdings.adoption_due else evidence.of(partition)
-            decisions += [(partition, event) for event in decide(memory.state, now, self._policy, walk, grounds)]
+            decisions += [(self._landing(partition, event), event)
+                          for event in decide(memory.state, now, self._policy, walk, grounds)]
         return decisions
+
+    def _landing(self, partition: int, event: Event) -> int | None:
+        """The partition whose memory awaits ``event`` read back: the deciding one, but for a pool's steps,
+        written across partitions (schemas/pools.py): where its route puts it, if that partition is
+        ours (else None: no memory of ours reads it)."""
+        if not isinstance(event, _CROSSING):
+            return partition
+        landing = partition_for(routing_key(event)[1], self._partitions)
+        return landing if landing in self._holdings.memories else None
 
     def adoptions(self, now: float) -> list[Decision]:
         """After a takeover: ask each orphan's executor (named by its TaskQueued) whether it lives.

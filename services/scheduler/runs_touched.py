@@ -24,6 +24,9 @@ from schemas import (
     PauseDag,
     PodFinished,
     PodStarted,
+    PoolSlotsGranted,
+    PoolSlotsReleased,
+    PoolSlotsRequested,
     SecretAccessed,
     SensorTimedOut,
     TaskAdopted,
@@ -40,6 +43,9 @@ from schemas import (
     TaskMapExpanded,
     TaskMapFailed,
     TaskPoked,
+    TaskPoolGranted,
+    TaskPoolReleased,
+    TaskPoolRequested,
     TaskQueued,
     TaskRemoved,
     TaskRescheduled,
@@ -58,7 +64,8 @@ RunEvent: TypeAlias = (
     | TaskFailed | TaskHeartbeat | TaskKillRequested | TaskKilled | TaskLaunched | TaskLogShipped | TaskQueued
     | TaskRemoved | TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded | TaskUpstreamFailed
     | TaskTrySkipped | TaskEmptySucceeded | DagRunTimedOut | TaskMapExpanded | TaskMapFailed
-    | SecretAccessed | TaskPoked | TaskRescheduled | SensorTimedOut
+    | SecretAccessed | TaskPoked | TaskRescheduled | SensorTimedOut | TaskPoolRequested | TaskPoolGranted
+    | TaskPoolReleased | PoolSlotsRequested | PoolSlotsGranted | PoolSlotsReleased
 )
 EveryRunEvent: TypeAlias = DagParsed | DagTombstone | PauseDag  # may change what any run of the DAG does
 

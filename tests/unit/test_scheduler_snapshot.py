@@ -145,7 +145,9 @@ def test_snapshot_cadence(folded, seconds, every, interval, due):
 # DagDefinition v10: callbacks (v8), priorities and limits (v9), mapped (v10); DagRun reopened_at /
 # timed_out_at; task instances have map_index and map_count.
 # Task definitions have a sensor (DagParsed v13); task instances a sensor's pokes and wait.
-PINNED = (4, "e0aa98a261929152")
+# v5: pools (the ledger and the grants held); task definitions have pool and pool_slots, instances the
+# try numbers asked for and granted.
+PINNED = (5, "e109ce0412ed5dca")
 
 
 def test_the_model_fingerprint_changes_only_on_purpose():

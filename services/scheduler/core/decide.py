@@ -75,6 +75,7 @@ from services.scheduler.core.operations import (
     stop,
 )
 from services.scheduler.core.pods import failed_with_pod, pod_ended_without_outcome
+from services.scheduler.core.pools import PoolDecision, decide_grants, decide_releases, gate
 from services.scheduler.core.quarantine import Guard, decide_quarantines
 from services.scheduler.core.queuing import Previous, Queuing, no_previous, previous_success
 from services.scheduler.core.retries import retry_delay
@@ -106,7 +107,7 @@ RunDecision: TypeAlias = TaskDecision | Removal | DagRunReopened | DagRunFinishe
 """What walking one open run writes (``decide_run``, ``decide_deleted_dag_run``)."""
 
 Decision: TypeAlias = (RunDecision | DagRunCreated | CommandRejected | BackfillDecision | DagQuarantined
-                       | DagQuarantineLifted)
+                       | DagQuarantineLifted | PoolDecision)
 """Everything ``decide`` writes: all of it to tock.events."""
 
 
@@ -128,7 +129,12 @@ def decide(state: SchedulerState, now: float, policy: Policy,
             continue
         with guard.of(run.dag_id):
             events.extend(_decide_open_run(state, run, now, policy, dead))
-    return guard.kept(admit(state, events), now, policy.scheduler_id)
+    # Pools: releases first (an ask of the same try may follow them), then the gate, then the grants of
+    # the pools whose partition this is.
+    releases = decide_releases(state, now)
+    gated = gate(state, admit(state, events), now)
+    return [*releases, *guard.kept(gated, now, policy.scheduler_id), *decide_grants(state.pools, policy.scheduler_id,
+                                                                                     now)]
 
 
 def _decide_open_run(state: SchedulerState, run: DagRun, now: float, policy: Policy,

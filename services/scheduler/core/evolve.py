@@ -27,14 +27,19 @@ from schemas import (
     DagRunReopened,
     DagRunTimedOut,
     DeadlineMissed,
+    DeletePool,
     KillTask,
     MarkTask,
     PauseDag,
     PodFinished,
     PodStarted,
+    PoolSlotsGranted,
+    PoolSlotsReleased,
+    PoolSlotsRequested,
     RequestBackfill,
     SecretAccessed,
     SensorTimedOut,
+    SetPool,
     TaskAdopted,
     TaskCleared,
     TaskDeadlineMissed,
@@ -48,6 +53,9 @@ from schemas import (
     TaskMapExpanded,
     TaskMapFailed,
     TaskPoked,
+    TaskPoolGranted,
+    TaskPoolReleased,
+    TaskPoolRequested,
     TaskQueued,
     TaskRemoved,
     TaskRescheduled,
@@ -59,7 +67,7 @@ from schemas import (
     TaskUpstreamFailed,
     TriggerDagRun,
 )
-from services.scheduler.core import commands, mapping, quarantine, retention, sensors, timeouts
+from services.scheduler.core import commands, mapping, pools, quarantine, retention, sensors, timeouts
 from services.scheduler.core.instances import end_try, forget_try, now_live
 from services.scheduler.core.model import (
     ACTIVE,
@@ -100,8 +108,10 @@ _OfCommands: TypeAlias = (TaskKillRequested | TaskKilled | TaskCleared | TaskRem
                           | BackfillPlanned | BackfillFinished)
 _RecordedOnly: TypeAlias = PodStarted | DeadlineMissed | TaskDeadlineMissed | CallbackCalled | SecretAccessed
 """Events the scheduler keeps in the log but does not act on (yet)."""
+_OfPools: TypeAlias = (SetPool | DeletePool | PoolSlotsRequested | PoolSlotsGranted | PoolSlotsReleased
+                       | TaskPoolRequested | TaskPoolGranted | TaskPoolReleased)
 _Rarer: TypeAlias = (DagParsed | DagTombstone | PauseDag | TriggerDagRun | DagQuarantined | DagQuarantineLifted
-                     | DagRunTimedOut | TaskRescheduled | SensorTimedOut | _RecordedOnly | _OfCommands)
+                     | DagRunTimedOut | TaskRescheduled | SensorTimedOut | _RecordedOnly | _OfPools | _OfCommands)
 
 
 def evolve(state: SchedulerState, event: SchedulerEvent) -> SchedulerState:
@@ -143,6 +153,8 @@ def evolve(state: SchedulerState, event: SchedulerEvent) -> SchedulerState:
     except UnknownEvent:
         raise
     except Exception as error:  # noqa: BLE001 - deterministic: a replay folds the same event to the same quarantine
+        if isinstance(event, SetPool | DeletePool):
+            raise  # of no DAG: nothing to quarantine (a pool's size folds without fail)
         quarantine.hold(state, event.dag_id, error, event)
     return state
 
@@ -175,8 +187,32 @@ def _fold_rarer(state: SchedulerState, event: _Rarer) -> None:
             sensors.timed_out(state, event)
         case PodStarted() | DeadlineMissed() | TaskDeadlineMissed() | CallbackCalled() | SecretAccessed():
             pass  # recorded only
+        case SetPool() | DeletePool() | PoolSlotsRequested() | PoolSlotsGranted() | PoolSlotsReleased() \
+                | TaskPoolRequested() | TaskPoolGranted() | TaskPoolReleased():
+            _fold_pool(state, event)
         case _:
             _fold_command(state, event)
+
+
+def _fold_pool(state: SchedulerState, event: _OfPools) -> None:
+    """A pool's ledger, if its partition is this one; the grants our tries hold (pools.py)."""
+    match event:
+        case SetPool():
+            pools.set_pool(state.pools, event)
+        case DeletePool():
+            pools.delete_pool(state.pools, event)
+        case PoolSlotsRequested():
+            pools.slots_requested(state.pools, event)
+        case PoolSlotsGranted():
+            pools.slots_granted(state.pools, event)
+        case PoolSlotsReleased():
+            pools.slots_released(state.pools, event)
+        case TaskPoolRequested():
+            pools.task_requested(state, event)
+        case TaskPoolGranted():
+            pools.task_granted(state, event)
+        case TaskPoolReleased():
+            pools.task_released(state, event)
 
 
 def _fold_command(state: SchedulerState, event: _OfCommands) -> None:

@@ -154,6 +154,9 @@ class TaskInstance:
     wait_pokes: int = 0
     waiting_since: float | None = None
     poke_timed_out: bool = False
+    # A task that names a pool (core/pools.py): the try number whose slots it asked for, and was granted.
+    pool_asked: int = 0
+    pool_granted: int = 0
 
     @property
     def key(self) -> str:
@@ -338,6 +341,31 @@ class Quarantine:
     file_path: str
 
 
+# -- pools (core/pools.py) -------------------------------------------------------------------
+
+GrantKey = tuple[str, str, str, str, int, int]  # (pool, dag_id, run_id, task_id, map_index, try_number)
+
+
+@dataclass(slots=True)
+class Ask:
+    slots: int
+    priority: int
+    order: int  # the ledger's count of asks when this one came: older first among equal priorities
+
+
+@dataclass(slots=True)
+class PoolLedger:
+    """The pools whose partition this is: their sizes, the asks waiting, the grants held."""
+
+    sizes: dict[str, tuple[int, str]] = field(default_factory=dict)  # pool -> (slots, description)
+    asks: dict[GrantKey, Ask] = field(default_factory=dict)
+    grants: dict[GrantKey, int] = field(default_factory=dict)  # -> slots
+    asked: int = 0  # asks folded so far (their order)
+
+    def occupied(self, pool: str) -> int:
+        return sum(slots for key, slots in self.grants.items() if key[0] == pool)
+
+
 @dataclass(slots=True)
 class SchedulerState:
     """Fold of one partition of tock.dags, tock.events and tock.heartbeats."""
@@ -361,6 +389,8 @@ class SchedulerState:
     quarantined: dict[str, Quarantine] = field(default_factory=dict)  # dag_id -> why nothing is decided for it
     announced: dict[str, Quarantine] = field(default_factory=dict)    # dag_id -> what its DagQuarantined not
                                                                       # lifted since (in tock.events) says
+    pools: PoolLedger = field(default_factory=PoolLedger)              # the pools whose partition this is
+    pool_holdings: dict[GrantKey, int] = field(default_factory=dict)  # grants our tries hold, until released
     timers: Timers = field(default_factory=Timers, compare=False, repr=False)  # derived: deadlines in heaps
     retention: Retention = field(default_factory=Retention, compare=False, repr=False)  # settings, not state
 

@@ -51,11 +51,13 @@ from services.scheduler.core.liveness import reindex_timers
 from services.scheduler.core.model import (
     INSTANCE_FIELDS,
     RUN_FIELDS,
+    Ask,
     Backfill,
     DagEntry,
     DagRun,
     FinishedRuns,
     PackedRun,
+    PoolLedger,
     Quarantine,
     Rejection,
     SchedulerState,
@@ -63,10 +65,11 @@ from services.scheduler.core.model import (
 )
 
 FORMAT = "tock-scheduler-state"
-STATE_VERSION = 4  # bump when the meaning of the encoding changes with the same fields
+STATE_VERSION = 5  # bump when the meaning of the encoding changes with the same fields
 # v2: quarantined DAGs and the quarantines announced in tock.events (two more lists after ``waiting``).
 # v3: no echoes (our decisions are folded when read back, in log order).
 # v4: retention: request ids oldest first (not sorted), forgotten runs per DAG, a backfill's forgotten_failed.
+# v5: pools: the ledger of the pools on the partition, and the grants its tries hold (one more list at the end).
 MAGIC = b"TOCKSNAP\n"
 COMPRESSION_LEVEL = 1  # fast: the encoding runs on the decision thread
 
@@ -136,7 +139,8 @@ def _pack_state(state: SchedulerState) -> list[Json]:
             list(state.unlaunched), list(state.live), list(state.waiting),
             [[dag_id, *dataclasses.astuple(held)] for dag_id, held in state.quarantined.items()],
             [[dag_id, *dataclasses.astuple(said)] for dag_id, said in state.announced.items()],
-            [_pack_forgotten(dag_id, forgotten) for dag_id, forgotten in state.forgotten.items()]]
+            [_pack_forgotten(dag_id, forgotten) for dag_id, forgotten in state.forgotten.items()],
+            _pack_pools(state)]
 
 
 def _pack_dag(entry: DagEntry) -> list[Json]:
@@ -255,7 +259,7 @@ def restored(state: SchedulerState) -> SchedulerState:
 
 def _unpack_state(body: list[Json]) -> SchedulerState:
     (dags, paused, latest, next_due, triggers, requests, rejections, removed,
-     backfill_requests, backfills, unlaunched, live, waiting, quarantined, announced, forgotten) = body
+     backfill_requests, backfills, unlaunched, live, waiting, quarantined, announced, forgotten, pools) = body
     state = SchedulerState()
     state.dags = {entry.definition.dag_id: entry for entry in map(_unpack_dag, dags)}
     state.paused = set(paused)
@@ -274,7 +278,24 @@ def _unpack_state(body: list[Json]) -> SchedulerState:
     state.quarantined = {dag_id: Quarantine(*fields) for dag_id, *fields in quarantined}
     state.announced = {dag_id: Quarantine(*fields) for dag_id, *fields in announced}
     state.forgotten = dict(map(_unpack_forgotten, forgotten))
+    _unpack_pools(state, pools)
     return state
+
+
+def _pack_pools(state: SchedulerState) -> list[Json]:
+    ledger = state.pools
+    return [[[pool, slots, description] for pool, (slots, description) in ledger.sizes.items()],
+            [[*key, *dataclasses.astuple(ask)] for key, ask in ledger.asks.items()],
+            [[*key, slots] for key, slots in ledger.grants.items()], ledger.asked,
+            [[*key, slots] for key, slots in state.pool_holdings.items()]]
+
+
+def _unpack_pools(state: SchedulerState, packed: list[Json]) -> None:
+    sizes, asks, grants, asked, holdings = packed
+    state.pools = PoolLedger({pool: (slots, description) for pool, slots, description in sizes},
+                             {tuple(row[:6]): Ask(*row[6:]) for row in asks},
+                             {tuple(row[:6]): row[6] for row in grants}, asked)
+    state.pool_holdings = {tuple(row[:6]): row[6] for row in holdings}
 
 
 def _unpack_dag(packed: list[Json]) -> DagEntry:
