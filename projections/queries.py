@@ -232,6 +232,29 @@ def import_errors(engine: Engine, *, limit: int = DEFAULT_LIMIT, offset: int = 0
     return _page(engine, select(table).order_by(table.c.file_path), limit, offset)
 
 
+_POOL_COLUMNS = ("pool", "slots", "description", "occupied_slots", "granted_tries", "waiting_tries", "waiting_slots",
+                 "updated_at")
+
+
+def pools(engine: Engine, *, limit: int = DEFAULT_LIMIT, offset: int = 0) -> list[Row]:
+    """The pools that exist (not deleted), by name, each with its open slots."""
+    table = LIVE["pool"]
+    query = select(*(table.c[name] for name in _POOL_COLUMNS)).where(table.c.slots.is_not(None))
+    return [_with_open_slots(row) for row in _page(engine, query.order_by(table.c.pool), limit, offset)]
+
+
+def pool(engine: Engine, name: str) -> Row | None:
+    """A pool that exists, with its open slots (None: none of that name, or deleted)."""
+    table = LIVE["pool"]
+    found = _one(engine, select(*(table.c[column] for column in _POOL_COLUMNS))
+                 .where(table.c.pool == name, table.c.slots.is_not(None)))
+    return None if found is None else _with_open_slots(found)
+
+
+def _with_open_slots(row: Row) -> Row:
+    return {**row, "open_slots": max(row["slots"] - row["occupied_slots"], 0)}
+
+
 def parse_statuses(engine: Engine, *, state: str | None = None, limit: int = DEFAULT_LIMIT,
                    offset: int = 0) -> list[Row]:
     return _by_state(engine, "parse_status", "file_path", state, limit, offset)

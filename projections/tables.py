@@ -95,6 +95,11 @@ def _specs() -> dict[str, tuple[tuple[str, ...], list[Column]]]:
         "api_token": (("token_id",), [*_strings("token_id", "username", "token_hash", "description", "created_by",
                                                 "revoked_by"), *_floats("created_at", "revoked_at"),
                                       *_log_position()]),
+        "pool": (("pool",), [Column("pool", String), Column("slots", Integer), Column("description", Text),
+                             *[Column(name, Integer) for name in ("occupied_slots", "granted_tries", "waiting_tries",
+                                                                  "waiting_slots")],
+                             Column("grants_json", Text), Column("asks_json", Text),
+                             *_floats("updated_at", "deleted_at")]),
         OFFSETS: (("topic", "partition"), [Column("topic", String), Column("partition", Integer),
                                            Column("next_offset", BigInteger, nullable=False)]),
     }

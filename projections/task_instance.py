@@ -44,6 +44,8 @@ from schemas import (
     TaskMapExpanded,
     TaskMapFailed,
     TaskPoked,
+    TaskPoolGranted,
+    TaskPoolRequested,
     TaskQueued,
     TaskRemoved,
     TaskRescheduled,
@@ -62,7 +64,10 @@ _TRY_EVENTS = (TaskLaunched, TaskStarted, TaskAdopted, TaskSucceeded, TaskFailed
 _ENDED = (TaskUpstreamFailed, TaskSkipped, TaskRemoved, TaskEmptySucceeded, TaskMapFailed)
 _OUTCOMES = (TaskSucceeded, TaskFailed, TaskTrySkipped, TaskDeclaredDead, TaskKilled, TaskPoked)
 _TRY_UNDER_WAY = frozenset({"queued", "running"})  # the states an outcome of the current try may end
-_EVENTS = (TaskQueued, TaskHeartbeat, MarkTask, TaskCleared, KillTask, TaskMapExpanded, *_ENDED, *_TRY_EVENTS)
+_POOL_WAIT = (TaskPoolRequested, TaskPoolGranted)  # a try waiting for its pool's slots: Airflow's "scheduled"
+_WAITING = frozenset({None, "up_for_retry", "up_for_reschedule", "cleared", "scheduled"})  # a next try may come
+_EVENTS = (TaskQueued, TaskHeartbeat, MarkTask, TaskCleared, KillTask, TaskMapExpanded, *_ENDED, *_TRY_EVENTS,
+           *_POOL_WAIT)
 # What a try event may still change on a marked row: who ran the try, never its outcome.
 _ABOUT_THE_RUNNER = frozenset({"executor", "handle", "scheduler_id", "hostname", "pid", "runner_id", "start_date",
                                "kill_requested_at"})
@@ -114,6 +119,8 @@ def evolve(row: Row | None, record: Record) -> Row:
             return _kill_asked(row, event)
         case TaskSkipped() | TaskUpstreamFailed():
             return _decided(row, event)
+        case TaskPoolRequested() | TaskPoolGranted():
+            return _pool_wait(row, event)
         case _ if isinstance(event, _ENDED):
             return {**row, "state": _ENDED_STATE[type(event)], "end_date": event.at,
                     "reason": getattr(event, "reason", None) or row["reason"], "updated_at": event.at}
@@ -132,6 +139,15 @@ def _decided(row: Row, event: TaskSkipped | TaskUpstreamFailed) -> Row:
     return {**row, "state": _ENDED_STATE[type(event)], "end_date": event.at, "reason": event.reason or row["reason"],
             "trigger_rule": event.trigger_rule or None, "chosen_by": chosen_by or None,
             "upstream_states_json": as_json(event.upstream_states) if event.upstream_states else None,
+            "updated_at": event.at}
+
+
+def _pool_wait(row: Row, event: TaskPoolRequested | TaskPoolGranted) -> Row:
+    """The next try waits for its pool (then is granted its slots, and is queued next)."""
+    if row["state"] not in _WAITING or row["marked_at"] is not None:
+        return row  # about a try that is not the next one any more
+    what = "granted" if isinstance(event, TaskPoolGranted) else "waiting for"
+    return {**row, "state": "scheduled", "reason": f"{what} {event.slots} slot(s) of pool {event.pool}",
             "updated_at": event.at}
 
 

@@ -18,6 +18,7 @@ from projections import (
     executor_worker,
     import_error,
     parse_status,
+    pool,
     scheduler,
     task_event,
     task_instance,
@@ -27,7 +28,7 @@ from projections.records import Key, Record, Row
 from schemas import EVENT_TYPES
 
 READ_MODELS = (dag, dag_run, task_instance, command, backfill, scheduler, executor_worker, parse_status,
-               import_error, user, api_token)
+               import_error, user, api_token, pool)
 KNOWN_EVENTS = frozenset(EVENT_TYPES.values())
 
 

@@ -18,6 +18,8 @@ until its ``TaskPoolReleased`` is in the log) and never doubled (the ledger gran
 
 from __future__ import annotations
 
+import re
+
 from schemas.declare import EVENTS, EventBase, event
 from schemas.routing import BY_DAG, BY_POOL
 
@@ -138,3 +140,21 @@ class TaskPoolReleased(EventBase):
     slots: int
     reason: str = ""
     at: float
+
+
+POOL_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,249}$")
+MOST_SLOTS = 1_000_000
+
+
+def pool_problem(pool: str, slots: int | None = None) -> str:
+    """What is wrong with a pool command's name (and size), in words ("" nothing): the CLI and the API
+    refuse it before anything is appended."""
+    if not POOL_NAME.match(pool):
+        return (f"a pool's name is 1 to 250 letters, digits, '_', '.' or '-' (not starting with '.' or '-'), "
+                f"got {pool!r}")
+    if pool == DEFAULT_POOL:
+        return (f"{DEFAULT_POOL} has no cap in Tock: tasks that name no pool are limited by their DAG's and "
+                "executor's limits only; give the tasks to cap a pool of their own (pool='...')")
+    if slots is not None and not 0 <= slots <= MOST_SLOTS:
+        return f"a pool's slots are 0 to {MOST_SLOTS}, got {slots}"
+    return ""

@@ -39,6 +39,7 @@ COMMAND_MODULES = [
     "tock_cli.user_commands",
     "tock_cli.local_commands",
     "tock_cli.secret_commands",
+    "tock_cli.pool_commands",
 ]
 
 
@@ -68,6 +69,7 @@ COMMANDS: dict[str, list[str]] = {
     "tokens": ["tock_cli.user_commands"],
     "variables": ["tock_cli.secret_commands"],
     "connections": ["tock_cli.secret_commands"],
+    "pools": ["tock_cli.pool_commands"],
     **dict.fromkeys(["dags", "runs", "tasks", "commands", "projections", "schedulers"], _GROUPS),
 }
 _registered: set[str] = set()

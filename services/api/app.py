@@ -33,6 +33,7 @@ from services.api.commands import CommandLog, commands
 from services.api.executors import executors
 from services.api.logs import FollowSlots, logs
 from services.api.metrics import ApiMetrics
+from services.api.pools import pool_commands, pool_reads
 from services.api.secrets import secrets
 from services.api.targets import Refused
 from services.api.ui import logouts
@@ -126,6 +127,8 @@ def create_app(settings: Settings) -> FastAPI:
         app.include_router(router, dependencies=[Depends(VIEWER)],
                            responses={401: {"description": "missing or wrong bearer token"}})
     app.include_router(commands)
+    app.include_router(pool_reads)
+    app.include_router(pool_commands)
     app.include_router(users)
     app.include_router(secrets)
     for router in (web, pages, actions):
