@@ -1,4 +1,4 @@
-"""Pages about the system rather than one DAG: the DAG files' parse status, and the cluster."""
+"""Pages about the system rather than one DAG: the DAG files' parse status, the cluster, and the pools."""
 
 from __future__ import annotations
 
@@ -66,3 +66,14 @@ def cluster_page(request: Request, _user: Principal = Depends(page_user),
 @system_pages.get("/ui/live/cluster")
 def live_cluster(request: Request, _user: Principal = Depends(page_user), engine: Engine = Depends(engine_of)):
     return live(request, "_cluster.html", _cluster(request, engine))
+
+
+@system_pages.get("/pools")
+def pools_page(request: Request, _user: Principal = Depends(page_user),
+               engine: Engine = Depends(engine_of)) -> Response:
+    return render(request, "pools.html", pools=queries.pools(engine, limit=MOST_FILES), section="pools")
+
+
+@system_pages.get("/ui/live/pools")
+def live_pools(request: Request, _user: Principal = Depends(page_user), engine: Engine = Depends(engine_of)):
+    return live(request, "_pools.html", {"pools": queries.pools(engine, limit=MOST_FILES)})
