@@ -87,6 +87,8 @@ def decide_grants(ledger: PoolLedger, scheduler_id: str, now: float) -> list[Poo
     if not ledger.asks:
         return []
     free = {pool: slots - ledger.occupied(pool) for pool, (slots, _description) in ledger.sizes.items()}
+    if not any(room > 0 for room in free.values()):
+        return []  # the common turn of a busy pool: nothing fits, nothing to sort
     decided: list[PoolDecision] = []
     for key, ask in sorted(ledger.asks.items(), key=lambda item: (-item[1].priority, item[1].order)):
         pool = key[0]
