@@ -80,6 +80,20 @@ class Processes:
                 process.wait()
 
 
+def start_with_dags(make_settings: Callable[..., Settings], parts: dict, tmp_path: Path, text: str,
+                    **overrides) -> tuple[Settings, Processes, LogTail]:
+    """A test's settings (half-second task heartbeats, ``overrides``), its topics, its Processes and LogTail
+    (kept in ``parts`` for the test's fixture to close), and the DAG file ``text`` published."""
+    settings = make_settings(task_heartbeat_seconds=0.5, **overrides)
+    create_topics(settings)
+    parts["processes"], parts["tail"] = Processes(settings, tmp_path / "logs"), LogTail(settings)
+    path = tmp_path / "dags" / "dags.py"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text)
+    publish_dags(settings, path)
+    return settings, parts["processes"], parts["tail"]
+
+
 def publish_dags(settings: Settings, path: Path) -> list[str]:
     """Publish the DAGs of a file as the DAG processor would (DagParsed on tock.dags)."""
     ids, event_log = [], shared_event_log(settings)

@@ -21,6 +21,7 @@ from tests.scenarios.scheduler_support import (
     create_topics,
     kill_hard,
     publish_dags,
+    start_with_dags,
     trigger,
     wait_until,
 )
@@ -159,15 +160,6 @@ def system():
             parts[name].close()
 
 
-def _start(make_settings, system, tmp_path, text: str, **overrides):
-    settings = make_settings(task_heartbeat_seconds=0.5, **overrides)
-    create_topics(settings)
-    system["processes"], system["tail"] = Processes(settings, tmp_path / "logs"), LogTail(settings)
-    path = tmp_path / "dags" / "flows.py"
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(text)
-    publish_dags(settings, path)
-    return settings, system["processes"], system["tail"]
 
 
 def _succeeded(tail: LogTail, run_id: str) -> set[str]:
@@ -179,7 +171,7 @@ def _skipped(tail: LogTail, run_id: str) -> dict[str, TaskSkipped]:
 
 
 def test_branches_short_circuits_teardowns_and_a_mapped_reduce(make_settings, system, tmp_path):
-    settings, processes, tail = _start(make_settings, system, tmp_path, FLOWS)
+    settings, processes, tail = start_with_dags(make_settings, system, tmp_path, FLOWS)
     processes.scheduler("s1")
     processes.start("projector", name="projector")
     runs = {dag_id: trigger(settings, dag_id)
@@ -241,7 +233,7 @@ WIDE_COUNT = 1000
 
 
 def test_a_scheduler_killed_during_a_wide_expansion_runs_every_index_once(make_settings, system, tmp_path):
-    settings, processes, tail = _start(make_settings, system, tmp_path, WIDE.format(count=WIDE_COUNT),
+    settings, processes, tail = start_with_dags(make_settings, system, tmp_path, WIDE.format(count=WIDE_COUNT),
                                        scheduler_session_timeout=6)
     first = processes.scheduler("s1")
     run_id = trigger(settings, "cf_wide")

@@ -19,7 +19,7 @@ from tests.scenarios.scheduler_support import (
     Processes,
     create_topics,
     kill_hard,
-    publish_dags,
+    start_with_dags,
     trigger,
     wait_until,
 )
@@ -63,15 +63,6 @@ def system():
             parts[name].close()
 
 
-def _start(make_settings, system, tmp_path: Path, text: str, **overrides):
-    settings = make_settings(task_heartbeat_seconds=0.5, **overrides)
-    create_topics(settings)
-    system["processes"], system["tail"] = Processes(settings, tmp_path / "logs"), LogTail(settings)
-    path = tmp_path / "dags" / "sensing.py"
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(text)
-    publish_dags(settings, path)
-    return settings, system["processes"], system["tail"]
 
 
 def _in_flight(tail: LogTail, run_id: str) -> set[tuple[str, int]]:
@@ -92,7 +83,7 @@ def test_two_hundred_waiting_sensors_hold_no_slot_and_no_process(make_settings, 
     interval = 90  # long enough that every sensor's first poke is over before any second one is due
     # No warm spare runners (TOCK_WARM_RUNNERS=0): every runner process is one that took tries, so the
     # launcher's children are exactly the processes the tries hold.
-    settings, processes, tail = _start(make_settings, system, tmp_path,
+    settings, processes, tail = start_with_dags(make_settings, system, tmp_path,
                                        MANY_SENSORS.format(flag=str(flag), interval=interval, count=MANY),
                                        warm_runners=0)
     scheduler = psutil.Process(processes.scheduler("s1").pid)
@@ -121,7 +112,7 @@ def test_two_hundred_waiting_sensors_hold_no_slot_and_no_process(make_settings, 
 
 def test_a_file_sensor_fires_after_every_service_restarts(make_settings, system, tmp_path):
     flag = tmp_path / "arrived"
-    settings, processes, tail = _start(make_settings, system, tmp_path, ONE_SENSOR.format(flag=str(flag)),
+    settings, processes, tail = start_with_dags(make_settings, system, tmp_path, ONE_SENSOR.format(flag=str(flag)),
                                        scheduler_session_timeout=6)
     first = processes.scheduler("s1")
     others = [processes.start("projector", name="projector"), processes.start("monitor", name="monitor")]
