@@ -33,4 +33,6 @@ def test_no_request_makes_the_api_fail(client, data):
     assert len(operations) >= 15
     for operation in operations:
         case = data.draw(operation.as_strategy(), label=operation.label)
-        case.call_and_validate(headers=AUTH, checks=[not_a_server_error])
+        # A generous read timeout: on a loaded CI machine (three pytest processes on two cores) one
+        # request once took over schemathesis' default 10 s; the check is for 5xx, not for speed.
+        case.call_and_validate(headers=AUTH, checks=[not_a_server_error], timeout=120)
