@@ -1,5 +1,15 @@
 """Tock's events: declared once here, Avro schemas frozen beside them, and the codec."""
 
+from schemas.assets import (
+    ASSET_TRIGGERED,
+    AssetConsumerDropped,
+    AssetConsumerRegistered,
+    AssetEventForwarded,
+    AssetEventQueued,
+    AssetEventRecorded,
+    DagAssetsRegistered,
+    TaskAssetEventsRecorded,
+)
 from schemas.codec import DecodeError, UnknownEventType, UnknownSchemaVersion, decode, encode, event_type, peek_type
 from schemas.commands import (
                               CancelBackfill,
@@ -12,6 +22,7 @@ from schemas.commands import (
                               TriggerDagRun,
 )
 from schemas.dags import (
+                              AssetDefinition,
                               DagDefinition,
                               DagParsed,
                               DagQuarantined,
@@ -108,6 +119,13 @@ from schemas.users import TokenCreated, TokenRevoked, UserCreated, UserDeleted
 from schemas.workers import WorkerHeartbeat, WorkerStopped
 
 __all__ = [
+    "ASSET_TRIGGERED",
+    "AssetConsumerDropped",
+    "AssetConsumerRegistered",
+    "AssetDefinition",
+    "AssetEventForwarded",
+    "AssetEventQueued",
+    "AssetEventRecorded",
     "BackfillFinished",
     "BackfillPlanned",
     "CallbackCalled",
@@ -118,6 +136,7 @@ __all__ = [
     "ConnectionSet",
     "DAGS",
     "DEAD_LETTER",
+    "DagAssetsRegistered",
     "DagDefinition",
     "DagFileProcessed",
     "DagFileRemoved",
@@ -172,6 +191,7 @@ __all__ = [
     "SensorTimedOut",
     "SetPool",
     "TaskAdopted",
+    "TaskAssetEventsRecorded",
     "TaskCleared",
     "TaskDeadlineMissed",
     "TaskDeclaredDead",

@@ -78,6 +78,17 @@ class SensorDefinition:
 
 
 @record
+class AssetDefinition:
+    """An asset a task updates (an outlet) or a schedule names (tock/assets.py ``Asset``): its uri (what
+    identifies it), name, group and the asset's own extra (a JSON object)."""
+
+    uri: str
+    name: str = ""
+    group: str = "asset"
+    extra_json: str = "{}"
+
+
+@record
 class TaskDefinition:
     """One task of a DAG as the scheduler and the runner need it."""
 
@@ -129,6 +140,10 @@ class TaskDefinition:
     # "" none (Airflow's default_pool: no cap here).
     pool: str = ""
     pool_slots: int = 1
+    # The assets a success of the task updates (Airflow's ``outlets``), and the asset aliases it may add
+    # events through at run time (services/scheduler/core/assets.py).
+    outlets: list[AssetDefinition] = field(default_factory=list)
+    outlet_aliases: list[str] = field(default_factory=list)
 
 
 @record
@@ -172,9 +187,13 @@ class DagDefinition:
     max_active_tasks: int = 16
     # Seconds a run may run (from its creation, or its reopening); then it fails (core/timeouts.py).
     dagrun_timeout: float | None = None
+    # Scheduled on assets (``schedule=[Asset(...)]`` or a condition of them, tock/assets.py): the condition
+    # as JSON ({"asset": uri} | {"alias": name} | {"all": [...]} | {"any": [...]}); "" not. Its assets.
+    asset_condition_json: str = ""
+    schedule_assets: list[AssetDefinition] = field(default_factory=list)
 
 
-@event(DAGS, route=BY_DAG, version=14)
+@event(DAGS, route=BY_DAG, version=15)
 class DagParsed(EventBase):
     """The latest definition of a DAG; written only when its fingerprint changed.
     v2: the definition has on_failure and on_deadline_missed (webhook URLs).
@@ -191,7 +210,8 @@ class DagParsed(EventBase):
     v11: a mapped task's input may zip several upstream values (MapInput ``zip_*``).
     v12: a mapped task may be one of a mapped task group's (MapDefinition ``group``).
     v13: a sensor's task definition says how it waits (``sensor``).
-    v14: task definitions have their ``pool`` and ``pool_slots``."""
+    v14: task definitions have their ``pool`` and ``pool_slots``.
+    v15: task definitions have their ``outlets`` and ``outlet_aliases``; the definition its asset condition."""
 
     dag_id: str
     file_path: str

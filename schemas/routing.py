@@ -94,6 +94,11 @@ class OfPool(Protocol):
     def pool(self) -> str: ...
 
 
+class OfAsset(Protocol):
+    @property
+    def uri(self) -> str: ...
+
+
 def _by_dag(event: OfDag) -> tuple[str, str]:
     return event.dag_id, event.dag_id
 
@@ -145,6 +150,16 @@ def pool_partition_key(pool: str) -> str:
     return f"pool/{pool}"
 
 
+def _by_asset(event: OfAsset) -> tuple[str, str]:
+    # An asset's ledger (its consumers, its events not handed on yet) lives on one partition of tock.events.
+    return asset_partition_key(event.uri), asset_partition_key(event.uri)
+
+
+def asset_partition_key(uri: str) -> str:
+    """The partition key of an asset's ledger (what :data:`BY_ASSET` routes by)."""
+    return f"asset/{uri}"
+
+
 BY_DAG: Route[OfDag] = Route("dag", ("dag_id",), _by_dag)
 """Key and partition by dag_id (run and task lifecycle, commands, DAG definitions)."""
 BY_TASK_INSTANCE: Route[OfMappedTaskInstance] = Route("task instance", ("dag_id", "run_id", "task_id", "map_index"),
@@ -169,5 +184,8 @@ BY_CONNECTION: Route[OfConnection] = Route("connection", ("conn_id",), _by_conne
 BY_POOL: Route[OfPool] = Route("pool", ("pool",), _by_pool)
 """Key and partition ``pool/<name>`` (a pool's size and its ledger of slots asked, granted and released)."""
 
+BY_ASSET: Route[OfAsset] = Route("asset", ("uri",), _by_asset)
+"""Key and partition ``asset/<uri>`` (an asset's consumers and its events not handed to them yet)."""
+
 ROUTES = (BY_DAG, BY_TASK_INSTANCE, BY_TRY, BY_FILE, BY_SCHEDULER, BY_WORKER, BY_USER, BY_VARIABLE, BY_CONNECTION,
-          BY_POOL)
+          BY_POOL, BY_ASSET)

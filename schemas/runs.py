@@ -6,9 +6,11 @@ from schemas.declare import EVENTS, EventBase, event
 from schemas.routing import BY_DAG
 
 
-@event(EVENTS, route=BY_DAG)
+@event(EVENTS, route=BY_DAG, version=2)
 class DagRunCreated(EventBase):
-    """A run exists; run_type is "scheduled" or "manual"."""
+    """A run exists; run_type is "scheduled", "manual", "backfill" or "asset_triggered".
+    v2 added asset_events_json: an asset-triggered run's triggering events, the queued ones it consumes
+    (a JSON list of objects with the fields of AssetEventQueued but dag_id and at; "" none)."""
 
     dag_id: str
     run_id: str
@@ -17,6 +19,7 @@ class DagRunCreated(EventBase):
     conf_json: str = "{}"
     dag_fingerprint: str
     scheduler_id: str
+    asset_events_json: str = ""
     at: float
 
 

@@ -33,14 +33,15 @@ class TryInput:
     left_out: bool = False
 
 
-@event(EVENTS, route=BY_DAG, version=3)
+@event(EVENTS, route=BY_DAG, version=4)
 class TaskQueued(EventBase):
     """A try was decided. Who owns it and on which executor is written here once, and so is the
     context its user code runs with: the run's dates, type and conf, the params resolved for it, and
     the values of its upstream tries (``inputs``), so the same try can be run again with exactly
     these inputs. Dates are seconds since the epoch (UTC).
     v2 added the context (v1 records decode with it empty: tries queued before it knew none).
-    v3 added map_index (-1: not mapped) and map_element_json."""
+    v3 added map_index (-1: not mapped) and map_element_json.
+    v4 added triggering_asset_events_json: the asset events that created its run (its DagRunCreated's)."""
 
     dag_id: str
     run_id: str
@@ -62,6 +63,7 @@ class TaskQueued(EventBase):
     # An instance of a mapped task: the arguments it runs with, decided with its expansion (a JSON object,
     # argument name -> value as tock/values.py encodes it; expand_kwargs: the instance's dict). "" none.
     map_element_json: str = ""
+    triggering_asset_events_json: str = ""
     at: float
 
 
@@ -115,7 +117,7 @@ class TaskHeartbeat(EventBase):
     at: float
 
 
-@event(EVENTS, route=BY_DAG, version=4)
+@event(EVENTS, route=BY_DAG, version=5)
 class TaskSucceeded(EventBase):
     """The try succeeded. Its values (a ``@task``'s return value, what it pushed) are part of this one
     record, so a success never lacks its values and a value never belongs to a try that did not
@@ -125,7 +127,9 @@ class TaskSucceeded(EventBase):
     tasks it chose to follow (the others are skipped; [] skips them all); None follows them all (any other
     task, and a short circuit whose value was true).
     v2 added values_json and rendered_json; v3 added follow.
-    v4 added map_index (-1: not mapped)."""
+    v4 added map_index (-1: not mapped).
+    v5 added asset_events_json: the asset events the try produced, in the same record as its success (a
+    JSON list of {"uri", "name", "group", "extra", "alias"}; "" none: schemas/assets.py)."""
 
     dag_id: str
     run_id: str
@@ -136,6 +140,7 @@ class TaskSucceeded(EventBase):
     values_json: str = ""
     rendered_json: str = ""
     follow: list[str] | None = None
+    asset_events_json: str = ""
     at: float
 
 

@@ -7,6 +7,15 @@ from __future__ import annotations
 
 from typing import TypeAlias
 
+from schemas.assets import (
+    AssetConsumerDropped,
+    AssetConsumerRegistered,
+    AssetEventForwarded,
+    AssetEventQueued,
+    AssetEventRecorded,
+    DagAssetsRegistered,
+    TaskAssetEventsRecorded,
+)
 from schemas.commands import (
     CancelBackfill,
     ClearTask,
@@ -86,16 +95,17 @@ from schemas.workers import WorkerHeartbeat, WorkerStopped
 DagsTopicEvent: TypeAlias = DagParsed
 
 EventsTopicEvent: TypeAlias = (
-    BackfillFinished | BackfillPlanned | CallbackCalled | CancelBackfill | ClearTask |
-    CommandRejected | DagQuarantineLifted | DagQuarantined | DagRunCreated | DagRunFinished |
-    DagRunReopened | DagRunTimedOut | DeadlineMissed | DeletePool | KillTask | MarkTask | PauseDag |
-    PodFinished | PodStarted | PoolSlotsGranted | PoolSlotsReleased | PoolSlotsRequested |
-    RequestBackfill | SecretAccessed | SensorTimedOut | SetPool | TaskAdopted | TaskCleared |
-    TaskDeadlineMissed | TaskDeclaredDead | TaskEmptySucceeded | TaskFailed | TaskKillRequested |
-    TaskKilled | TaskLaunched | TaskMapExpanded | TaskMapFailed | TaskPoked | TaskPoolGranted |
-    TaskPoolReleased | TaskPoolRequested | TaskQueued | TaskRemoved | TaskRescheduled |
-    TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded | TaskTrySkipped |
-    TaskUpstreamFailed | TriggerDagRun
+    AssetConsumerDropped | AssetConsumerRegistered | AssetEventForwarded | AssetEventQueued |
+    AssetEventRecorded | BackfillFinished | BackfillPlanned | CallbackCalled | CancelBackfill |
+    ClearTask | CommandRejected | DagAssetsRegistered | DagQuarantineLifted | DagQuarantined |
+    DagRunCreated | DagRunFinished | DagRunReopened | DagRunTimedOut | DeadlineMissed | DeletePool |
+    KillTask | MarkTask | PauseDag | PodFinished | PodStarted | PoolSlotsGranted | PoolSlotsReleased |
+    PoolSlotsRequested | RequestBackfill | SecretAccessed | SensorTimedOut | SetPool | TaskAdopted |
+    TaskAssetEventsRecorded | TaskCleared | TaskDeadlineMissed | TaskDeclaredDead |
+    TaskEmptySucceeded | TaskFailed | TaskKillRequested | TaskKilled | TaskLaunched | TaskMapExpanded |
+    TaskMapFailed | TaskPoked | TaskPoolGranted | TaskPoolReleased | TaskPoolRequested | TaskQueued |
+    TaskRemoved | TaskRescheduled | TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded |
+    TaskTrySkipped | TaskUpstreamFailed | TriggerDagRun
 )
 
 HeartbeatsTopicEvent: TypeAlias = TaskHeartbeat
@@ -114,33 +124,36 @@ SecretsTopicEvent: TypeAlias = ConnectionDeleted | ConnectionSet | VariableDelet
 UsersTopicEvent: TypeAlias = TokenCreated | TokenRevoked | UserCreated | UserDeleted
 
 Event: TypeAlias = (
-    BackfillFinished | BackfillPlanned | CallbackCalled | CancelBackfill | ClearTask |
-    CommandRejected | ConnectionDeleted | ConnectionSet | DagFileProcessed | DagFileRemoved |
-    DagParseFailed | DagParsed | DagQuarantineLifted | DagQuarantined | DagRemoved | DagRunCreated |
-    DagRunFinished | DagRunReopened | DagRunTimedOut | DeadlineMissed | DeletePool | KillTask |
-    MarkTask | PauseDag | PodFinished | PodStarted | PoolSlotsGranted | PoolSlotsReleased |
-    PoolSlotsRequested | ProcessorFinished | ProcessorKilled | ProcessorStarted | RequestBackfill |
-    SchedulerHeartbeat | SchedulerStopped | SecretAccessed | SensorTimedOut | SetPool | TaskAdopted |
-    TaskCleared | TaskDeadlineMissed | TaskDeclaredDead | TaskEmptySucceeded | TaskFailed |
-    TaskHeartbeat | TaskKillRequested | TaskKilled | TaskLaunched | TaskLogShipped | TaskMapExpanded |
-    TaskMapFailed | TaskPoked | TaskPoolGranted | TaskPoolReleased | TaskPoolRequested | TaskQueued |
-    TaskRemoved | TaskRescheduled | TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded |
-    TaskTrySkipped | TaskUpstreamFailed | TokenCreated | TokenRevoked | TriggerDagRun | UserCreated |
-    UserDeleted | VariableDeleted | VariableSet | WorkerHeartbeat | WorkerStopped
+    AssetConsumerDropped | AssetConsumerRegistered | AssetEventForwarded | AssetEventQueued |
+    AssetEventRecorded | BackfillFinished | BackfillPlanned | CallbackCalled | CancelBackfill |
+    ClearTask | CommandRejected | ConnectionDeleted | ConnectionSet | DagAssetsRegistered |
+    DagFileProcessed | DagFileRemoved | DagParseFailed | DagParsed | DagQuarantineLifted |
+    DagQuarantined | DagRemoved | DagRunCreated | DagRunFinished | DagRunReopened | DagRunTimedOut |
+    DeadlineMissed | DeletePool | KillTask | MarkTask | PauseDag | PodFinished | PodStarted |
+    PoolSlotsGranted | PoolSlotsReleased | PoolSlotsRequested | ProcessorFinished | ProcessorKilled |
+    ProcessorStarted | RequestBackfill | SchedulerHeartbeat | SchedulerStopped | SecretAccessed |
+    SensorTimedOut | SetPool | TaskAdopted | TaskAssetEventsRecorded | TaskCleared |
+    TaskDeadlineMissed | TaskDeclaredDead | TaskEmptySucceeded | TaskFailed | TaskHeartbeat |
+    TaskKillRequested | TaskKilled | TaskLaunched | TaskLogShipped | TaskMapExpanded | TaskMapFailed |
+    TaskPoked | TaskPoolGranted | TaskPoolReleased | TaskPoolRequested | TaskQueued | TaskRemoved |
+    TaskRescheduled | TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded | TaskTrySkipped |
+    TaskUpstreamFailed | TokenCreated | TokenRevoked | TriggerDagRun | UserCreated | UserDeleted |
+    VariableDeleted | VariableSet | WorkerHeartbeat | WorkerStopped
 )
 
 EVENT_CLASSES: tuple[type[Event], ...] = (
-    BackfillFinished, BackfillPlanned, CallbackCalled, CancelBackfill, ClearTask, CommandRejected,
-    ConnectionDeleted, ConnectionSet, DagFileProcessed, DagFileRemoved, DagParseFailed, DagParsed,
-    DagQuarantineLifted, DagQuarantined, DagRemoved, DagRunCreated, DagRunFinished, DagRunReopened,
-    DagRunTimedOut, DeadlineMissed, DeletePool, KillTask, MarkTask, PauseDag, PodFinished, PodStarted,
-    PoolSlotsGranted, PoolSlotsReleased, PoolSlotsRequested, ProcessorFinished, ProcessorKilled,
-    ProcessorStarted, RequestBackfill, SchedulerHeartbeat, SchedulerStopped, SecretAccessed,
-    SensorTimedOut, SetPool, TaskAdopted, TaskCleared, TaskDeadlineMissed, TaskDeclaredDead,
-    TaskEmptySucceeded, TaskFailed, TaskHeartbeat, TaskKillRequested, TaskKilled, TaskLaunched,
-    TaskLogShipped, TaskMapExpanded, TaskMapFailed, TaskPoked, TaskPoolGranted, TaskPoolReleased,
-    TaskPoolRequested, TaskQueued, TaskRemoved, TaskRescheduled, TaskRetryScheduled, TaskSkipped,
-    TaskStarted, TaskSucceeded, TaskTrySkipped, TaskUpstreamFailed, TokenCreated, TokenRevoked,
-    TriggerDagRun, UserCreated, UserDeleted, VariableDeleted, VariableSet, WorkerHeartbeat,
-    WorkerStopped
+    AssetConsumerDropped, AssetConsumerRegistered, AssetEventForwarded, AssetEventQueued,
+    AssetEventRecorded, BackfillFinished, BackfillPlanned, CallbackCalled, CancelBackfill, ClearTask,
+    CommandRejected, ConnectionDeleted, ConnectionSet, DagAssetsRegistered, DagFileProcessed,
+    DagFileRemoved, DagParseFailed, DagParsed, DagQuarantineLifted, DagQuarantined, DagRemoved,
+    DagRunCreated, DagRunFinished, DagRunReopened, DagRunTimedOut, DeadlineMissed, DeletePool,
+    KillTask, MarkTask, PauseDag, PodFinished, PodStarted, PoolSlotsGranted, PoolSlotsReleased,
+    PoolSlotsRequested, ProcessorFinished, ProcessorKilled, ProcessorStarted, RequestBackfill,
+    SchedulerHeartbeat, SchedulerStopped, SecretAccessed, SensorTimedOut, SetPool, TaskAdopted,
+    TaskAssetEventsRecorded, TaskCleared, TaskDeadlineMissed, TaskDeclaredDead, TaskEmptySucceeded,
+    TaskFailed, TaskHeartbeat, TaskKillRequested, TaskKilled, TaskLaunched, TaskLogShipped,
+    TaskMapExpanded, TaskMapFailed, TaskPoked, TaskPoolGranted, TaskPoolReleased, TaskPoolRequested,
+    TaskQueued, TaskRemoved, TaskRescheduled, TaskRetryScheduled, TaskSkipped, TaskStarted,
+    TaskSucceeded, TaskTrySkipped, TaskUpstreamFailed, TokenCreated, TokenRevoked, TriggerDagRun,
+    UserCreated, UserDeleted, VariableDeleted, VariableSet, WorkerHeartbeat, WorkerStopped
 )

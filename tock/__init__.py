@@ -2,6 +2,7 @@
 setup/teardown, get_current_context, Deadline...)."""
 
 from tock import macros
+from tock.assets import Asset, AssetAlias, AssetAll, AssetAny
 from tock.chaining import chain, cross_downstream
 from tock.connections import BaseHook, Connection
 from tock.context import Context, get_current_context
@@ -36,7 +37,8 @@ from tock.trigger_rules import TriggerRule
 from tock.variables import Variable
 from tock.weight_rules import WeightRule
 
-__all__ = ["DAG", "AirflowNotFoundException", "AirflowRescheduleException", "AirflowRuntimeError",
+__all__ = ["DAG", "AirflowNotFoundException", "AirflowRescheduleException", "AirflowRuntimeError", "Asset",
+           "AssetAlias", "AssetAll", "AssetAny",
            "AirflowSensorTimeout", "AirflowSkipException", "BaseHook", "BaseSensorOperator", "DateTimeSensor",
            "FileSensor", "PokeReturnValue", "PythonSensor", "TimeDeltaSensor",
            "BashOperator", "BashTask", "BranchPythonOperator", "Connection", "Context", "DagDefinitionError",

@@ -191,8 +191,22 @@ def build_context(task: Task, run_id: str, try_number: int, queued: TaskQueued |
                       if queued else None,
                       map_index=map_index, test_mode=False, templates_dict=None)
     context.update(_date_keys(logical_date, dag.dag_id, task.task_id))
+    context.update(_asset_keys(task, queued.triggering_asset_events_json if queued else ""))
     context.update(extras or {})
     return context
+
+
+def _asset_keys(task: Task, triggering_json: str) -> dict[str, Any]:
+    """Airflow's asset keys: the task's ``outlets`` and ``inlets``, the ``outlet_events`` it may add extra
+    to, and the ``triggering_asset_events`` of an asset-triggered run (tock/assets.py)."""
+    from tock.assets import OutletEventAccessors, TriggeringAssetEvents, outlets_of
+
+    assets, aliases = outlets_of(task.options.outlets, task.task_id)
+    inlets = task.options.inlets
+    return {"outlets": [*assets, *aliases], "inlets": list(inlets) if isinstance(inlets, list | tuple) else
+            [] if inlets is None else [inlets],
+            "outlet_events": OutletEventAccessors(assets, aliases),
+            "triggering_asset_events": TriggeringAssetEvents(triggering_json)}
 
 
 def _unrecorded_params(task: Task) -> dict[str, Any]:

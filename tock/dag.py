@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from schemas import schedule as cron
 from schemas.dags import DagDefinition, TaskDefinition, TaskGroupDefinition
 from schemas.pools import DEFAULT_POOL
+from tock.assets import BaseAsset, outlets_of, schedule_condition
 from tock.callbacks import DAG_CALLBACKS, callbacks_of
 from tock.deadline import Deadline, deadline_of
 from tock.mapping import definition_of
@@ -83,7 +84,8 @@ class DAG:
     not set them (a task group's default_args go over the DAG's).
     """
 
-    def __init__(self, dag_id: str, schedule: str | None = None, start_date: datetime | date | None = None,
+    def __init__(self, dag_id: str, schedule: str | BaseAsset | list[BaseAsset] | None = None,
+                 start_date: datetime | date | None = None,
                  catchup: bool = False, max_active_runs: int = 16, retries: int = 0,
                  retry_delay: float | timedelta = 300, deadline: float | timedelta | Deadline | None = None,
                  tags: tuple[str, ...] | list[str] = (), params: dict[str, Any] | ParamsDict | None = None,
@@ -121,13 +123,18 @@ class DAG:
             _collectors[-1].append(self)
 
     # Arguments come from DAG files: each is checked here, whatever its declared type.
-    def _set_fields(self, schedule: str | None, start_date: datetime | date | None, catchup: bool,
-                    max_active_runs: int, retries: int) -> None:
+    def _set_fields(self, schedule: str | BaseAsset | list[BaseAsset] | None, start_date: datetime | date | None,
+                    catchup: bool, max_active_runs: int, retries: int) -> None:
         if not isinstance(self.dag_id, str) or not ID_PATTERN.match(self.dag_id):
             self._fail(f"dag_id must match {ID_PATTERN.pattern}")
+        # Scheduled on assets: a run each time the condition is met (tock/assets.py); no cron schedule.
+        self.asset_condition = self._guard(lambda: schedule_condition(schedule))
+        if self.asset_condition is not None:
+            schedule = None
         if schedule is not None and not _valid_schedule(schedule):
-            self._fail(f"bad schedule {schedule!r}: not a cron expression or one of {', '.join(SCHEDULE_PRESETS)}")
-        self.schedule = schedule
+            self._fail(f"bad schedule {schedule!r}: not a cron expression, one of {', '.join(SCHEDULE_PRESETS)}, "
+                       "an Asset, a list of them or a condition of them (a & b, a | b)")
+        self.schedule: str | None = schedule if isinstance(schedule, str) else None
         self.start_date, self.timezone = self._guard(lambda: _start_of(start_date))
         self._check_dates()
         self.catchup = bool(catchup)
@@ -287,6 +294,10 @@ class DAG:
             task_groups=[_group_definition(group) for group in self.task_groups.values()],
             callbacks=self.callbacks,
             max_active_tasks=self.max_active_tasks, dagrun_timeout=self.dagrun_timeout,
+            asset_condition_json="" if self.asset_condition is None else json.dumps(self.asset_condition.condition(),
+                                                                                    sort_keys=True),
+            schedule_assets=[] if self.asset_condition is None else [asset.definition() for asset in
+                                                                     self.asset_condition.iter_assets()],
         )
 
     def test(self, run_after: datetime | None = None, logical_date: datetime | None = None,
@@ -336,6 +347,8 @@ def _task_definition(task: Task, setups: list[str]) -> TaskDefinition:
         mapped=None if task.mapped is None else definition_of(task.mapped, task.options.max_map_length),
         sensor=task.sensor,
         pool="" if task.options.pool in (None, DEFAULT_POOL) else task.options.pool, pool_slots=task.options.pool_slots,
+        outlets=[asset.definition() for asset in outlets_of(task.options.outlets, task.task_id)[0]],
+        outlet_aliases=[alias.name for alias in outlets_of(task.options.outlets, task.task_id)[1]],
     )
 
 

@@ -87,6 +87,10 @@ class TaskOptions:
     # None or "default_pool": no pool (Airflow's default_pool, which has no cap in Tock).
     pool: str | None = None
     pool_slots: int = 1
+    # Airflow's lineage: the assets (and asset aliases) a success of the task updates, and those it reads
+    # (``inlets``: recorded, not scheduled on).
+    outlets: Any = None
+    inlets: Any = None
 
     def problems(self) -> list[str]:
         """What is wrong with these options, in words (empty when valid)."""
@@ -116,6 +120,7 @@ class TaskOptions:
         found.extend(self._limit_problems())
         found.extend(_max_map_length_problems(self.max_map_length))
         found.extend(_pool_problems(self.pool, self.pool_slots))
+        found.extend(_asset_problems(self.outlets, self.inlets))
         return found
 
     def _limit_problems(self) -> list[str]:
@@ -151,6 +156,18 @@ def _pool_problems(pool: Any, slots: Any) -> list[str]:
         found.append(f"pool must be a pool's name (letters, digits, '_', '.', '-'), got {pool!r}")
     if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
         found.append(f"pool_slots must be a positive integer, got {slots!r}")
+    return found
+
+
+def _asset_problems(outlets: Any, inlets: Any) -> list[str]:
+    from tock.assets import outlets_of
+
+    found = []
+    for name, given in (("outlets", outlets), ("inlets", inlets)):
+        try:
+            outlets_of(given, "")
+        except ValueError:
+            found.append(f"{name} must be a list of Asset or AssetAlias objects, got {given!r:.200}")
     return found
 
 

@@ -208,9 +208,11 @@ def _ended_well(queued: TaskQueued, result: TryResult, report: Report) -> TaskSu
                               rendered_json=result.rendered_json, at=time.time())
     if result.follow is not None:
         shown += f" · follows {', '.join(result.follow) or 'none of its downstream tasks'}"
+    if result.asset_events_json:
+        shown += f" · asset events {result.asset_events_json}"
     report(f"[{_name(queued)}] try {queued.try_number}: success{shown}")
     return TaskSucceeded(**ids, values_json=result.values_json, rendered_json=result.rendered_json,
-                         follow=result.follow, at=time.time())
+                         follow=result.follow, asset_events_json=result.asset_events_json, at=time.time())
 
 
 def _ids(queued: TaskQueued) -> dict[str, Any]:

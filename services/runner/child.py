@@ -103,7 +103,8 @@ def _choice(result: TryResult) -> dict[str, object]:
     if result.poked:
         print("the poke ends the try: its condition is not met", file=sys.stderr)
         return {"poked": {"reschedule_at": result.reschedule_at, "timed_out": result.timed_out}}
-    return {} if result.follow is None else {"follow": result.follow}
+    chosen: dict[str, object] = {} if result.follow is None else {"follow": result.follow}
+    return {**chosen, "assets": result.asset_events_json} if result.asset_events_json else chosen
 
 
 def _prepare(request: TryRequest, log_path: str, setup: ChildSetup) -> Callable[[], None]:

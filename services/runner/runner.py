@@ -238,7 +238,8 @@ def _outcome_event(request: TryRequest, runner_id: str, outcome: Outcome):
     if outcome.succeeded:
         follow = None if outcome.follow is None else list(outcome.follow)
         return TaskSucceeded(**_ids(request), runner_id=runner_id, values_json=outcome.values_json,
-                             rendered_json=outcome.rendered_json, follow=follow, at=time.time())
+                             rendered_json=outcome.rendered_json, follow=follow,
+                             asset_events_json=outcome.asset_events_json, at=time.time())
     if outcome.skipped:
         return TaskTrySkipped(**_ids(request), runner_id=runner_id, reason=outcome.reason,
                               values_json=outcome.values_json, rendered_json=outcome.rendered_json, at=time.time())

@@ -48,6 +48,7 @@ class TryResult:
     poked: bool = False    # a sensor's poke found its condition not met (TaskPoked)
     reschedule_at: float | None = None  # when it asked to be poked again (None: after its poke interval)
     timed_out: bool = False  # a sensor in mode "poke" waited in its try until its timeout
+    asset_events_json: str = ""  # a success's asset events (its outlets', with their extra: tock/assets.py)
 
 
 @dataclass
@@ -74,10 +75,14 @@ def run_task_code(task: Task, run_id: str, try_number: int, queued: TaskQueued |
         rendered = render_fields(task, context)
         progress.rendered_json = masker().mask(rendered_for_record(rendered))  # a secret a template read
         if task.kind == "bash":
-            return _run_bash(task, rendered, xcom_max_bytes, progress.rendered_json)
-        if task.kind == "sensor":
-            return _run_sensor(task, context, rendered, xcom_max_bytes, progress.rendered_json)
-        return _run_python(task, context, rendered, xcom_max_bytes, progress.rendered_json)
+            result = _run_bash(task, rendered, xcom_max_bytes, progress.rendered_json)
+        elif task.kind == "sensor":
+            result = _run_sensor(task, context, rendered, xcom_max_bytes, progress.rendered_json)
+        else:
+            result = _run_python(task, context, rendered, xcom_max_bytes, progress.rendered_json)
+    if not (result.skipped or result.poked or result.exit_code or result.signal):
+        result.asset_events_json = context["outlet_events"].events_json()  # they go with the success
+    return result
 
 
 def render_fields(task: Task, context: Context) -> dict[str, Any]:

@@ -11,6 +11,10 @@ from typing import TypeAlias
 from infra.log import partition_for, routing_key
 from infra.settings import Settings
 from schemas import (
+    AssetConsumerDropped,
+    AssetConsumerRegistered,
+    AssetEventQueued,
+    AssetEventRecorded,
     Event,
     PoolSlotsGranted,
     PoolSlotsReleased,
@@ -26,7 +30,9 @@ from services.scheduler.launching import Executor
 log = logging.getLogger("tock.scheduler")
 
 Decision: TypeAlias = tuple[int | None, Event]  # (partition, event); None: not of a partition (tock.schedulers)
-_CROSSING = (PoolSlotsRequested, PoolSlotsGranted, PoolSlotsReleased, TaskPoolGranted)  # may land on another
+# Steps written across partitions (pools' and assets'): each may land on another partition than its decider's.
+_CROSSING = (PoolSlotsRequested, PoolSlotsGranted, PoolSlotsReleased, TaskPoolGranted, AssetEventRecorded,
+             AssetEventQueued, AssetConsumerRegistered, AssetConsumerDropped)
 
 
 class Deciding:
@@ -56,9 +62,9 @@ class Deciding:
         return decisions
 
     def _landing(self, partition: int, event: Event) -> int | None:
-        """The partition whose memory awaits ``event`` read back: the deciding one, but for a pool's steps,
-        written across partitions (schemas/pools.py): where its route puts it, if that partition is
-        ours (else None: no memory of ours reads it)."""
+        """The partition whose memory awaits ``event`` read back: the deciding one, but for a pool's and an
+        asset's steps, written across partitions (schemas/pools.py, schemas/assets.py): where its route puts
+        it, if that partition is ours (else None: no memory of ours reads it)."""
         if not isinstance(event, _CROSSING):
             return partition
         landing = partition_for(routing_key(event)[1], self._partitions)

@@ -30,6 +30,7 @@ from schemas import (
     SecretAccessed,
     SensorTimedOut,
     TaskAdopted,
+    TaskAssetEventsRecorded,
     TaskCleared,
     TaskDeadlineMissed,
     TaskDeclaredDead,
@@ -65,7 +66,7 @@ RunEvent: TypeAlias = (
     | TaskRemoved | TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded | TaskUpstreamFailed
     | TaskTrySkipped | TaskEmptySucceeded | DagRunTimedOut | TaskMapExpanded | TaskMapFailed
     | SecretAccessed | TaskPoked | TaskRescheduled | SensorTimedOut | TaskPoolRequested | TaskPoolGranted
-    | TaskPoolReleased | PoolSlotsRequested | PoolSlotsGranted | PoolSlotsReleased
+    | TaskPoolReleased | PoolSlotsRequested | PoolSlotsGranted | PoolSlotsReleased | TaskAssetEventsRecorded
 )
 EveryRunEvent: TypeAlias = DagParsed | DagTombstone | PauseDag  # may change what any run of the DAG does
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from infra.log import murmur2, partition_for, routing_key
 from schemas import EVENT_TYPES, HEARTBEATS, LOGS, TaskHeartbeat, TaskQueued
 from schemas.freeze import sample
-from schemas.routing import BY_POOL
+from schemas.routing import BY_ASSET, BY_POOL
 
 # Apache Kafka, clients/src/test/java/org/apache/kafka/common/utils/UtilsTest.java, testMurmur2():
 # Utils.murmur2(bytes) as Java's signed int.
@@ -79,6 +79,8 @@ def test_every_event_has_a_routing_key(cls: type) -> None:
     dag_id = getattr(event, "dag_id", None)
     if cls.ROUTE is BY_POOL:  # a pool's ledger is on its pool's partition, whatever DAG asks (schemas/pools.py)
         assert partition_key == f"pool/{event.pool}"
+    elif cls.ROUTE is BY_ASSET:  # an asset's ledger is on its asset's partition (schemas/assets.py)
+        assert partition_key == f"asset/{event.uri}"
     elif dag_id is not None:
         assert partition_key == dag_id  # partition p of every topic concerns the same DAGs
     assert key and partition_key

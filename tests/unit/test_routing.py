@@ -20,11 +20,21 @@ from infra.log import routing_key
 from schemas import EVENT_TYPES, EVENTS, HEARTBEATS, LOGS, EventBase, TaskHeartbeat, TaskLogShipped, decode
 from schemas.declare import event
 from schemas.freeze import SAMPLES_DIR
-from schemas.routing import BY_CONNECTION, BY_DAG, BY_POOL, BY_TASK_INSTANCE, BY_TRY, BY_VARIABLE, BY_WORKER, ROUTES
+from schemas.routing import (
+    BY_ASSET,
+    BY_CONNECTION,
+    BY_DAG,
+    BY_POOL,
+    BY_TASK_INSTANCE,
+    BY_TRY,
+    BY_VARIABLE,
+    BY_WORKER,
+    ROUTES,
+)
 
 SAMPLES = sorted(SAMPLES_DIR.glob("*.json"))
 # Routes declared after the old rule was replaced: their events never had one (see test_secret_store.py).
-NEWER_ROUTES = (BY_VARIABLE, BY_CONNECTION, BY_POOL)
+NEWER_ROUTES = (BY_VARIABLE, BY_CONNECTION, BY_POOL, BY_ASSET)
 OLD_RULE_SAMPLES = [path for path in SAMPLES if EVENT_TYPES[path.name.split(".")[0]].ROUTE not in NEWER_ROUTES]
 
 

@@ -35,6 +35,7 @@ from schemas import (
     TaskSkipped,
     TaskUpstreamFailed,
 )
+from services.scheduler.core.assets import AssetDecision, decide_assets
 from services.scheduler.core.backfill import BackfillDecision, decide_backfills
 from services.scheduler.core.limits import admit, walk_with_siblings
 from services.scheduler.core.liveness import Evidence, dead_tries, declared_dead, due_retries
@@ -107,7 +108,7 @@ RunDecision: TypeAlias = TaskDecision | Removal | DagRunReopened | DagRunFinishe
 """What walking one open run writes (``decide_run``, ``decide_deleted_dag_run``)."""
 
 Decision: TypeAlias = (RunDecision | DagRunCreated | CommandRejected | BackfillDecision | DagQuarantined
-                       | DagQuarantineLifted | PoolDecision)
+                       | DagQuarantineLifted | PoolDecision | AssetDecision)
 """Everything ``decide`` writes: all of it to tock.events."""
 
 
@@ -134,7 +135,8 @@ def decide(state: SchedulerState, now: float, policy: Policy,
     releases = decide_releases(state, now)
     gated = gate(state, admit(state, events), now)
     return [*releases, *guard.kept(gated, now, policy.scheduler_id), *decide_grants(state.pools, policy.scheduler_id,
-                                                                                     now)]
+                                                                                     now),
+            *decide_assets(state, now)]
 
 
 def _decide_open_run(state: SchedulerState, run: DagRun, now: float, policy: Policy,

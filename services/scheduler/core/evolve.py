@@ -13,12 +13,18 @@ from collections.abc import Iterable
 from typing import Never, NoReturn, TypeAlias
 
 from schemas import (
+    AssetConsumerDropped,
+    AssetConsumerRegistered,
+    AssetEventForwarded,
+    AssetEventQueued,
+    AssetEventRecorded,
     BackfillFinished,
     BackfillPlanned,
     CallbackCalled,
     CancelBackfill,
     ClearTask,
     CommandRejected,
+    DagAssetsRegistered,
     DagParsed,
     DagQuarantined,
     DagQuarantineLifted,
@@ -41,9 +47,11 @@ from schemas import (
     SensorTimedOut,
     SetPool,
     TaskAdopted,
+    TaskAssetEventsRecorded,
     TaskCleared,
     TaskDeadlineMissed,
     TaskDeclaredDead,
+    TaskDefinition,
     TaskEmptySucceeded,
     TaskFailed,
     TaskHeartbeat,
@@ -67,7 +75,7 @@ from schemas import (
     TaskUpstreamFailed,
     TriggerDagRun,
 )
-from services.scheduler.core import commands, mapping, pools, quarantine, retention, sensors, timeouts
+from services.scheduler.core import assets, commands, mapping, pools, quarantine, retention, sensors, timeouts
 from services.scheduler.core.instances import end_try, forget_try, now_live
 from services.scheduler.core.model import (
     ACTIVE,
@@ -110,8 +118,11 @@ _RecordedOnly: TypeAlias = PodStarted | DeadlineMissed | TaskDeadlineMissed | Ca
 """Events the scheduler keeps in the log but does not act on (yet)."""
 _OfPools: TypeAlias = (SetPool | DeletePool | PoolSlotsRequested | PoolSlotsGranted | PoolSlotsReleased
                        | TaskPoolRequested | TaskPoolGranted | TaskPoolReleased)
+_OfAssets: TypeAlias = (AssetEventRecorded | TaskAssetEventsRecorded | AssetEventQueued | AssetEventForwarded
+                        | AssetConsumerRegistered | AssetConsumerDropped | DagAssetsRegistered)
 _Rarer: TypeAlias = (DagParsed | DagTombstone | PauseDag | TriggerDagRun | DagQuarantined | DagQuarantineLifted
-                     | DagRunTimedOut | TaskRescheduled | SensorTimedOut | _RecordedOnly | _OfPools | _OfCommands)
+                     | DagRunTimedOut | TaskRescheduled | SensorTimedOut | _RecordedOnly | _OfPools | _OfAssets
+                     | _OfCommands)
 
 
 def evolve(state: SchedulerState, event: SchedulerEvent) -> SchedulerState:
@@ -153,8 +164,8 @@ def evolve(state: SchedulerState, event: SchedulerEvent) -> SchedulerState:
     except UnknownEvent:
         raise
     except Exception as error:  # noqa: BLE001 - deterministic: a replay folds the same event to the same quarantine
-        if isinstance(event, SetPool | DeletePool):
-            raise  # of no DAG: nothing to quarantine (a pool's size folds without fail)
+        if isinstance(event, SetPool | DeletePool | AssetEventRecorded | AssetEventForwarded):
+            raise  # of no DAG: nothing to quarantine (a pool's size, an asset's ledger fold without fail)
         quarantine.hold(state, event.dag_id, error, event)
     return state
 
@@ -190,6 +201,9 @@ def _fold_rarer(state: SchedulerState, event: _Rarer) -> None:
         case SetPool() | DeletePool() | PoolSlotsRequested() | PoolSlotsGranted() | PoolSlotsReleased() \
                 | TaskPoolRequested() | TaskPoolGranted() | TaskPoolReleased():
             _fold_pool(state, event)
+        case AssetEventRecorded() | TaskAssetEventsRecorded() | AssetEventQueued() | AssetEventForwarded() \
+                | AssetConsumerRegistered() | AssetConsumerDropped() | DagAssetsRegistered():
+            assets.fold(state, event)
         case _:
             _fold_command(state, event)
 
@@ -295,9 +309,10 @@ def _run_created(state: SchedulerState, event: DagRunCreated) -> None:
         _update_next_due(state, event.dag_id)
     elif event.run_type == "backfill":
         commands.backfill_run_created(state, event.dag_id, key, event.logical_date)
+    assets.run_created(state.assets, event)  # the events it consumes leave the queue
     if key not in state.runs and key not in state.finished:
         run = state.runs[key] = DagRun(event.dag_id, event.run_id, event.logical_date, event.run_type,
-                                       event.conf_json, event.at)
+                                       event.conf_json, event.at, asset_events_json=event.asset_events_json)
         time_run(state, run)
 
 
@@ -384,6 +399,8 @@ def _ended(state: SchedulerState, event: TryEnded) -> None:
             instance.values_json = event.values_json  # what its downstream tries are given (context.py)
         if isinstance(event, TaskSucceeded) and event.follow is not None:
             instance.follow_json = json.dumps(event.follow)  # what a branch chose (trigger_rules.py)
+        if isinstance(event, TaskSucceeded):
+            assets.succeeded(state.assets, event, _task_of(state, event.dag_id, event.task_id))
         end_try(state, state.runs[key[:2]], instance, outcome, event.at)
 
 
@@ -392,6 +409,12 @@ def _empty_succeeded(state: SchedulerState, event: TaskEmptySucceeded) -> None:
     instance = run.instance(event.task_id, event.map_index) if run is not None else None
     if instance is not None and instance.state == NONE:
         instance.state, instance.ended_at = SUCCESS, event.at
+        assets.empty_succeeded(state.assets, event, _task_of(state, event.dag_id, event.task_id))
+
+
+def _task_of(state: SchedulerState, dag_id: str, task_id: str) -> TaskDefinition | None:
+    dag = state.dags.get(dag_id)
+    return None if dag is None else dag.tasks.get(task_id)
 
 
 def _pod_finished(state: SchedulerState, event: PodFinished) -> None:

@@ -15,6 +15,8 @@ from operator import attrgetter
 from typing import TypeAlias
 
 from schemas import (
+    AssetEventQueued,
+    AssetEventRecorded,
     DagDefinition,
     DagsTopicEvent,
     EventsTopicEvent,
@@ -176,6 +178,7 @@ class DagRun:
     reopened_by: str | None = None  # request id of the clear that reopened it, until DagRunReopened
     reopened_at: float | None = None  # its latest DagRunReopened: its dagrun_timeout counts from then
     timed_out_at: float | None = None  # its DagRunTimedOut (core/timeouts.py), until it is reopened
+    asset_events_json: str = ""  # an asset-triggered run's triggering events (its tries' context)
 
     def instance(self, task_id: str, map_index: int = -1) -> TaskInstance:
         """The task instance, created in state NONE on first use."""
@@ -366,6 +369,32 @@ class PoolLedger:
         return sum(slots for key, slots in self.grants.items() if key[0] == pool)
 
 
+# -- assets (core/assets.py) -----------------------------------------------------------------
+
+OutboxKey = tuple[str, str, str, int, int]  # (dag_id, run_id, task_id, map_index, try_number) of a success
+HANDED_KEPT = 10_000  # the asset side remembers this many events handed on (a repeated API request is one)
+
+
+@dataclass(slots=True)
+class AssetLedger:
+    """The assets whose partition this is: the DAGs consuming each, the events not handed to them yet,
+    and the ids of the latest events handed on (so one recorded twice is handed on once)."""
+
+    consumers: dict[str, dict[str, None]] = field(default_factory=dict)  # uri -> consuming dag ids
+    pending: dict[str, AssetEventRecorded] = field(default_factory=dict)  # event id -> not handed on yet
+    handed: dict[str, None] = field(default_factory=dict)  # event ids handed on, oldest first
+
+
+@dataclass(slots=True)
+class AssetSides:
+    """A partition's assets: the ledger of those it owns, and its DAGs' sides as producers and consumers."""
+
+    ledger: AssetLedger = field(default_factory=AssetLedger)
+    outbox: dict[OutboxKey, list[AssetEventRecorded]] = field(default_factory=dict)  # successes' events to record
+    registered: dict[str, tuple[str, ...]] = field(default_factory=dict)  # dag_id -> assets it is registered with
+    queues: dict[str, dict[str, AssetEventQueued]] = field(default_factory=dict)  # dag_id -> event id -> queued
+
+
 @dataclass(slots=True)
 class SchedulerState:
     """Fold of one partition of tock.dags, tock.events and tock.heartbeats."""
@@ -391,6 +420,7 @@ class SchedulerState:
                                                                       # lifted since (in tock.events) says
     pools: PoolLedger = field(default_factory=PoolLedger)              # the pools whose partition this is
     pool_holdings: dict[GrantKey, int] = field(default_factory=dict)  # grants our tries hold, until released
+    assets: AssetSides = field(default_factory=AssetSides)              # core/assets.py
     timers: Timers = field(default_factory=Timers, compare=False, repr=False)  # derived: deadlines in heaps
     retention: Retention = field(default_factory=Retention, compare=False, repr=False)  # settings, not state
 

@@ -60,12 +60,13 @@ class Queuing:
         conf, params = _bounded_json(run.conf_json), _params(definition.params_json, task.params_json, run.conf_json)
         previous_start, previous_end = self.previous_interval()
         element = self.element(task, instance.map_index)
-        budget = INPUTS_LIMIT_BYTES - len(conf) - len(params) - len(element)
+        budget = INPUTS_LIMIT_BYTES - len(conf) - len(params) - len(element) - len(run.asset_events_json)
         return TaskQueued(dag_id=run.dag_id, run_id=run.run_id, task_id=task.task_id, map_index=instance.map_index,
                           map_element_json=element, try_number=instance.try_number + 1, executor=task.executor,
                           queue=task.queue,
                           scheduler_id=self.scheduler_id, run_type=run.run_type, logical_date=run.logical_date,
                           data_interval_start=start, data_interval_end=end, conf_json=conf, params_json=params,
+                          triggering_asset_events_json=run.asset_events_json,
                           prev_data_interval_start_success=previous_start,
                           prev_data_interval_end_success=previous_end,
                           inputs=inputs_of(run, self.dag, task, budget, instance.map_index), at=now)

@@ -13,6 +13,7 @@ from collections import Counter
 from schemas import CommandRejected, DagRunCreated, TriggerDagRun
 from schemas import params as param_rules
 from schemas import schedule as cron
+from services.scheduler.core.assets import decide_asset_runs
 from services.scheduler.core.model import DagEntry, SchedulerState, logical_date_iso, scheduled_run_id
 from services.scheduler.core.quarantine import Guard
 
@@ -43,6 +44,7 @@ def decide_runs(state: SchedulerState, now: float, scheduler_id: str,
                 active[request.dag_id] += 1
                 logical = request.logical_date if request.logical_date is not None else request.at
                 events.append(created_run(dag, run_id, logical, "manual", request.conf_json, scheduler_id, now))
+    events += decide_asset_runs(state, now, scheduler_id, active, guard)
     for dag_id, dag in state.dags.items():
         due = state.next_due.get(dag_id)
         if due is not None and due <= now and dag_id not in state.paused and not guard.skips(dag_id):
@@ -103,6 +105,7 @@ def due_logical_dates(dag: DagEntry, latest: float | None, now: float, room: int
 
 
 def created_run(dag: DagEntry, run_id: str, logical: float, run_type: str, conf_json: str,
-             scheduler_id: str, now: float) -> DagRunCreated:
+                scheduler_id: str, now: float, asset_events_json: str = "") -> DagRunCreated:
     return DagRunCreated(dag_id=dag.definition.dag_id, run_id=run_id, logical_date=logical, run_type=run_type,
-                         conf_json=conf_json, dag_fingerprint=dag.fingerprint, scheduler_id=scheduler_id, at=now)
+                         conf_json=conf_json, dag_fingerprint=dag.fingerprint, scheduler_id=scheduler_id,
+                         asset_events_json=asset_events_json, at=now)

@@ -32,6 +32,9 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
 
 from schemas import (
+    AssetDefinition,
+    AssetEventQueued,
+    AssetEventRecorded,
     DagDefinition,
     Event,
     MapDefinition,
@@ -52,6 +55,8 @@ from services.scheduler.core.model import (
     INSTANCE_FIELDS,
     RUN_FIELDS,
     Ask,
+    AssetLedger,
+    AssetSides,
     Backfill,
     DagEntry,
     DagRun,
@@ -65,16 +70,18 @@ from services.scheduler.core.model import (
 )
 
 FORMAT = "tock-scheduler-state"
-STATE_VERSION = 5  # bump when the meaning of the encoding changes with the same fields
+STATE_VERSION = 6  # bump when the meaning of the encoding changes with the same fields
 # v2: quarantined DAGs and the quarantines announced in tock.events (two more lists after ``waiting``).
 # v3: no echoes (our decisions are folded when read back, in log order).
 # v4: retention: request ids oldest first (not sorted), forgotten runs per DAG, a backfill's forgotten_failed.
 # v5: pools: the ledger of the pools on the partition, and the grants its tries hold (one more list at the end).
+# v6: assets: the ledger of the assets on the partition, its successes' events to record, its DAGs'
+#     registrations and queues (one more list at the end).
 MAGIC = b"TOCKSNAP\n"
 COMPRESSION_LEVEL = 1  # fast: the encoding runs on the decision thread
 
 Json: TypeAlias = Any  # a value parsed from (or written as) JSON: its shape is the positional format above
-E = TypeVar("E", TriggerDagRun, RequestBackfill)
+E = TypeVar("E", TriggerDagRun, RequestBackfill, AssetEventRecorded, AssetEventQueued)
 
 
 class SnapshotRefused(ValueError):
@@ -140,7 +147,7 @@ def _pack_state(state: SchedulerState) -> list[Json]:
             [[dag_id, *dataclasses.astuple(held)] for dag_id, held in state.quarantined.items()],
             [[dag_id, *dataclasses.astuple(said)] for dag_id, said in state.announced.items()],
             [_pack_forgotten(dag_id, forgotten) for dag_id, forgotten in state.forgotten.items()],
-            _pack_pools(state)]
+            _pack_pools(state), _pack_assets(state.assets)]
 
 
 def _pack_dag(entry: DagEntry) -> list[Json]:
@@ -148,11 +155,14 @@ def _pack_dag(entry: DagEntry) -> list[Json]:
     fields = [getattr(definition, name) for name in _DAG_FIELDS]
     fields[_DAG_TASKS] = [[_packed_task_field(task, name) for name in _TASK_FIELDS] for task in definition.tasks]
     fields[_DAG_GROUPS] = [dataclasses.astuple(group) for group in definition.task_groups]
+    fields[_DAG_ASSETS] = [dataclasses.astuple(asset) for asset in definition.schedule_assets]
     return [fields, entry.fingerprint, entry.first_seen_at]
 
 
 def _packed_task_field(task: TaskDefinition, name: str) -> Json:
     value = getattr(task, name)
+    if name == "outlets":
+        return [dataclasses.astuple(asset) for asset in value]
     return dataclasses.asdict(value) if name in ("mapped", "sensor") and value is not None else value
 
 
@@ -163,6 +173,7 @@ def _unpacked_task(packed: list[Json]) -> TaskDefinition:
         fields["mapped"] = MapDefinition(**{**mapped, "inputs": [MapInput(**item) for item in mapped["inputs"]]})
     if fields["sensor"] is not None:
         fields["sensor"] = SensorDefinition(**fields["sensor"])
+    fields["outlets"] = [_unpacked_asset(asset) for asset in fields["outlets"]]
     return TaskDefinition(**fields)
 
 
@@ -182,6 +193,8 @@ def _pack_event(event: Event) -> str:
 
 _DAG_FIELDS = tuple(item.name for item in dataclasses.fields(DagDefinition))
 _DAG_TASKS, _DAG_GROUPS = _DAG_FIELDS.index("tasks"), _DAG_FIELDS.index("task_groups")
+_DAG_ASSETS = _DAG_FIELDS.index("schedule_assets")
+_ASSET_FIELDS = tuple(item.name for item in dataclasses.fields(AssetDefinition))
 _TASK_FIELDS = tuple(item.name for item in dataclasses.fields(TaskDefinition))
 _GROUP_FIELDS = tuple(item.name for item in dataclasses.fields(TaskGroupDefinition))
 # The runs dicts are keyed by (dag_id, run_id), a run's tasks by each instance's task_id: both derived.
@@ -259,7 +272,8 @@ def restored(state: SchedulerState) -> SchedulerState:
 
 def _unpack_state(body: list[Json]) -> SchedulerState:
     (dags, paused, latest, next_due, triggers, requests, rejections, removed,
-     backfill_requests, backfills, unlaunched, live, waiting, quarantined, announced, forgotten, pools) = body
+     backfill_requests, backfills, unlaunched, live, waiting, quarantined, announced, forgotten, pools,
+     assets) = body
     state = SchedulerState()
     state.dags = {entry.definition.dag_id: entry for entry in map(_unpack_dag, dags)}
     state.paused = set(paused)
@@ -279,6 +293,7 @@ def _unpack_state(body: list[Json]) -> SchedulerState:
     state.announced = {dag_id: Quarantine(*fields) for dag_id, *fields in announced}
     state.forgotten = dict(map(_unpack_forgotten, forgotten))
     _unpack_pools(state, pools)
+    state.assets = _unpack_assets(assets)
     return state
 
 
@@ -298,12 +313,17 @@ def _unpack_pools(state: SchedulerState, packed: list[Json]) -> None:
     state.pool_holdings = {tuple(row[:6]): row[6] for row in holdings}
 
 
+def _unpacked_asset(packed: list[Json]) -> AssetDefinition:
+    return AssetDefinition(**dict(zip(_ASSET_FIELDS, packed, strict=True)))
+
+
 def _unpack_dag(packed: list[Json]) -> DagEntry:
     fields, fingerprint, first_seen_at = packed
     fields = dict(zip(_DAG_FIELDS, fields, strict=True))
     fields["tasks"] = [_unpacked_task(task) for task in fields["tasks"]]
     fields["task_groups"] = [TaskGroupDefinition(**dict(zip(_GROUP_FIELDS, group, strict=True)))
                             for group in fields["task_groups"]]
+    fields["schedule_assets"] = [_unpacked_asset(asset) for asset in fields["schedule_assets"]]
     return DagEntry.of(DagDefinition(**fields), fingerprint, first_seen_at)
 
 
@@ -331,6 +351,31 @@ def _unpack_as(kind: type[E], text: str) -> E:
     if not isinstance(event, kind):
         raise ValueError(f"expected a {kind.__name__}, found a {type(event).__name__}")
     return event
+
+
+def _pack_assets(sides: AssetSides) -> list[Json]:
+    ledger = sides.ledger
+    return [[[uri, list(dag_ids)] for uri, dag_ids in ledger.consumers.items()],
+            [_pack_event(event) for event in ledger.pending.values()], list(ledger.handed),
+            [[*key, [_pack_event(event) for event in events]] for key, events in sides.outbox.items()],
+            [[dag_id, list(uris)] for dag_id, uris in sides.registered.items()],
+            [[dag_id, [_pack_event(event) for event in queue.values()]] for dag_id, queue in sides.queues.items()]]
+
+
+def _unpack_assets(packed: list[Json]) -> AssetSides:
+    consumers, pending, handed, outbox, registered, queues = packed
+    recorded = (_unpack_as(AssetEventRecorded, text) for text in pending)
+    ledger = AssetLedger({uri: dict.fromkeys(dag_ids) for uri, dag_ids in consumers},
+                         {event.event_id: event for event in recorded}, dict.fromkeys(handed))
+    return AssetSides(ledger, {tuple(row[:5]): [_unpack_as(AssetEventRecorded, text) for text in row[5]]
+                               for row in outbox},
+                      {dag_id: tuple(uris) for dag_id, uris in registered},
+                      {dag_id: {event.event_id: event for event in map(_queued_event, queue)}
+                       for dag_id, queue in queues})
+
+
+def _queued_event(text: str) -> AssetEventQueued:
+    return _unpack_as(AssetEventQueued, text)
 
 
 # -- cadence -----------------------------------------------------------------------------------
