@@ -33,6 +33,7 @@ from tock.setup_teardown import setup, teardown
 from tock.task_group import TaskGroup, task_group
 from tock.tasks import BashTask, Task, XComArg
 from tock.templating import TemplateRenderError, render_template_fields, rendered_for_record
+from tock.trigger_dagrun import TriggerDagRunOperator
 from tock.trigger_rules import TriggerRule
 from tock.variables import Variable
 from tock.weight_rules import WeightRule
@@ -44,7 +45,8 @@ __all__ = ["DAG", "AirflowNotFoundException", "AirflowRescheduleException", "Air
            "BashOperator", "BashTask", "BranchPythonOperator", "Connection", "Context", "DagDefinitionError",
            "Deadline",
            "EmptyOperator", "LatestOnlyOperator", "Param", "ParamValidationError", "ParamsDict", "PythonOperator",
-           "ShortCircuitOperator", "Task", "TaskGroup", "TemplateRenderError", "TriggerRule", "Variable", "WeightRule",
+           "ShortCircuitOperator", "Task", "TaskGroup", "TemplateRenderError", "TriggerDagRunOperator", "TriggerRule",
+           "Variable", "WeightRule",
            "XComArg",
            "chain", "cross_downstream", "fingerprint", "get_current_context", "load_dags", "macros", "mask_secret",
            "render_template_fields", "rendered_for_record", "setup", "task", "task_group", "teardown"]

@@ -88,6 +88,9 @@ class RuntimeTaskInstance:
             self._mapped.setdefault(item.task_id, []).append(item)
         self._decoded: dict[str, dict[str, Any]] = {}
         self.pushed: dict[str, Any] = {}  # what this try passes on, key -> value
+        # Commands the try asks the runner to append before its success (TriggerDagRunOperator's runs):
+        # each a dict of TriggerDagRun's fields (tock/trigger_dagrun.py).
+        self.commands: list[dict[str, Any]] = []
 
     def xcom_push(self, key: str, value: Any) -> None:
         """Pass ``value`` on under ``key``, with this try's success (encoded when the try ends)."""

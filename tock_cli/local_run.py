@@ -210,6 +210,8 @@ def _ended_well(queued: TaskQueued, result: TryResult, report: Report) -> TaskSu
         shown += f" · follows {', '.join(result.follow) or 'none of its downstream tasks'}"
     if result.asset_events_json:
         shown += f" · asset events {result.asset_events_json}"
+    for command in result.commands:  # here nothing else runs: the other DAG's run is not started
+        shown += f" · would append {command['command']} for {command['dag_id']} (not in dags test)"
     report(f"[{_name(queued)}] try {queued.try_number}: success{shown}")
     return TaskSucceeded(**ids, values_json=result.values_json, rendered_json=result.rendered_json,
                          follow=result.follow, asset_events_json=result.asset_events_json, at=time.time())

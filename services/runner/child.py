@@ -104,6 +104,8 @@ def _choice(result: TryResult) -> dict[str, object]:
         print("the poke ends the try: its condition is not met", file=sys.stderr)
         return {"poked": {"reschedule_at": result.reschedule_at, "timed_out": result.timed_out}}
     chosen: dict[str, object] = {} if result.follow is None else {"follow": result.follow}
+    if result.commands:
+        chosen["commands"] = result.commands
     return {**chosen, "assets": result.asset_events_json} if result.asset_events_json else chosen
 
 

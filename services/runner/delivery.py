@@ -44,6 +44,12 @@ class Deliveries:
         value = encode(event)
         self._send(key, value, event, self._spool.keep(value))
 
+    def send_command(self, event: Any) -> None:
+        """Spool a command a try asked for (a TriggerDagRun), then append it; its spool file is its token."""
+        value = encode(event)
+        spooled = self._spool.keep(value)
+        self._send(spooled, value, event, spooled)
+
     def resend_orphans(self) -> int:
         """Append again the spooled records of dead runners; how many."""
         orphans = self._spool.orphans()
@@ -90,4 +96,6 @@ class Deliveries:
 
 
 def _brief(event: Any) -> str:
+    if not hasattr(event, "try_number"):  # a command a try asked for
+        return f"{event.dag_id} request {getattr(event, 'request_id', '')}"
     return f"{event.dag_id}/{event.run_id}/{event.task_id}#{event.try_number}"

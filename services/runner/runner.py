@@ -44,6 +44,7 @@ from schemas import (
 from services.runner.child import ChildSetup
 from services.runner.claim_reader import ClaimReader
 from services.runner.core.claim import Claims, TryKey
+from services.runner.core.commands import commands_of
 from services.runner.delivery import RUNNER_PRODUCER, Deliveries
 from services.runner.every import Every
 from services.runner.log_shipping import LogShipping, close_log_producer, log_producer
@@ -185,6 +186,8 @@ class _Runner:
         def ended(request: TryRequest, outcome: Outcome) -> None:
             shipping.ended(request.key)
             self._audit(request, outcome)
+            for command in commands_of(outcome, time.time()):  # before the success that depends on them
+                self.deliveries.send_command(command)
             self.deliveries.send_outcome(request.key, _outcome_event(request, self.runner_ids[request.key], outcome))
             codes[request] = SUCCEEDED if outcome.ended_well else FAILED
             log.info("try %s %s", _name(request.key), _described(outcome))

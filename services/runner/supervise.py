@@ -52,6 +52,7 @@ class Outcome:
     reschedule_at: float | None = None  # when the poke asked to be poked again
     poke_timed_out: bool = False  # a sensor in mode "poke" waited its timeout in the try
     asset_events_json: str = ""  # a succeeded try's asset events (TaskSucceeded.asset_events_json)
+    commands: tuple[dict[str, Any], ...] = ()  # commands to append before its success (TriggerDagRunOperator)
 
     @property
     def ended_well(self) -> bool:
@@ -284,7 +285,8 @@ def _ran_to_its_end(report: dict, rendered: str) -> Outcome:
     if follow is not None and not (isinstance(follow, list) and all(isinstance(item, str) for item in follow)):
         return Outcome(False, f"the try's report has a follow that is not a list of task ids: {follow!r:.200}")
     return Outcome(True, values_json=values, rendered_json=rendered,
-                   follow=None if follow is None else tuple(follow), asset_events_json=str(report.get("assets", "")))
+                   follow=None if follow is None else tuple(follow), asset_events_json=str(report.get("assets", "")),
+                   commands=tuple(item for item in report.get("commands") or () if isinstance(item, dict)))
 
 
 def _poked(poked: Any, rendered: str) -> Outcome:

@@ -49,6 +49,7 @@ class TryResult:
     reschedule_at: float | None = None  # when it asked to be poked again (None: after its poke interval)
     timed_out: bool = False  # a sensor in mode "poke" waited in its try until its timeout
     asset_events_json: str = ""  # a success's asset events (its outlets', with their extra: tock/assets.py)
+    commands: list[dict[str, Any]] = field(default_factory=list)  # appended before its success (TriggerDagRun)
 
 
 @dataclass
@@ -82,6 +83,7 @@ def run_task_code(task: Task, run_id: str, try_number: int, queued: TaskQueued |
             result = _run_python(task, context, rendered, xcom_max_bytes, progress.rendered_json)
     if not (result.skipped or result.poked or result.exit_code or result.signal):
         result.asset_events_json = context["outlet_events"].events_json()  # they go with the success
+        result.commands = list(context["ti"].commands)
     return result
 
 
