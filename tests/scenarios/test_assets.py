@@ -54,15 +54,6 @@ with DAG({consumer!r}, schedule=[orders]) as consumer:
 '''
 
 
-@pytest.fixture
-def system():
-    parts: dict = {}
-    yield parts
-    for name in ("processes", "tail"):
-        if name in parts:
-            parts[name].close()
-
-
 def _apart(partitions: int) -> tuple[str, str]:
     """A producer and a consumer DAG id on two partitions, neither the asset's: every hop crosses."""
     taken = {partition_for(asset_partition_key(URI), partitions)}

@@ -151,17 +151,6 @@ with DAG("cf_mapped_executors") as dag:
 '''
 
 
-@pytest.fixture
-def system():
-    parts: dict = {}
-    yield parts
-    for name in ("processes", "workers", "agents", "tail"):
-        if name in parts:
-            parts[name].close()
-
-
-
-
 def _succeeded(tail: LogTail, run_id: str) -> set[str]:
     return {event.task_id for event in tail.of_type(TaskSucceeded, run_id=run_id)}
 

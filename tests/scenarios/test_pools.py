@@ -59,15 +59,6 @@ def spread_dag_ids(partitions: int) -> list[str]:
     return chosen
 
 
-@pytest.fixture
-def system():
-    parts: dict = {}
-    yield parts
-    for name in ("processes", "tail"):
-        if name in parts:
-            parts[name].close()
-
-
 def _overlap(intervals: list[tuple[float, float]]) -> int:
     """The most intervals open at one moment."""
     edges = sorted([(start, 1) for start, _end in intervals] + [(end, -1) for _start, end in intervals])

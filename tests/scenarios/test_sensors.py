@@ -54,17 +54,6 @@ with DAG("sensing_restart") as dag:
 '''
 
 
-@pytest.fixture
-def system():
-    parts: dict = {}
-    yield parts
-    for name in ("processes", "tail"):
-        if name in parts:
-            parts[name].close()
-
-
-
-
 def _in_flight(tail: LogTail, run_id: str) -> set[tuple[str, int]]:
     """The tries of the run queued and not yet ended, as the log says."""
     ended = (TaskPoked, TaskSucceeded)

@@ -68,15 +68,6 @@ def _inputs(tail: LogTail, run_id: str, task_id: str) -> list[TryInput]:
     return queued.inputs
 
 
-@pytest.fixture
-def system():
-    parts: dict = {}
-    yield parts
-    for name in ("processes", "workers", "agents", "tail"):
-        if name in parts:
-            parts[name].close()
-
-
 def _dag(tmp_path, **choices) -> object:
     path = tmp_path / "dags" / "tutorial.py"
     path.parent.mkdir(exist_ok=True)

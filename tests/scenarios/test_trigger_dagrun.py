@@ -34,15 +34,6 @@ with DAG({target!r}) as target:
 '''
 
 
-@pytest.fixture
-def system():
-    parts: dict = {}
-    yield parts
-    for name in ("processes", "tail"):
-        if name in parts:
-            parts[name].close()
-
-
 def _target(partitions: int) -> str:
     kicker = partition_for("kicker", partitions)
     return next(f"kicked_{number}" for number in range(10_000)
