@@ -255,6 +255,81 @@ def _with_open_slots(row: Row) -> Row:
     return {**row, "open_slots": max(row["slots"] - row["occupied_slots"], 0)}
 
 
+# --- assets ------------------------------------------------------------------------------
+
+
+def assets(engine: Engine, *, search: str | None = None, limit: int = DEFAULT_LIMIT, offset: int = 0) -> list[Row]:
+    """Assets by uri: those a DAG's definition names and those only events updated (``search``: a part of
+    the uri or the name, in any case), each with its producing tasks (:func:`with_producers`)."""
+    table = LIVE["asset"]
+    query = select(table).order_by(table.c.uri)
+    if search:
+        part = search.lower()
+        query = query.where(or_(func.lower(table.c.uri).contains(part, autoescape=True),
+                                func.lower(table.c.name).contains(part, autoescape=True)))
+    return with_producers(engine, _page(engine, query, limit, offset))
+
+
+def asset(engine: Engine, uri: str) -> Row | None:
+    """One asset with its producing tasks, or None."""
+    table = LIVE["asset"]
+    found = _one(engine, select(table).where(table.c.uri == uri))
+    return None if found is None else with_producers(engine, [found])[0]
+
+
+def with_producers(engine: Engine, rows: list[Row]) -> list[Row]:
+    """Asset rows with ``producing_tasks`` ({dag_id, task_id}, by DAG then task) and ``defined_by`` (DAG ids)
+    as the DAGs' current definitions say, instead of their ``references``: a reference counts while its DAG
+    is active and its definition the one the reference was folded from (projections/asset.py)."""
+    table = LIVE["dag"]
+    dag_ids = sorted({dag_id for row in rows for dag_id in row["references"]})
+    query = select(table.c.dag_id, table.c.fingerprint).where(table.c.dag_id.in_(dag_ids), table.c.is_active)
+    with engine.connect() as connection:
+        current = {dag_id: fingerprint for dag_id, fingerprint in connection.execute(query)} if dag_ids else {}
+    return [_produced(row, current) for row in rows]
+
+
+def _produced(row: Row, current: dict[str, str]) -> Row:
+    live = {dag_id: reference for dag_id, reference in sorted(row["references"].items())
+            if current.get(dag_id) == reference["fingerprint"]}
+    tasks = [{"dag_id": dag_id, "task_id": task_id} for dag_id, reference in live.items()
+             for task_id in reference["tasks"]]
+    listed = {name: value for name, value in row.items() if name != "references"}
+    return {**listed, "producing_tasks": tasks, "defined_by": list(live)}
+
+
+def asset_events(engine: Engine, *, uri: str | None = None, source_dag_id: str | None = None,
+                 limit: int = DEFAULT_LIMIT, offset: int = 0) -> list[Row]:
+    """Asset events (of one asset, or produced by one DAG), newest first by when they happened, each with
+    the runs that consumed it."""
+    table = LIVE["asset_event"]
+    query = select(table).order_by(table.c.timestamp.desc(), table.c.uri, table.c.event_id)
+    if uri is not None:
+        query = query.where(table.c.uri == uri)
+    if source_dag_id is not None:
+        query = query.where(table.c.source_dag_id == source_dag_id)
+    return _page(engine, query, limit, offset)
+
+
+def asset_events_with_id(engine: Engine, event_id: str) -> list[Row]:
+    """The events with this id (one, unless the id was reused for another asset)."""
+    table = LIVE["asset_event"]
+    return _page(engine, select(table).where(table.c.event_id == event_id).order_by(table.c.uri), 100, 0)
+
+
+def latest_asset_events(engine: Engine, uris: list[str], per_asset: int) -> dict[str, list[Row]]:
+    """The newest ``per_asset`` events of each of these assets (the web UI's asset list), in one query."""
+    table = LIVE["asset_event"]
+    newest = func.row_number().over(partition_by=table.c.uri,
+                                    order_by=(table.c.timestamp.desc(), table.c.event_id)).label("newest")
+    ranked = select(table, newest).where(table.c.uri.in_(uris)).subquery()
+    query = select(ranked).where(ranked.c.newest <= per_asset).order_by(ranked.c.uri, ranked.c.newest)
+    found: dict[str, list[Row]] = {uri: [] for uri in uris}
+    for row in _page(engine, query, 1_000_000, 0) if uris else []:
+        found[row["uri"]].append(row)
+    return found
+
+
 def parse_statuses(engine: Engine, *, state: str | None = None, limit: int = DEFAULT_LIMIT,
                    offset: int = 0) -> list[Row]:
     return _by_state(engine, "parse_status", "file_path", state, limit, offset)

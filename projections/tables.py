@@ -100,6 +100,16 @@ def _specs() -> dict[str, tuple[tuple[str, ...], list[Column]]]:
                                                                   "waiting_slots")],
                              Column("grants_json", Text), Column("asks_json", Text),
                              *_floats("updated_at", "deleted_at")]),
+        # Assets (projections/asset.py): an asset's definitions by DAG (references_json), its registered
+        # consumers and its events; each event once, with the runs that consumed it.
+        "asset": (("uri",), [*_strings("uri", "name", "group"), Column("extra_json", Text),
+                             Column("references_json", Text), Column("consuming_dags_json", Text),
+                             Column("event_count", Integer), *_floats("last_event_at", "updated_at")]),
+        "asset_event": (("uri", "event_id"),
+                        [*_strings("uri", "event_id", "name", "group", "source_dag_id", "source_run_id",
+                                   "source_task_id", "source_alias", "requested_by"),
+                         Column("source_map_index", Integer), Column("extra_json", Text),
+                         Column("consumed_by_json", Text), *_floats("timestamp", "recorded_at")]),
         OFFSETS: (("topic", "partition"), [Column("topic", String), Column("partition", Integer),
                                            Column("next_offset", BigInteger, nullable=False)]),
     }
@@ -107,7 +117,8 @@ def _specs() -> dict[str, tuple[tuple[str, ...], list[Column]]]:
 
 # Secondary indexes of the live tables.
 INDEXES = {"task_event": [("dag_id", "run_id", "task_id")], "dag_run": [("state",)],
-           "task_instance": [("state",)], "command": [("request_id",)]}
+           "task_instance": [("state",)], "command": [("request_id",)],
+           "asset_event": [("uri", "timestamp"), ("timestamp",), ("event_id",)]}
 
 
 class Tables:

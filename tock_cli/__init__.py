@@ -40,6 +40,7 @@ COMMAND_MODULES = [
     "tock_cli.local_commands",
     "tock_cli.secret_commands",
     "tock_cli.pool_commands",
+    "tock_cli.asset_commands",
 ]
 
 
@@ -70,6 +71,7 @@ COMMANDS: dict[str, list[str]] = {
     "variables": ["tock_cli.secret_commands"],
     "connections": ["tock_cli.secret_commands"],
     "pools": ["tock_cli.pool_commands"],
+    "assets": ["tock_cli.asset_commands"],
     **dict.fromkeys(["dags", "runs", "tasks", "commands", "projections", "schedulers"], _GROUPS),
 }
 _registered: set[str] = set()

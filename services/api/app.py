@@ -27,6 +27,7 @@ from projections.db import create_tables, open_engine
 from schemas.decisions_view import decision_fields
 from schemas.tasks import instance_name
 from services.api import models
+from services.api.assets import asset_commands, asset_reads
 from services.api.auth import VIEWER, Principal, authenticate, bearer_scheme
 from services.api.backfills import status
 from services.api.commands import CommandLog, commands
@@ -129,6 +130,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(commands)
     app.include_router(pool_reads)
     app.include_router(pool_commands)
+    app.include_router(asset_reads)
+    app.include_router(asset_commands)
     app.include_router(users)
     app.include_router(secrets)
     for router in (web, pages, actions):

@@ -1,4 +1,5 @@
-"""Pages about the system rather than one DAG: the DAG files' parse status, the cluster, and the pools."""
+"""Pages about the system rather than one DAG: the DAG files' parse status, the cluster, the pools and the
+assets."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from services.api.ui.web import live, page_user, render
 
 system_pages = APIRouter(include_in_schema=False)
 MOST_FILES = 10_000
+MOST_ASSETS = 10_000
+LATEST_EVENTS = 3  # per asset on the assets page
 
 
 def _files(engine: Engine) -> dict:
@@ -77,3 +80,20 @@ def pools_page(request: Request, _user: Principal = Depends(page_user),
 @system_pages.get("/ui/live/pools")
 def live_pools(request: Request, _user: Principal = Depends(page_user), engine: Engine = Depends(engine_of)):
     return live(request, "_pools.html", {"pools": queries.pools(engine, limit=MOST_FILES)})
+
+
+def _assets(engine: Engine) -> dict:
+    assets = queries.assets(engine, limit=MOST_ASSETS)
+    latest = queries.latest_asset_events(engine, [row["uri"] for row in assets], LATEST_EVENTS)
+    return {"assets": [{**row, "latest": latest[row["uri"]]} for row in assets]}
+
+
+@system_pages.get("/assets")
+def assets_page(request: Request, _user: Principal = Depends(page_user),
+                engine: Engine = Depends(engine_of)) -> Response:
+    return render(request, "assets.html", **_assets(engine), section="assets")
+
+
+@system_pages.get("/ui/live/assets")
+def live_assets(request: Request, _user: Principal = Depends(page_user), engine: Engine = Depends(engine_of)):
+    return live(request, "_assets.html", _assets(engine))
