@@ -278,7 +278,8 @@ class AssetEvent:
 
 class TriggeringAssetEvents(Mapping[str, list[AssetEvent]]):
     """The context's ``triggering_asset_events``: the events that created an asset-triggered run, by asset
-    (an ``Asset``, its uri or its name), oldest first. Empty for any other run."""
+    (an ``Asset``, its uri or its name), oldest first. Empty for any other run; an asset with no event in
+    it gives [] (as Airflow 2's mapping did), so a consumer's manual run reads no events."""
 
     def __init__(self, events_json: str) -> None:
         self._by_uri: dict[str, list[AssetEvent]] = {}
@@ -294,11 +295,12 @@ class TriggeringAssetEvents(Mapping[str, list[AssetEvent]]):
         return next((uri for uri, events in self._by_uri.items() if events[0].asset.name == key), str(key))
 
     def __getitem__(self, key: Any) -> list[AssetEvent]:
-        uri = self._uri(key)
-        if uri not in self._by_uri:
-            raise KeyError(f"no event of {key!r} triggered this run (its events are of: "
-                           f"{', '.join(self._by_uri) or 'none'})")
-        return self._by_uri[uri]
+        """The events of ``key`` that triggered the run, oldest first; [] for an asset none of whose events
+        did (a manual run of the consumer, say)."""
+        return list(self._by_uri.get(self._uri(key), []))
+
+    def __contains__(self, key: object) -> bool:
+        return self._uri(key) in self._by_uri
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._by_uri)
