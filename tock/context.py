@@ -195,8 +195,15 @@ def build_context(task: Task, run_id: str, try_number: int, queued: TaskQueued |
                       map_index=map_index, test_mode=False, templates_dict=None)
     context.update(_date_keys(logical_date, dag.dag_id, task.task_id))
     context.update(_asset_keys(task, queued.triggering_asset_events_json if queued else ""))
+    context["kafka_output"] = _kafka_output()
     context.update(extras or {})
     return context
+
+
+def _kafka_output() -> Any:
+    from tock.kafka_output import KafkaOutput
+
+    return KafkaOutput()  # the records written with the try's success (tock/kafka_output.py)
 
 
 def _asset_keys(task: Task, triggering_json: str) -> dict[str, Any]:

@@ -210,6 +210,8 @@ def _ended_well(queued: TaskQueued, result: TryResult, report: Report) -> TaskSu
         shown += f" · follows {', '.join(result.follow) or 'none of its downstream tasks'}"
     if result.asset_events_json:
         shown += f" · asset events {result.asset_events_json}"
+    if result.output:
+        shown += f" · {len(result.output)} Kafka output record(s) (not written by dags test)"
     for command in result.commands:  # here nothing else runs: the other DAG's run is not started
         shown += f" · would append {command['command']} for {command['dag_id']} (not in dags test)"
     report(f"[{_name(queued)}] try {queued.try_number}: success{shown}")

@@ -16,6 +16,7 @@ from infra.log.reader import EventReader
 from infra.log.records import LogRecord, routing_key
 from infra.log.replay import replay, settle
 from infra.log.transactions import (
+                                    ExternalRecord,
                                     Fenced,
                                     PartitionsLost,
                                     RawRecord,
@@ -28,6 +29,7 @@ __all__ = [
     "DeadLetterQueue",
     "DeliveryFailed",
     "EventReader",
+    "ExternalRecord",
     "Fenced",
     "KafkaEventLog",
     "KeyedPartitionReader",

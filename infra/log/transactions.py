@@ -77,6 +77,14 @@ class RawRecord(NamedTuple):
     value: bytes | None  # None: a tombstone (a compacted topic then forgets the key)
 
 
+class ExternalRecord(NamedTuple):
+    """A record for a topic that is not Tock's (named as it is), partitioned by its key."""
+
+    topic: str
+    key: bytes | None
+    value: bytes
+
+
 def failure_kind(error: KafkaError) -> type[Fenced] | type[TransactionAborted]:
     """What a failed transactional call means, as librdkafka documents it.
 
@@ -144,9 +152,10 @@ class TransactionalSession(Closing):
             self._init_unfinished = True
 
     def commit(self, events: Iterable[Decision], reader: EventReader | None,
-               offsets: dict[tuple[str, int], int] | None = None, raw: Iterable[RawRecord] = ()) -> None:
-        """Write ``events`` and ``raw`` records and commit ``offsets`` (default: ``reader.positions()``)
-        in one transaction.
+               offsets: dict[tuple[str, int], int] | None = None, raw: Iterable[RawRecord] = (),
+               external: Iterable[ExternalRecord] = ()) -> None:
+        """Write ``events``, ``raw`` records and ``external`` ones (to topics that are not Tock's) and commit
+        ``offsets`` (default: ``reader.positions()``) in one transaction.
 
         ``reader`` None writes events only (no consumed offsets). Raises TransactionAborted
         (nothing written; decide again) or Fenced (stop).
@@ -158,16 +167,19 @@ class TransactionalSession(Closing):
         if self._needs_init:
             self._restart_producer()
         try:
-            self._commit_once(events, reader, offsets, raw)
+            self._commit_once(events, reader, offsets, raw, external)
         except _Wedged as wedged:
             self._abandon_producer(wedged)
             raise TransactionAborted(f"transaction abandoned: {wedged}") from None
 
     def _commit_once(self, events: Iterable[Decision], reader: EventReader | None,
-                     offsets: dict[tuple[str, int], int] | None, raw: Iterable[RawRecord]) -> None:
+                     offsets: dict[tuple[str, int], int] | None, raw: Iterable[RawRecord],
+                     external: Iterable[ExternalRecord] = ()) -> None:
         try:
             self.producer.begin_transaction()
             self._began = time.monotonic()
+            for topic, key, value in external:
+                produce(self.producer, topic, value, key, -1)  # -1: the producer's partitioner, by key
             for record in raw:
                 produce(self.producer, topic_name(self._settings.topic_prefix, record.logical_topic), record.value,
                         record.key, record.partition)

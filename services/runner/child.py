@@ -106,6 +106,8 @@ def _choice(result: TryResult) -> dict[str, object]:
     chosen: dict[str, object] = {} if result.follow is None else {"follow": result.follow}
     if result.commands:
         chosen["commands"] = result.commands
+    if result.output:
+        chosen["output"] = result.output
     return {**chosen, "assets": result.asset_events_json} if result.asset_events_json else chosen
 
 

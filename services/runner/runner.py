@@ -48,6 +48,7 @@ from services.runner.core.commands import commands_of
 from services.runner.delivery import RUNNER_PRODUCER, Deliveries
 from services.runner.every import Every
 from services.runner.log_shipping import LogShipping, close_log_producer, log_producer
+from services.runner.output import commit_output, output_records
 from services.runner.spool import Spool
 from services.runner.supervise import Outcome, supervise_all
 from tock.secrets import SecretsBackend
@@ -172,6 +173,22 @@ class _Runner:
         self.events.producer.poll(0)
         return self.unstarted
 
+    def _outcome_with_output(self, request: TryRequest, outcome: Outcome) -> Outcome:
+        """A success with Kafka output: committed here with it (tock/kafka_output.py), or failed saying why."""
+        if not (outcome.succeeded and outcome.output):
+            return outcome
+        try:
+            records = output_records(outcome.output)
+            error = commit_output(self.settings, _outcome_event(request, self.runner_ids[request.key], outcome),
+                                  records)
+        except ValueError as unreadable:
+            error = str(unreadable)
+        if not error:
+            log.info("try %s: %d output record(s) committed with its success", _name(request.key), len(records))
+            return outcome
+        return Outcome(False, f"its Kafka output could not be committed with its success: {error}"[:2000],
+                       rendered_json=outcome.rendered_json)
+
     def _log_lost(self, claims: Claims) -> None:
         for key, winner in claims.lost.items():
             log.warning("try %s was launched before: runner %s started it first; not running it again",
@@ -188,7 +205,10 @@ class _Runner:
             self._audit(request, outcome)
             for command in commands_of(outcome, time.time()):  # before the success that depends on them
                 self.deliveries.send_command(command)
-            self.deliveries.send_outcome(request.key, _outcome_event(request, self.runner_ids[request.key], outcome))
+            outcome = self._outcome_with_output(request, outcome)
+            if not (outcome.succeeded and outcome.output):  # (else its success is committed with its output)
+                self.deliveries.send_outcome(request.key, _outcome_event(request, self.runner_ids[request.key],
+                                                                         outcome))
             codes[request] = SUCCEEDED if outcome.ended_well else FAILED
             log.info("try %s %s", _name(request.key), _described(outcome))
 

@@ -53,6 +53,7 @@ class Outcome:
     poke_timed_out: bool = False  # a sensor in mode "poke" waited its timeout in the try
     asset_events_json: str = ""  # a succeeded try's asset events (TaskSucceeded.asset_events_json)
     commands: tuple[dict[str, Any], ...] = ()  # commands to append before its success (TriggerDagRunOperator)
+    output: tuple[Any, ...] = ()  # [topic, key, value] (base64) written with its success (tock/kafka_output.py)
 
     @property
     def ended_well(self) -> bool:
@@ -286,7 +287,8 @@ def _ran_to_its_end(report: dict, rendered: str) -> Outcome:
         return Outcome(False, f"the try's report has a follow that is not a list of task ids: {follow!r:.200}")
     return Outcome(True, values_json=values, rendered_json=rendered,
                    follow=None if follow is None else tuple(follow), asset_events_json=str(report.get("assets", "")),
-                   commands=tuple(item for item in report.get("commands") or () if isinstance(item, dict)))
+                   commands=tuple(item for item in report.get("commands") or () if isinstance(item, dict)),
+                   output=tuple(report.get("output") or ()))
 
 
 def _poked(poked: Any, rendered: str) -> Outcome:

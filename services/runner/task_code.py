@@ -50,6 +50,7 @@ class TryResult:
     timed_out: bool = False  # a sensor in mode "poke" waited in its try until its timeout
     asset_events_json: str = ""  # a success's asset events (its outlets', with their extra: tock/assets.py)
     commands: list[dict[str, Any]] = field(default_factory=list)  # appended before its success (TriggerDagRun)
+    output: list[list[str | None]] = field(default_factory=list)  # records written with its success (kafka_output)
 
 
 @dataclass
@@ -84,6 +85,7 @@ def run_task_code(task: Task, run_id: str, try_number: int, queued: TaskQueued |
     if not (result.skipped or result.poked or result.exit_code or result.signal):
         result.asset_events_json = context["outlet_events"].events_json()  # they go with the success
         result.commands = list(context["ti"].commands)
+        result.output = context["kafka_output"].reported()
     return result
 
 
