@@ -18,10 +18,20 @@ from tests.integration.test_api import AUTH, client  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.integration
 
+REQUEST_TIMEOUT = 120  # seconds
+
+
+_LOADED: dict[int, tuple[object, list]] = {}
+
 
 def _operations(app) -> list:
-    schema = schemathesis.openapi.from_asgi("/openapi.json", app, headers=AUTH)  # the document needs a login
-    return [result.ok() for result in schema.get_all_operations()]
+    """The document's operations, loaded once per app (not once per example) with a generous timeout: on
+    a loaded CI machine one load took over schemathesis' default 10 s."""
+    if id(app) not in _LOADED or _LOADED[id(app)][0] is not app:
+        schema = schemathesis.openapi.from_asgi("/openapi.json", app, headers=AUTH,  # the document needs a login
+                                                timeout=REQUEST_TIMEOUT)
+        _LOADED[id(app)] = (app, [result.ok() for result in schema.get_all_operations()])
+    return _LOADED[id(app)][1]
 
 
 @hypothesis_settings(max_examples=6, deadline=None, derandomize=False,
@@ -35,4 +45,4 @@ def test_no_request_makes_the_api_fail(client, data):
         case = data.draw(operation.as_strategy(), label=operation.label)
         # A generous read timeout: on a loaded CI machine (three pytest processes on two cores) one
         # request once took over schemathesis' default 10 s; the check is for 5xx, not for speed.
-        case.call_and_validate(headers=AUTH, checks=[not_a_server_error], timeout=120)
+        case.call_and_validate(headers=AUTH, checks=[not_a_server_error], timeout=REQUEST_TIMEOUT)
