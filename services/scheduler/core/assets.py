@@ -16,6 +16,7 @@ where it lands and a mark where it leaves, in one transaction:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, MutableMapping
 from functools import lru_cache
@@ -144,12 +145,12 @@ def decide_handing(sides: AssetSides, now: float) -> list[AssetDecision]:
     return decided
 
 
+# What an event handed to a consumer carries of its record, and what a run names of each event it consumes.
+_HANDED = tuple(item.name for item in dataclasses.fields(AssetEventQueued) if item.name not in ("dag_id", "at"))
+
+
 def _queued(event: AssetEventRecorded, dag_id: str, now: float) -> AssetEventQueued:
-    return AssetEventQueued(dag_id=dag_id, uri=event.uri, name=event.name, group=event.group, event_id=event.event_id,
-                            extra_json=event.extra_json, source_dag_id=event.source_dag_id,
-                            source_run_id=event.source_run_id, source_task_id=event.source_task_id,
-                            source_map_index=event.source_map_index, source_alias=event.source_alias,
-                            timestamp=event.timestamp, at=now)
+    return AssetEventQueued(dag_id=dag_id, **{name: getattr(event, name) for name in _HANDED}, at=now)
 
 
 # -- the consumer's side ---------------------------------------------------------------------------
@@ -228,11 +229,8 @@ def _free_run_id(state: SchedulerState, dag_id: str, now: float) -> str:
 
 def triggering_json(events: Iterable[AssetEventQueued]) -> str:
     """The events a run consumes, as its DagRunCreated names them (its tries' ``triggering_asset_events``)."""
-    items = [{"uri": event.uri, "name": event.name, "group": event.group, "event_id": event.event_id,
-              "extra_json": event.extra_json, "source_dag_id": event.source_dag_id,
-              "source_run_id": event.source_run_id, "source_task_id": event.source_task_id,
-              "source_map_index": event.source_map_index, "source_alias": event.source_alias,
-              "timestamp": event.timestamp} for event in sorted(events, key=lambda item: item.timestamp)]
+    items = [{name: getattr(event, name) for name in _HANDED}
+             for event in sorted(events, key=lambda item: item.timestamp)]
     return json.dumps(items, sort_keys=True)
 
 
