@@ -61,6 +61,15 @@ for dag_index in range({dags}):
                      'sleep {seconds}', executor="kubernetes", queue="{queue}")
 '''
 
+GATED = '''
+from tock import DAG, BashTask
+
+for dag_index in range({dags}):
+    with DAG(f"pods_{{dag_index}}", retries=1, retry_delay=0) as dag:
+        BashTask("sleep_0", 'echo "$TOCKRUN_DAG_ID.$TOCKRUN_TASK_ID $TOCKRUN_TRY_NUMBER $$" >> {ran}; '
+                 'until [ -e {gate} ]; do sleep 0.2; done', executor="kubernetes", queue="pods")
+'''
+
 
 @pytest.fixture
 def system(tmp_path):
@@ -149,7 +158,8 @@ def test_two_schedulers_one_killed_the_survivor_adopts_only_its_partitions_then_
     ran = tmp_path / "ran.txt"
     agents.start("node-a")
     agents.start("node-b")
-    publish_dags(settings, dag_file(tmp_path, SLEEPERS, dags=6, count=1, ran=ran, seconds=12, queue="pods"))
+    gate = tmp_path / "gate"  # the tries run until the test opens it: none can end before the takeover
+    publish_dags(settings, dag_file(tmp_path, GATED, dags=6, ran=ran, gate=gate))
     survivor, doomed = processes.scheduler("survivor"), processes.scheduler("doomed")
     owners = settled_ownership(settings, {"survivor", "doomed"})
     doomed_dags = {f"pods_{index}" for index in range(6)
@@ -159,6 +169,9 @@ def test_two_schedulers_one_killed_the_survivor_adopts_only_its_partitions_then_
     tail.wait_for(lambda _events: len(tail.of_type(TaskStarted)) >= 6, 120, "6 tries to start")
     killed_at = time.time()
     kill_hard(doomed.pid)
+    tail.wait_for(lambda _events: {event.dag_id for event in tail.of_type(TaskAdopted)} >= doomed_dags, 120,
+                  "the survivor to adopt the doomed scheduler's tries")
+    gate.touch()
     for run_id in run_ids.values():
         assert tail.run_finished(run_id, 120).state == "success"
     adopted = [event for event in tail.of_type(TaskAdopted) if event.at >= killed_at]
