@@ -14,6 +14,7 @@ from __future__ import annotations
 from projections.records import Record, Row, logical_topic, payload_json
 from schemas import (
     ClearTask,
+    ExternalTaskReported,
     KillTask,
     MarkTask,
     PodFinished,
@@ -24,6 +25,7 @@ from schemas import (
     TaskCleared,
     TaskDeadlineMissed,
     TaskDeclaredDead,
+    TaskDeferred,
     TaskEmptySucceeded,
     TaskFailed,
     TaskKilled,
@@ -48,7 +50,7 @@ _EVENTS = (TaskQueued, TaskLaunched, TaskStarted, TaskAdopted, TaskSucceeded, Ta
            TaskRetryScheduled, TaskDeclaredDead, TaskUpstreamFailed, PodStarted, PodFinished, ClearTask, MarkTask,
            KillTask, TaskCleared, TaskKillRequested, TaskKilled, TaskSkipped, TaskRemoved, TaskDeadlineMissed,
            SecretAccessed, TaskTrySkipped, TaskEmptySucceeded, TaskMapExpanded, TaskMapFailed, TaskPoked,
-           TaskRescheduled, SensorTimedOut)
+           TaskRescheduled, SensorTimedOut, TaskDeferred, ExternalTaskReported)
 
 
 def rows_for(record: Record) -> list[Row]:

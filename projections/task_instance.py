@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from projections.records import Key, Record, Row, as_json
 from schemas import (
+    ExternalTaskReported,
     KillTask,
     MarkTask,
     PodFinished,
@@ -35,6 +36,7 @@ from schemas import (
     TaskAdopted,
     TaskCleared,
     TaskDeclaredDead,
+    TaskDeferred,
     TaskEmptySucceeded,
     TaskFailed,
     TaskHeartbeat,
@@ -60,14 +62,15 @@ from schemas import (
 TABLE = "task_instance"
 MARKABLE = ("success", "failed", "skipped")
 _TRY_EVENTS = (TaskLaunched, TaskStarted, TaskAdopted, TaskSucceeded, TaskFailed, TaskTrySkipped, TaskRetryScheduled,
-               TaskDeclaredDead, PodFinished, TaskKillRequested, TaskKilled, TaskPoked, TaskRescheduled, SensorTimedOut)
+               TaskDeclaredDead, PodFinished, TaskKillRequested, TaskKilled, TaskPoked, TaskRescheduled, SensorTimedOut,
+               ExternalTaskReported)
 _ENDED = (TaskUpstreamFailed, TaskSkipped, TaskRemoved, TaskEmptySucceeded, TaskMapFailed)
 _OUTCOMES = (TaskSucceeded, TaskFailed, TaskTrySkipped, TaskDeclaredDead, TaskKilled, TaskPoked)
-_TRY_UNDER_WAY = frozenset({"queued", "running"})  # the states an outcome of the current try may end
+_TRY_UNDER_WAY = frozenset({"queued", "running", "deferred"})  # the states an outcome of the current try may end
 _POOL_WAIT = (TaskPoolRequested, TaskPoolGranted)  # a try waiting for its pool's slots: Airflow's "scheduled"
 _WAITING = frozenset({None, "up_for_retry", "up_for_reschedule", "cleared", "scheduled"})  # a next try may come
-_EVENTS = (TaskQueued, TaskHeartbeat, MarkTask, TaskCleared, KillTask, TaskMapExpanded, *_ENDED, *_TRY_EVENTS,
-           *_POOL_WAIT)
+_EVENTS = (TaskQueued, TaskDeferred, TaskHeartbeat, MarkTask, TaskCleared, KillTask, TaskMapExpanded, *_ENDED,
+           *_TRY_EVENTS, *_POOL_WAIT)
 # What a try event may still change on a marked row: who ran the try, never its outcome.
 _ABOUT_THE_RUNNER = frozenset({"executor", "handle", "scheduler_id", "hostname", "pid", "runner_id", "start_date",
                                "kill_requested_at"})
@@ -107,7 +110,7 @@ def evolve(row: Row | None, record: Record) -> Row:
     match event:
         case TaskMapExpanded():  # the mapped task as a whole: how many instances it has (their rows are theirs)
             return {**row, "map_count": event.count, "updated_at": event.at}
-        case TaskQueued():
+        case TaskQueued() | TaskDeferred():
             return _queued(row, event)
         case TaskHeartbeat():
             return _heartbeat(row, event)
@@ -151,13 +154,18 @@ def _pool_wait(row: Row, event: TaskPoolRequested | TaskPoolGranted) -> Row:
             "updated_at": event.at}
 
 
-def _queued(row: Row, event: TaskQueued) -> Row:
+def _queued(row: Row, event: TaskQueued | TaskDeferred) -> Row:
+    """A new try: queued, or (an external task sensor) deferred until the awaited DAG's owner answers."""
     if row["try_number"] is not None and event.try_number < row["try_number"]:
         return row  # a stale decision about an older try
-    return {**row, "state": "queued", "try_number": event.try_number, "executor": event.executor,
-            "queue": event.queue, "scheduler_id": event.scheduler_id, "queued_at": event.at,
-            "handle": None, "hostname": None, "pid": None, "runner_id": None, "start_date": None,
-            "end_date": None, "retry_not_before": None, "error": None, "reason": None, "updated_at": event.at,
+    queued = isinstance(event, TaskQueued)
+    return {**row, "state": "queued" if queued else "deferred", "try_number": event.try_number,
+            "executor": event.executor if queued else None, "queue": event.queue if queued else None,
+            "scheduler_id": event.scheduler_id, "queued_at": event.at,
+            "handle": None, "hostname": None, "pid": None, "runner_id": None,
+            "start_date": None if queued else event.at, "end_date": None,
+            "retry_not_before": None if queued else event.until, "error": None,
+            "reason": None if queued else f"waiting on DAG {event.external_dag_id}", "updated_at": event.at,
             "marked_at": None, "marked_by": None, "cleared_at": None, "kill_requested_at": None,
             "values_json": None, "rendered_json": None, **_NO_DECISION}
 
@@ -246,6 +254,9 @@ _CURRENT_TRY = {
                                    "reason": f"the sensor timed out: it waited {event.waited:.0f} s, its timeout is "
                                              f"{event.timeout:g} s"},
     TaskDeclaredDead: lambda event: {"state": "dead", "end_date": event.at, "error": event.reason},
+    ExternalTaskReported: lambda event: {"state": event.outcome, "end_date": event.at, "retry_not_before": None,
+                                         "reason": event.reason, **({"error": event.reason}
+                                                                    if event.outcome == "failed" else {})},
     PodFinished: lambda event: {},  # the outcome events that follow it change the state
     TaskKillRequested: lambda event: {"kill_requested_at": event.at, "reason": event.reason},
     TaskKilled: lambda event: {"state": "killed", "end_date": event.at,

@@ -78,6 +78,23 @@ class SensorDefinition:
 
 
 @record
+class ExternalWaitDefinition:
+    """What an external task sensor (tock/external.py ``ExternalTaskSensor``) waits on: DAG
+    ``external_dag_id``'s run of the sensor's logical date minus ``delta`` seconds, its tasks ``task_ids``
+    (or those of group ``task_group_id``; neither: the run) in ``allowed_states``; one of them in
+    ``skipped_states`` skips the sensor, in ``failed_states`` fails it (services/scheduler/core/external.py)."""
+
+    external_dag_id: str
+    task_ids: list[str] = field(default_factory=list)
+    task_group_id: str = ""
+    allowed_states: list[str] = field(default_factory=lambda: ["success"])
+    skipped_states: list[str] = field(default_factory=list)
+    failed_states: list[str] = field(default_factory=list)
+    delta: float = 0.0
+    check_existence: bool = False
+
+
+@record
 class AssetDefinition:
     """An asset a task updates (an outlet) or a schedule names (tock/assets.py ``Asset``): its uri (what
     identifies it), name, group and the asset's own extra (a JSON object)."""
@@ -93,7 +110,7 @@ class TaskDefinition:
     """One task of a DAG as the scheduler and the runner need it."""
 
     task_id: str
-    kind: str  # "python" (a @task function), "bash", "empty" or "sensor"
+    kind: str  # "python" (a @task function), "bash", "empty", "sensor" or "external_sensor"
     command: str = ""  # the bash command; empty for python tasks
     upstream: list[str] = field(default_factory=list)
     retries: int = 0
@@ -136,6 +153,9 @@ class TaskDefinition:
     max_retry_delay: float | None = None
     mapped: MapDefinition | None = None  # a mapped task: how it expands (services/scheduler/core/mapping.py)
     sensor: SensorDefinition | None = None  # a sensor (kind "sensor"): how it waits between pokes
+    # An external task sensor (kind "external_sensor"): what it waits on, decided on the log with no try
+    # (its ``sensor`` gives its timeout and soft_fail).
+    external: ExternalWaitDefinition | None = None
     # The pool its tries take ``pool_slots`` slots of while queued or running (services/scheduler/core/pools.py);
     # "" none (Airflow's default_pool: no cap here).
     pool: str = ""
@@ -193,7 +213,7 @@ class DagDefinition:
     schedule_assets: list[AssetDefinition] = field(default_factory=list)
 
 
-@event(DAGS, route=BY_DAG, version=15)
+@event(DAGS, route=BY_DAG, version=16)
 class DagParsed(EventBase):
     """The latest definition of a DAG; written only when its fingerprint changed.
     v2: the definition has on_failure and on_deadline_missed (webhook URLs).

@@ -27,6 +27,14 @@ from schemas.commands import (
     TriggerDagRun,
 )
 from schemas.dags import DagParsed, DagQuarantined, DagQuarantineLifted
+from schemas.external import (
+    ExternalTaskReported,
+    ExternalWaitAccepted,
+    ExternalWaitAnswered,
+    ExternalWaitCancelled,
+    ExternalWaitRequested,
+    TaskDeferred,
+)
 from schemas.logs import TaskLogShipped
 from schemas.mapping import TaskMapExpanded, TaskMapFailed
 from schemas.parsing import (
@@ -99,13 +107,15 @@ EventsTopicEvent: TypeAlias = (
     AssetEventRecorded | BackfillFinished | BackfillPlanned | CallbackCalled | CancelBackfill |
     ClearTask | CommandRejected | DagAssetsRegistered | DagQuarantineLifted | DagQuarantined |
     DagRunCreated | DagRunFinished | DagRunReopened | DagRunTimedOut | DeadlineMissed | DeletePool |
-    KillTask | MarkTask | PauseDag | PodFinished | PodStarted | PoolSlotsGranted | PoolSlotsReleased |
-    PoolSlotsRequested | RequestBackfill | SecretAccessed | SensorTimedOut | SetPool | TaskAdopted |
-    TaskAssetEventsRecorded | TaskCleared | TaskDeadlineMissed | TaskDeclaredDead |
-    TaskEmptySucceeded | TaskFailed | TaskKillRequested | TaskKilled | TaskLaunched | TaskMapExpanded |
-    TaskMapFailed | TaskPoked | TaskPoolGranted | TaskPoolReleased | TaskPoolRequested | TaskQueued |
-    TaskRemoved | TaskRescheduled | TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded |
-    TaskTrySkipped | TaskUpstreamFailed | TriggerDagRun
+    ExternalTaskReported | ExternalWaitAccepted | ExternalWaitAnswered | ExternalWaitCancelled |
+    ExternalWaitRequested | KillTask | MarkTask | PauseDag | PodFinished | PodStarted |
+    PoolSlotsGranted | PoolSlotsReleased | PoolSlotsRequested | RequestBackfill | SecretAccessed |
+    SensorTimedOut | SetPool | TaskAdopted | TaskAssetEventsRecorded | TaskCleared |
+    TaskDeadlineMissed | TaskDeclaredDead | TaskDeferred | TaskEmptySucceeded | TaskFailed |
+    TaskKillRequested | TaskKilled | TaskLaunched | TaskMapExpanded | TaskMapFailed | TaskPoked |
+    TaskPoolGranted | TaskPoolReleased | TaskPoolRequested | TaskQueued | TaskRemoved |
+    TaskRescheduled | TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded | TaskTrySkipped |
+    TaskUpstreamFailed | TriggerDagRun
 )
 
 HeartbeatsTopicEvent: TypeAlias = TaskHeartbeat
@@ -129,16 +139,17 @@ Event: TypeAlias = (
     ClearTask | CommandRejected | ConnectionDeleted | ConnectionSet | DagAssetsRegistered |
     DagFileProcessed | DagFileRemoved | DagParseFailed | DagParsed | DagQuarantineLifted |
     DagQuarantined | DagRemoved | DagRunCreated | DagRunFinished | DagRunReopened | DagRunTimedOut |
-    DeadlineMissed | DeletePool | KillTask | MarkTask | PauseDag | PodFinished | PodStarted |
-    PoolSlotsGranted | PoolSlotsReleased | PoolSlotsRequested | ProcessorFinished | ProcessorKilled |
-    ProcessorStarted | RequestBackfill | SchedulerHeartbeat | SchedulerStopped | SecretAccessed |
-    SensorTimedOut | SetPool | TaskAdopted | TaskAssetEventsRecorded | TaskCleared |
-    TaskDeadlineMissed | TaskDeclaredDead | TaskEmptySucceeded | TaskFailed | TaskHeartbeat |
-    TaskKillRequested | TaskKilled | TaskLaunched | TaskLogShipped | TaskMapExpanded | TaskMapFailed |
-    TaskPoked | TaskPoolGranted | TaskPoolReleased | TaskPoolRequested | TaskQueued | TaskRemoved |
-    TaskRescheduled | TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded | TaskTrySkipped |
-    TaskUpstreamFailed | TokenCreated | TokenRevoked | TriggerDagRun | UserCreated | UserDeleted |
-    VariableDeleted | VariableSet | WorkerHeartbeat | WorkerStopped
+    DeadlineMissed | DeletePool | ExternalTaskReported | ExternalWaitAccepted | ExternalWaitAnswered |
+    ExternalWaitCancelled | ExternalWaitRequested | KillTask | MarkTask | PauseDag | PodFinished |
+    PodStarted | PoolSlotsGranted | PoolSlotsReleased | PoolSlotsRequested | ProcessorFinished |
+    ProcessorKilled | ProcessorStarted | RequestBackfill | SchedulerHeartbeat | SchedulerStopped |
+    SecretAccessed | SensorTimedOut | SetPool | TaskAdopted | TaskAssetEventsRecorded | TaskCleared |
+    TaskDeadlineMissed | TaskDeclaredDead | TaskDeferred | TaskEmptySucceeded | TaskFailed |
+    TaskHeartbeat | TaskKillRequested | TaskKilled | TaskLaunched | TaskLogShipped | TaskMapExpanded |
+    TaskMapFailed | TaskPoked | TaskPoolGranted | TaskPoolReleased | TaskPoolRequested | TaskQueued |
+    TaskRemoved | TaskRescheduled | TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded |
+    TaskTrySkipped | TaskUpstreamFailed | TokenCreated | TokenRevoked | TriggerDagRun | UserCreated |
+    UserDeleted | VariableDeleted | VariableSet | WorkerHeartbeat | WorkerStopped
 )
 
 EVENT_CLASSES: tuple[type[Event], ...] = (
@@ -147,13 +158,15 @@ EVENT_CLASSES: tuple[type[Event], ...] = (
     CommandRejected, ConnectionDeleted, ConnectionSet, DagAssetsRegistered, DagFileProcessed,
     DagFileRemoved, DagParseFailed, DagParsed, DagQuarantineLifted, DagQuarantined, DagRemoved,
     DagRunCreated, DagRunFinished, DagRunReopened, DagRunTimedOut, DeadlineMissed, DeletePool,
-    KillTask, MarkTask, PauseDag, PodFinished, PodStarted, PoolSlotsGranted, PoolSlotsReleased,
-    PoolSlotsRequested, ProcessorFinished, ProcessorKilled, ProcessorStarted, RequestBackfill,
-    SchedulerHeartbeat, SchedulerStopped, SecretAccessed, SensorTimedOut, SetPool, TaskAdopted,
-    TaskAssetEventsRecorded, TaskCleared, TaskDeadlineMissed, TaskDeclaredDead, TaskEmptySucceeded,
-    TaskFailed, TaskHeartbeat, TaskKillRequested, TaskKilled, TaskLaunched, TaskLogShipped,
-    TaskMapExpanded, TaskMapFailed, TaskPoked, TaskPoolGranted, TaskPoolReleased, TaskPoolRequested,
-    TaskQueued, TaskRemoved, TaskRescheduled, TaskRetryScheduled, TaskSkipped, TaskStarted,
-    TaskSucceeded, TaskTrySkipped, TaskUpstreamFailed, TokenCreated, TokenRevoked, TriggerDagRun,
-    UserCreated, UserDeleted, VariableDeleted, VariableSet, WorkerHeartbeat, WorkerStopped
+    ExternalTaskReported, ExternalWaitAccepted, ExternalWaitAnswered, ExternalWaitCancelled,
+    ExternalWaitRequested, KillTask, MarkTask, PauseDag, PodFinished, PodStarted, PoolSlotsGranted,
+    PoolSlotsReleased, PoolSlotsRequested, ProcessorFinished, ProcessorKilled, ProcessorStarted,
+    RequestBackfill, SchedulerHeartbeat, SchedulerStopped, SecretAccessed, SensorTimedOut, SetPool,
+    TaskAdopted, TaskAssetEventsRecorded, TaskCleared, TaskDeadlineMissed, TaskDeclaredDead,
+    TaskDeferred, TaskEmptySucceeded, TaskFailed, TaskHeartbeat, TaskKillRequested, TaskKilled,
+    TaskLaunched, TaskLogShipped, TaskMapExpanded, TaskMapFailed, TaskPoked, TaskPoolGranted,
+    TaskPoolReleased, TaskPoolRequested, TaskQueued, TaskRemoved, TaskRescheduled, TaskRetryScheduled,
+    TaskSkipped, TaskStarted, TaskSucceeded, TaskTrySkipped, TaskUpstreamFailed, TokenCreated,
+    TokenRevoked, TriggerDagRun, UserCreated, UserDeleted, VariableDeleted, VariableSet,
+    WorkerHeartbeat, WorkerStopped
 )

@@ -10,6 +10,7 @@ from tock.dag import DAG, DagDefinitionError, fingerprint
 from tock.deadline import Deadline
 from tock.decorators import task
 from tock.exceptions import AirflowRescheduleException, AirflowSensorTimeout, AirflowSkipException
+from tock.external import ExternalTaskSensor
 from tock.loading import load_dags
 from tock.operators import (
     BashOperator,
@@ -30,6 +31,7 @@ from tock.sensors import (
     TimeDeltaSensor,
 )
 from tock.setup_teardown import setup, teardown
+from tock.states import DagRunState, State, TaskInstanceState
 from tock.task_group import TaskGroup, task_group
 from tock.tasks import BashTask, Task, XComArg
 from tock.templating import TemplateRenderError, render_template_fields, rendered_for_record
@@ -43,7 +45,7 @@ __all__ = ["DAG", "AirflowNotFoundException", "AirflowRescheduleException", "Air
            "AirflowSensorTimeout", "AirflowSkipException", "BaseHook", "BaseSensorOperator", "DateTimeSensor",
            "FileSensor", "PokeReturnValue", "PythonSensor", "TimeDeltaSensor",
            "BashOperator", "BashTask", "BranchPythonOperator", "Connection", "Context", "DagDefinitionError",
-           "Deadline",
+           "DagRunState", "Deadline", "ExternalTaskSensor", "State", "TaskInstanceState",
            "EmptyOperator", "LatestOnlyOperator", "Param", "ParamValidationError", "ParamsDict", "PythonOperator",
            "ShortCircuitOperator", "Task", "TaskGroup", "TemplateRenderError", "TriggerDagRunOperator", "TriggerRule",
            "Variable", "WeightRule",

@@ -18,7 +18,7 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from schemas.dags import SENSOR_MODES, SENSOR_TIMEOUT, SensorDefinition
 from tock.tasks import TEMPLATE_FIELDS, Task, init_task, seconds_of
@@ -74,6 +74,7 @@ class BaseSensorOperator(Task):
 
     template_fields: tuple[str, ...] = ()  # a class's own, as Airflow's operators have
     template_ext: tuple[str, ...] = ()
+    task_kind: ClassVar[str] = "sensor"  # "external_sensor": decided by the scheduler, with no poke
 
     def __init__(self, *, task_id: str, poke_interval: float | timedelta = 60.0,
                  timeout: float | timedelta = SENSOR_TIMEOUT, soft_fail: bool = False, mode: str = "reschedule",
@@ -88,7 +89,7 @@ class BaseSensorOperator(Task):
                                        soft_fail=soft_fail or never_fail, mode=mode,
                                        exponential_backoff=exponential_backoff, max_wait=max_wait,
                                        deferrable=deferrable)
-        init_task(self, dag, task_id, "sensor", options, sensor=definition, **self._callable_fields())
+        init_task(self, dag, task_id, self.task_kind, options, sensor=definition, **self._callable_fields())
 
     def _callable_fields(self) -> dict[str, Any]:
         return {}

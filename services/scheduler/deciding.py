@@ -16,6 +16,9 @@ from schemas import (
     AssetEventQueued,
     AssetEventRecorded,
     Event,
+    ExternalTaskReported,
+    ExternalWaitCancelled,
+    ExternalWaitRequested,
     PoolSlotsGranted,
     PoolSlotsReleased,
     PoolSlotsRequested,
@@ -32,7 +35,8 @@ log = logging.getLogger("tock.scheduler")
 Decision: TypeAlias = tuple[int | None, Event]  # (partition, event); None: not of a partition (tock.schedulers)
 # Steps written across partitions (pools' and assets'): each may land on another partition than its decider's.
 _CROSSING = (PoolSlotsRequested, PoolSlotsGranted, PoolSlotsReleased, TaskPoolGranted, AssetEventRecorded,
-             AssetEventQueued, AssetConsumerRegistered, AssetConsumerDropped)
+             AssetEventQueued, AssetConsumerRegistered, AssetConsumerDropped, ExternalWaitRequested,
+             ExternalTaskReported, ExternalWaitCancelled)
 
 
 class Deciding:
@@ -62,8 +66,9 @@ class Deciding:
         return decisions
 
     def _landing(self, partition: int, event: Event) -> int | None:
-        """The partition whose memory awaits ``event`` read back: the deciding one, but for a pool's and an
-        asset's steps, written across partitions (schemas/pools.py, schemas/assets.py): where its route puts
+        """The partition whose memory awaits ``event`` read back: the deciding one, but for the steps of a
+        pool, an asset or a wait on another DAG, written across partitions (schemas/pools.py, schemas/assets.py,
+        schemas/external.py): where its route puts
         it, if that partition is ours (else None: no memory of ours reads it)."""
         if not isinstance(event, _CROSSING):
             return partition

@@ -19,6 +19,7 @@ from schemas import (
     DagRunTimedOut,
     DeadlineMissed,
     Event,
+    ExternalTaskReported,
     KillTask,
     MarkTask,
     PauseDag,
@@ -34,6 +35,7 @@ from schemas import (
     TaskCleared,
     TaskDeadlineMissed,
     TaskDeclaredDead,
+    TaskDeferred,
     TaskEmptySucceeded,
     TaskFailed,
     TaskHeartbeat,
@@ -67,6 +69,7 @@ RunEvent: TypeAlias = (
     | TaskTrySkipped | TaskEmptySucceeded | DagRunTimedOut | TaskMapExpanded | TaskMapFailed
     | SecretAccessed | TaskPoked | TaskRescheduled | SensorTimedOut | TaskPoolRequested | TaskPoolGranted
     | TaskPoolReleased | PoolSlotsRequested | PoolSlotsGranted | PoolSlotsReleased | TaskAssetEventsRecorded
+    | TaskDeferred | ExternalTaskReported
 )
 EveryRunEvent: TypeAlias = DagParsed | DagTombstone | PauseDag  # may change what any run of the DAG does
 

@@ -23,6 +23,7 @@ from schemas import (
     DagsTopicEvent,
     DeadlineMissed,
     EventsTopicEvent,
+    ExternalTaskReported,
     SensorTimedOut,
     TaskAdopted,
     TaskCleared,
@@ -87,7 +88,7 @@ TryEvent: TypeAlias = (TaskQueued | TaskStarted | TaskSucceeded | TaskFailed | T
 """Events of one try that the monitor times (queue latency, duration)."""
 
 InstanceEnded: TypeAlias = (TaskSucceeded | TaskFailed | TaskTrySkipped | TaskKilled | TaskSkipped | TaskUpstreamFailed
-                                | TaskRemoved | TaskEmptySucceeded | SensorTimedOut)
+                                | TaskRemoved | TaskEmptySucceeded | SensorTimedOut | ExternalTaskReported)
 """A task instance has ended (for its deadline; a failure with a retry to come is undone by TaskRetryScheduled)."""
 
 InstanceEvent: TypeAlias = InstanceEnded | TaskQueued | TaskRetryScheduled | TaskCleared
@@ -184,7 +185,7 @@ def _fold_rarer(state: MonitorState, event: MonitorEvent) -> None:
         case SensorTimedOut():
             _task_instance_ended(state, event)
             callbacks.sensor_timed_out(state.notifications, event)
-        case TaskKilled() | TaskSkipped() | TaskUpstreamFailed() | TaskRemoved():
+        case TaskKilled() | TaskSkipped() | TaskUpstreamFailed() | TaskRemoved() | ExternalTaskReported():
             _task_instance_ended(state, event)
         case TaskEmptySucceeded():
             _task_instance_ended(state, event)

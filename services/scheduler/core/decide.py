@@ -37,6 +37,13 @@ from schemas import (
 )
 from services.scheduler.core.assets import AssetDecision, decide_assets
 from services.scheduler.core.backfill import BackfillDecision, decide_backfills
+from services.scheduler.core.external import (
+    ExternalDecision,
+    cancelled,
+    decide_answers,
+    decide_deferral,
+    decide_deferred,
+)
 from services.scheduler.core.limits import admit, walk_with_siblings
 from services.scheduler.core.liveness import Evidence, dead_tries, declared_dead, due_retries
 from services.scheduler.core.mapping import (
@@ -50,6 +57,7 @@ from services.scheduler.core.mapping import (
 from services.scheduler.core.model import (
     ACTIVE,
     CLEAR,
+    DEFERRED,
     ENDED,
     FAILED,
     NONE,
@@ -98,7 +106,7 @@ class Policy:
 
 InstanceDecision: TypeAlias = (TaskQueued | TaskRetryScheduled | TaskUpstreamFailed | TaskSkipped
                                | TaskEmptySucceeded | TaskMapExpanded | TaskMapFailed | TaskRemoved
-                               | TaskRescheduled | SensorTimedOut)
+                               | TaskRescheduled | SensorTimedOut | ExternalDecision)
 """What deciding a task instance whose try is not running writes."""
 
 TaskDecision: TypeAlias = InstanceDecision | TaskDeclaredDead | TaskFailed | TaskKillRequested | TaskCleared
@@ -108,7 +116,7 @@ RunDecision: TypeAlias = TaskDecision | Removal | DagRunReopened | DagRunFinishe
 """What walking one open run writes (``decide_run``, ``decide_deleted_dag_run``)."""
 
 Decision: TypeAlias = (RunDecision | DagRunCreated | CommandRejected | BackfillDecision | DagQuarantined
-                       | DagQuarantineLifted | PoolDecision | AssetDecision)
+                       | DagQuarantineLifted | PoolDecision | AssetDecision | ExternalDecision)
 """Everything ``decide`` writes: all of it to tock.events."""
 
 
@@ -136,7 +144,7 @@ def decide(state: SchedulerState, now: float, policy: Policy,
     gated = gate(state, admit(state, events), now)
     return [*releases, *guard.kept(gated, now, policy.scheduler_id), *decide_grants(state.pools, policy.scheduler_id,
                                                                                      now),
-            *decide_assets(state, now)]
+            *decide_assets(state, now), *decide_answers(state, now, touched)]
 
 
 def _decide_open_run(state: SchedulerState, run: DagRun, now: float, policy: Policy,
@@ -198,6 +206,9 @@ def _decide_task(queuing: Queuing, instance: TaskInstance, view: Mapping[str, st
     elif instance.pending and instance.state in ACTIVE:
         return [*stop(run, instance, now, policy.scheduler_id)], instance.state
     if instance.pending == CLEAR:
+        if instance.state == DEFERRED:  # its wait on the other DAG is no longer wanted
+            events.append(cancelled(run, instance, queuing.dag.tasks[instance.task_id], "the sensor was cleared",
+                                    now))
         events.append(TaskCleared(dag_id=run.dag_id, run_id=run.run_id, task_id=instance.task_id,
                                   map_index=instance.map_index,
                                   try_number=instance.try_number, request_id=instance.pending_request, at=now))
@@ -217,6 +228,9 @@ def _decide_instance(queuing: Queuing, instance: TaskInstance, view: Mapping[str
         return _decide_waiting(queuing, instance, verdict, now, paused)
     ids: dict[str, Any] = {"dag_id": run.dag_id, "run_id": run.run_id, "task_id": task.task_id,
                            "map_index": instance.map_index}
+    if instance.state == DEFERRED:
+        timed_out = decide_deferred(run, instance, task, now)
+        return ([*timed_out], timed_out[0].state) if timed_out is not None else ([], DEFERRED)
     if instance.state == POKED:
         decision = decide_poked(run, instance, task, now)
         return [decision], UP_FOR_RETRY if isinstance(decision, TaskRescheduled) else decision.state
@@ -256,6 +270,8 @@ def _queued(queuing: Queuing, instance: TaskInstance, task: TaskDefinition,
             now: float) -> tuple[list[InstanceDecision], str]:
     """The instance's next try; an instance of a mapped task whose inputs no longer give its expansion
     is given up instead, saying why (Airflow marks such instances removed; here the log says it)."""
+    if task.external is not None:  # an external task sensor: no try, a wait on the other DAG's partition
+        return [*decide_deferral(queuing.run, instance, task, queuing.scheduler_id, now)], DEFERRED
     stale = queuing.stale_expansion(task, instance.map_index)
     if not stale:
         return [queuing.queued(instance, task, now)], QUEUED

@@ -34,6 +34,11 @@ from schemas import (
     DagRunTimedOut,
     DeadlineMissed,
     DeletePool,
+    ExternalTaskReported,
+    ExternalWaitAccepted,
+    ExternalWaitAnswered,
+    ExternalWaitCancelled,
+    ExternalWaitRequested,
     KillTask,
     MarkTask,
     PauseDag,
@@ -51,6 +56,7 @@ from schemas import (
     TaskCleared,
     TaskDeadlineMissed,
     TaskDeclaredDead,
+    TaskDeferred,
     TaskDefinition,
     TaskEmptySucceeded,
     TaskFailed,
@@ -75,7 +81,7 @@ from schemas import (
     TaskUpstreamFailed,
     TriggerDagRun,
 )
-from services.scheduler.core import assets, commands, mapping, pools, quarantine, retention, sensors, timeouts
+from services.scheduler.core import assets, commands, external, mapping, pools, quarantine, retention, sensors, timeouts
 from services.scheduler.core.instances import end_try, forget_try, now_live
 from services.scheduler.core.model import (
     ACTIVE,
@@ -120,9 +126,11 @@ _OfPools: TypeAlias = (SetPool | DeletePool | PoolSlotsRequested | PoolSlotsGran
                        | TaskPoolRequested | TaskPoolGranted | TaskPoolReleased)
 _OfAssets: TypeAlias = (AssetEventRecorded | TaskAssetEventsRecorded | AssetEventQueued | AssetEventForwarded
                         | AssetConsumerRegistered | AssetConsumerDropped | DagAssetsRegistered)
+_OfExternal: TypeAlias = (ExternalWaitRequested | TaskDeferred | ExternalTaskReported | ExternalWaitAccepted
+                          | ExternalWaitAnswered | ExternalWaitCancelled)
 _Rarer: TypeAlias = (DagParsed | DagTombstone | PauseDag | TriggerDagRun | DagQuarantined | DagQuarantineLifted
                      | DagRunTimedOut | TaskRescheduled | SensorTimedOut | _RecordedOnly | _OfPools | _OfAssets
-                     | _OfCommands)
+                     | _OfExternal | _OfCommands)
 
 
 def evolve(state: SchedulerState, event: SchedulerEvent) -> SchedulerState:
@@ -204,8 +212,26 @@ def _fold_rarer(state: SchedulerState, event: _Rarer) -> None:
         case AssetEventRecorded() | TaskAssetEventsRecorded() | AssetEventQueued() | AssetEventForwarded() \
                 | AssetConsumerRegistered() | AssetConsumerDropped() | DagAssetsRegistered():
             assets.fold(state, event)
+        case ExternalWaitRequested() | TaskDeferred() | ExternalTaskReported() | ExternalWaitAccepted() \
+                | ExternalWaitAnswered() | ExternalWaitCancelled():
+            _fold_external(state, event)
         case _:
             _fold_command(state, event)
+
+
+def _fold_external(state: SchedulerState, event: _OfExternal) -> None:
+    """A sensor's wait on another DAG: the awaited side's waits, the sensor's deferral (external.py)."""
+    match event:
+        case ExternalWaitRequested():
+            external.requested(state, event)
+        case TaskDeferred():
+            external.deferred(state, event)
+        case ExternalTaskReported():
+            external.reported(state, event)
+        case ExternalWaitAccepted():
+            external.accepted(state, event)
+        case ExternalWaitAnswered() | ExternalWaitCancelled():
+            external.forgotten(state, event)
 
 
 def _fold_pool(state: SchedulerState, event: _OfPools) -> None:

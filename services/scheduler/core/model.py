@@ -20,6 +20,7 @@ from schemas import (
     DagDefinition,
     DagsTopicEvent,
     EventsTopicEvent,
+    ExternalWaitRequested,
     HeartbeatsTopicEvent,
     PodFinished,
     RequestBackfill,
@@ -48,6 +49,7 @@ SUCCESS = "success"
 FAILED = "failed"                  # the current try failed; retried if retries remain
 UP_FOR_RETRY = "up_for_retry"      # a new try may be queued from not_before (a retry, or a sensor's next poke)
 POKED = "poked"                    # a sensor's poke was not met: the owner decides its next poke or its timeout
+DEFERRED = "deferred"              # an external task sensor waits on another DAG's owner (no try runs)
 UPSTREAM_FAILED = "upstream_failed"
 SKIPPED = "skipped"                # marked skipped, or an upstream task was skipped
 REMOVED = "removed"                # the task (or its DAG) is gone from the DAG files
@@ -421,6 +423,10 @@ class SchedulerState:
     pools: PoolLedger = field(default_factory=PoolLedger)              # the pools whose partition this is
     pool_holdings: dict[GrantKey, int] = field(default_factory=dict)  # grants our tries hold, until released
     assets: AssetSides = field(default_factory=AssetSides)              # core/assets.py
+    # Sensors' waits on the DAGs of this partition (core/external.py): wait id -> the wait; and those
+    # its owner has not read yet.
+    external_waits: dict[str, ExternalWaitRequested] = field(default_factory=dict)
+    fresh_waits: dict[str, None] = field(default_factory=dict)
     timers: Timers = field(default_factory=Timers, compare=False, repr=False)  # derived: deadlines in heaps
     retention: Retention = field(default_factory=Retention, compare=False, repr=False)  # settings, not state
 

@@ -16,8 +16,9 @@ from typing import Any
 
 from schemas import SensorDefinition, SensorTimedOut, TaskDefinition, TaskPoked, TaskRescheduled
 from schemas.sensors import next_poke
-from services.scheduler.core.instances import end_try
+from services.scheduler.core.instances import end_try, forget_try
 from services.scheduler.core.model import (
+    DEFERRED,
     FAILED,
     POKED,
     SKIPPED,
@@ -78,10 +79,12 @@ def rescheduled(state: SchedulerState, event: TaskRescheduled) -> None:
 
 
 def timed_out(state: SchedulerState, event: SensorTimedOut) -> None:
+    """A poked sensor's, or a deferred one's (core/external.py), wait ended: not retried."""
     run = state.runs.get((event.dag_id, event.run_id))
-    instance = _poked_instance(run, event.task_id, event.map_index, event.try_number)
-    if instance is not None:
-        instance.state, instance.retryable = event.state, False
+    instance = _poked_instance(run, event.task_id, event.map_index, event.try_number, (POKED, DEFERRED))
+    if run is not None and instance is not None:
+        forget_try(state, (run.dag_id, run.run_id, instance.key))
+        instance.state, instance.retryable, instance.ended_at = event.state, False, event.at
         instance.not_before, instance.waiting_since, instance.wait_pokes = None, None, 0
 
 
@@ -95,8 +98,9 @@ def wait_reset(instance: TaskInstance) -> None:
     instance.wait_pokes, instance.waiting_since = 0, None
 
 
-def _poked_instance(run: DagRun | None, task_id: str, map_index: int, try_number: int) -> TaskInstance | None:
+def _poked_instance(run: DagRun | None, task_id: str, map_index: int, try_number: int,
+                    states: tuple[str, ...] = (POKED,)) -> TaskInstance | None:
     instance = run.tasks.get(instance_key(task_id, map_index)) if run is not None else None
-    if instance is None or instance.state != POKED or instance.try_number != try_number:
+    if instance is None or instance.state not in states or instance.try_number != try_number:
         return None
     return instance

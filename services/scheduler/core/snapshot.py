@@ -37,6 +37,8 @@ from schemas import (
     AssetEventRecorded,
     DagDefinition,
     Event,
+    ExternalWaitDefinition,
+    ExternalWaitRequested,
     MapDefinition,
     MapInput,
     RequestBackfill,
@@ -70,18 +72,19 @@ from services.scheduler.core.model import (
 )
 
 FORMAT = "tock-scheduler-state"
-STATE_VERSION = 6  # bump when the meaning of the encoding changes with the same fields
+STATE_VERSION = 7  # bump when the meaning of the encoding changes with the same fields
 # v2: quarantined DAGs and the quarantines announced in tock.events (two more lists after ``waiting``).
 # v3: no echoes (our decisions are folded when read back, in log order).
 # v4: retention: request ids oldest first (not sorted), forgotten runs per DAG, a backfill's forgotten_failed.
 # v5: pools: the ledger of the pools on the partition, and the grants its tries hold (one more list at the end).
 # v6: assets: the ledger of the assets on the partition, its successes' events to record, its DAGs'
 #     registrations and queues (one more list at the end).
+# v7: external task sensors' waits on the partition's DAGs and those not read yet (two more lists at the end).
 MAGIC = b"TOCKSNAP\n"
 COMPRESSION_LEVEL = 1  # fast: the encoding runs on the decision thread
 
 Json: TypeAlias = Any  # a value parsed from (or written as) JSON: its shape is the positional format above
-E = TypeVar("E", TriggerDagRun, RequestBackfill, AssetEventRecorded, AssetEventQueued)
+E = TypeVar("E", TriggerDagRun, RequestBackfill, AssetEventRecorded, AssetEventQueued, ExternalWaitRequested)
 
 
 class SnapshotRefused(ValueError):
@@ -147,7 +150,8 @@ def _pack_state(state: SchedulerState) -> list[Json]:
             [[dag_id, *dataclasses.astuple(held)] for dag_id, held in state.quarantined.items()],
             [[dag_id, *dataclasses.astuple(said)] for dag_id, said in state.announced.items()],
             [_pack_forgotten(dag_id, forgotten) for dag_id, forgotten in state.forgotten.items()],
-            _pack_pools(state), _pack_assets(state.assets)]
+            _pack_pools(state), _pack_assets(state.assets),
+            [_pack_event(wait) for wait in state.external_waits.values()], list(state.fresh_waits)]
 
 
 def _pack_dag(entry: DagEntry) -> list[Json]:
@@ -163,7 +167,7 @@ def _packed_task_field(task: TaskDefinition, name: str) -> Json:
     value = getattr(task, name)
     if name == "outlets":
         return [dataclasses.astuple(asset) for asset in value]
-    return dataclasses.asdict(value) if name in ("mapped", "sensor") and value is not None else value
+    return dataclasses.asdict(value) if name in ("mapped", "sensor", "external") and value is not None else value
 
 
 def _unpacked_task(packed: list[Json]) -> TaskDefinition:
@@ -173,6 +177,8 @@ def _unpacked_task(packed: list[Json]) -> TaskDefinition:
         fields["mapped"] = MapDefinition(**{**mapped, "inputs": [MapInput(**item) for item in mapped["inputs"]]})
     if fields["sensor"] is not None:
         fields["sensor"] = SensorDefinition(**fields["sensor"])
+    if fields["external"] is not None:
+        fields["external"] = ExternalWaitDefinition(**fields["external"])
     fields["outlets"] = [_unpacked_asset(asset) for asset in fields["outlets"]]
     return TaskDefinition(**fields)
 
@@ -273,7 +279,7 @@ def restored(state: SchedulerState) -> SchedulerState:
 def _unpack_state(body: list[Json]) -> SchedulerState:
     (dags, paused, latest, next_due, triggers, requests, rejections, removed,
      backfill_requests, backfills, unlaunched, live, waiting, quarantined, announced, forgotten, pools,
-     assets) = body
+     assets, external_waits, fresh_waits) = body
     state = SchedulerState()
     state.dags = {entry.definition.dag_id: entry for entry in map(_unpack_dag, dags)}
     state.paused = set(paused)
@@ -294,6 +300,9 @@ def _unpack_state(body: list[Json]) -> SchedulerState:
     state.forgotten = dict(map(_unpack_forgotten, forgotten))
     _unpack_pools(state, pools)
     state.assets = _unpack_assets(assets)
+    state.external_waits = {wait.wait_id: wait
+                            for wait in (_unpack_as(ExternalWaitRequested, text) for text in external_waits)}
+    state.fresh_waits = dict.fromkeys(fresh_waits)
     return state
 
 
