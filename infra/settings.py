@@ -124,6 +124,9 @@ class Settings(BaseSettings):
     monitor_port: int = Field(default=8090, ge=1, le=65535, description="port of the monitor's JSON tables")
     monitor_session_timeout: float = Field(default=10.0, ge=6, le=300,
                                            description="seconds before a silent monitor's partitions move")
+    asset_watcher_session_timeout: float = Field(
+        default=10.0, ge=6, le=300, description="seconds before a silent asset watcher's partitions move (and "
+                                                "its open transaction is aborted)")
     monitor_callback_timeout: float = Field(default=30.0, gt=0, le=600,
                                             description="seconds a module:function callback may run in its "
                                                         "subprocess before it is killed (each attempt)")

@@ -33,6 +33,7 @@ from schemas.dags import (
     SensorDefinition,
     TaskDefinition,
     TaskGroupDefinition,
+    WatcherDefinition,
 )
 from schemas.declare import (
     DAGS,
@@ -250,6 +251,7 @@ __all__ = [
     "UsersTopicEvent",
     "VariableDeleted",
     "VariableSet",
+    "WatcherDefinition",
     "WorkerHeartbeat",
     "WorkerStopped",
     "decode",

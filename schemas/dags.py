@@ -95,14 +95,27 @@ class ExternalWaitDefinition:
 
 
 @record
+class WatcherDefinition:
+    """An asset's watcher (tock/assets.py ``AssetWatcher`` with a Kafka ``MessageQueueTrigger``): each
+    record of ``topics`` (on Tock's Kafka cluster) is an event of the asset, exactly once, or, with
+    ``apply_function`` (a dotted path), each record for which it returns a truthy value
+    (services/asset_watcher/)."""
+
+    name: str
+    topics: list[str]
+    apply_function: str = ""
+
+
+@record
 class AssetDefinition:
     """An asset a task updates (an outlet) or a schedule names (tock/assets.py ``Asset``): its uri (what
-    identifies it), name, group and the asset's own extra (a JSON object)."""
+    identifies it), name, group, the asset's own extra (a JSON object) and its watchers."""
 
     uri: str
     name: str = ""
     group: str = "asset"
     extra_json: str = "{}"
+    watchers: list[WatcherDefinition] = field(default_factory=list)
 
 
 @record
@@ -213,7 +226,7 @@ class DagDefinition:
     schedule_assets: list[AssetDefinition] = field(default_factory=list)
 
 
-@event(DAGS, route=BY_DAG, version=16)
+@event(DAGS, route=BY_DAG, version=17)
 class DagParsed(EventBase):
     """The latest definition of a DAG; written only when its fingerprint changed.
     v2: the definition has on_failure and on_deadline_missed (webhook URLs).
@@ -231,7 +244,9 @@ class DagParsed(EventBase):
     v12: a mapped task may be one of a mapped task group's (MapDefinition ``group``).
     v13: a sensor's task definition says how it waits (``sensor``).
     v14: task definitions have their ``pool`` and ``pool_slots``.
-    v15: task definitions have their ``outlets`` and ``outlet_aliases``; the definition its asset condition."""
+    v15: task definitions have their ``outlets`` and ``outlet_aliases``; the definition its asset condition.
+    v16: an external task sensor's task definition says what it waits on (``external``).
+    v17: an asset's definition has its ``watchers``."""
 
     dag_id: str
     file_path: str

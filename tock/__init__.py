@@ -38,10 +38,11 @@ from tock.templating import TemplateRenderError, render_template_fields, rendere
 from tock.trigger_dagrun import TriggerDagRunOperator
 from tock.trigger_rules import TriggerRule
 from tock.variables import Variable
+from tock.watchers import AssetWatcher, KafkaMessageQueueTrigger, MessageQueueTrigger
 from tock.weight_rules import WeightRule
 
 __all__ = ["DAG", "AirflowNotFoundException", "AirflowRescheduleException", "AirflowRuntimeError", "Asset",
-           "AssetAlias", "AssetAll", "AssetAny",
+           "AssetAlias", "AssetAll", "AssetAny", "AssetWatcher", "KafkaMessageQueueTrigger", "MessageQueueTrigger",
            "AirflowSensorTimeout", "AirflowSkipException", "BaseHook", "BaseSensorOperator", "DateTimeSensor",
            "FileSensor", "PokeReturnValue", "PythonSensor", "TimeDeltaSensor",
            "BashOperator", "BashTask", "BranchPythonOperator", "Connection", "Context", "DagDefinitionError",

@@ -18,6 +18,7 @@ from typing import Any
 
 from schemas.assets import EXTRA_MOST_BYTES, URI_MOST, asset_problem
 from schemas.dags import AssetDefinition
+from tock.watchers import AssetWatcher
 
 
 class BaseAsset:
@@ -49,7 +50,8 @@ def _operand(other: Any, operator: str) -> None:
 class Asset(BaseAsset):
     """``Asset(name=None, uri=None, *, group="asset", extra=None, watchers=None)``: a piece of data tasks
     update and DAGs are scheduled on. Given only one of name and uri, it is both (Airflow's rule); the uri
-    identifies the asset. ``extra``: the asset's own metadata (JSON). ``watchers`` are not offered yet."""
+    identifies the asset. ``extra``: the asset's own metadata (JSON). ``watchers``: ``AssetWatcher``s whose
+    records are events of the asset (tock/watchers.py)."""
 
     def __init__(self, name: str | None = None, uri: str | None = None, *, group: str = "asset",
                  extra: dict[str, Any] | None = None, watchers: Iterable[Any] | None = None) -> None:
@@ -62,8 +64,7 @@ class Asset(BaseAsset):
             raise ValueError(problem)
         self.group = _text(group, "group")
         self.extra = _json_object(extra, f"Asset {self.uri!r}: extra")
-        if watchers:
-            raise NotImplementedError(f"Asset {self.uri!r}: watchers (AssetWatcher) are not offered yet")
+        self.watchers = _watchers(watchers, self.uri)
 
     def condition(self) -> dict[str, Any]:
         return {"asset": self.uri}
@@ -73,7 +74,8 @@ class Asset(BaseAsset):
 
     def definition(self) -> AssetDefinition:
         return AssetDefinition(uri=self.uri, name=self.name, group=self.group,
-                               extra_json=json.dumps(self.extra, sort_keys=True))
+                               extra_json=json.dumps(self.extra, sort_keys=True),
+                               watchers=[watcher.definition() for watcher in self.watchers])
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Asset) and (self.uri, self.name) == (other.uri, other.name)
@@ -83,6 +85,17 @@ class Asset(BaseAsset):
 
     def __repr__(self) -> str:
         return f"Asset(name={self.name!r}, uri={self.uri!r})" if self.name != self.uri else f"Asset({self.uri!r})"
+
+
+def _watchers(given: Iterable[Any] | None, uri: str) -> list[AssetWatcher]:
+    watchers = list(given or ())
+    for watcher in watchers:
+        if not isinstance(watcher, AssetWatcher):
+            raise TypeError(f"Asset {uri!r}: watchers must be AssetWatchers, got {watcher!r}")
+    names = [watcher.name for watcher in watchers]
+    if len(set(names)) != len(names):
+        raise ValueError(f"Asset {uri!r}: two watchers are named alike: {names}")
+    return watchers
 
 
 class AssetAlias(BaseAsset):

@@ -41,6 +41,7 @@ COMMAND_MODULES = [
     "tock_cli.secret_commands",
     "tock_cli.pool_commands",
     "tock_cli.asset_commands",
+    "tock_cli.asset_watcher_commands",
 ]
 
 
@@ -72,6 +73,7 @@ COMMANDS: dict[str, list[str]] = {
     "connections": ["tock_cli.secret_commands"],
     "pools": ["tock_cli.pool_commands"],
     "assets": ["tock_cli.asset_commands"],
+    "asset-watcher": ["tock_cli.asset_watcher_commands"],
     **dict.fromkeys(["dags", "runs", "tasks", "commands", "projections", "schedulers"], _GROUPS),
 }
 _registered: set[str] = set()

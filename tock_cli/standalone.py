@@ -21,7 +21,7 @@ from infra.topics import ensure_topics
 
 log = logging.getLogger("tock.standalone")
 
-SERVICES = ("dag-processor", "scheduler", "projector", "api", "worker", "monitor")
+SERVICES = ("dag-processor", "scheduler", "projector", "api", "worker", "monitor", "asset-watcher")
 # Services with a metrics port of their own, in the order of TOCK_STANDALONE_METRICS_PORT + 0, 1, 2.
 METRICS_PORTS = {"scheduler": "scheduler_metrics_port", "dag-processor": "dag_processor_metrics_port",
                  "projector": "projector_metrics_port"}

@@ -12,7 +12,7 @@ from infra.log.dead_letter import DeadLetterQueue
 from infra.log.keyed_reader import KeyedPartitionReader
 from infra.log.partitioner import murmur2, partition_for
 from infra.log.producer import DeliveryFailed, KafkaEventLog
-from infra.log.reader import EventReader
+from infra.log.reader import EventReader, RawMessage
 from infra.log.records import LogRecord, routing_key
 from infra.log.replay import replay, settle
 from infra.log.transactions import (
@@ -35,6 +35,7 @@ __all__ = [
     "KeyedPartitionReader",
     "LogRecord",
     "PartitionsLost",
+    "RawMessage",
     "RawRecord",
     "TransactionAborted",
     "TransactionalSession",

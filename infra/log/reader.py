@@ -6,7 +6,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -27,6 +27,18 @@ LEADERSHIP_CHANGES = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT
                        KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC}
 
 PartitionsCallback = Callable[[list[tuple[str, int]]], None]
+
+
+class RawMessage(NamedTuple):
+    """A record of a topic that is not Tock's, as it is."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: float
+
 LEAVE_WAIT = 5.0  # seconds to hand partitions back before closing (the revocation is local: it takes ms)
 
 
@@ -42,7 +54,7 @@ class EventReader(Closing):
     def __init__(self, settings: Settings, logical_topics: list[str], *, group_id: str | None = None,
                  on_assign: PartitionsCallback | None = None, on_revoke: PartitionsCallback | None = None,
                  client_id: str = "tock", partition_eof: bool = False,
-                 config: dict[str, Any] | None = None) -> None:
+                 config: dict[str, Any] | None = None, foreign: bool = False) -> None:
         self._settings = settings
         self._on_assign, self._on_revoke = on_assign, on_revoke
         # librdkafka wants a group id even for assign(); a private one commits nothing.
@@ -54,8 +66,9 @@ class EventReader(Closing):
         self.at_end: set[tuple[str, int]] = set()  # partitions at their end since their last record
         self._dead_letters = DeadLetterQueue(settings, client_id)
         self._subscribed = group_id is not None
-        if group_id is not None:
-            topics = [topic_name(settings.topic_prefix, logical) for logical in logical_topics]
+        if group_id is not None:  # ``foreign``: topics that are not Tock's, named as they are (read with poll_raw)
+            topics = list(logical_topics) if foreign else [topic_name(settings.topic_prefix, logical)
+                                                           for logical in logical_topics]
             self.consumer.subscribe(topics, on_assign=self._assigned, on_revoke=self._revoked,
                                     on_lost=self._revoked)
 
@@ -98,6 +111,31 @@ class EventReader(Closing):
         if dead:
             self._dead_letters.flush()
         return records
+
+    def poll_raw(self, timeout: float = 1.0, max_records: int = 1000) -> list[RawMessage]:
+        """Up to ``max_records`` records as they are (of topics that are not Tock's: nothing is decoded),
+        waiting at most ``timeout`` seconds for the first. A topic that does not exist yet is waited for."""
+        found: list[RawMessage] = []
+        for message in consume(self.consumer, max_records, timeout):
+            error = message.error()
+            if error is not None:
+                if error.code() not in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
+                    self._on_error(message, error)
+                continue
+            topic, partition, offset = message.topic(), message.partition(), message.offset()
+            self._positions[(topic, partition)] = offset + 1
+            found.append(RawMessage(topic, partition, offset, message.key(), message.value(),
+                                    message.timestamp()[1] / 1000.0))
+        return found
+
+    def rewind(self, positions: dict[tuple[str, int], int]) -> None:
+        """Read again from these (real topic, partition) -> offset, those still assigned (a transaction
+        that did not commit: its records are read again)."""
+        assigned = {(part.topic, part.partition) for part in self.consumer.assignment()}
+        for (topic, partition), offset in positions.items():
+            if (topic, partition) in assigned:
+                self.consumer.seek(TopicPartition(topic, partition, offset))
+                self._positions[(topic, partition)] = offset
 
     def watermarks(self, topic: str, partition: int, timeout: float = 30.0, *, cached: bool = False) -> tuple[int, int]:
         """(low, high) watermarks of a real topic's partition, asked of the broker, waiting out transient

@@ -18,7 +18,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "infra" / "deploy"
 KUBECTL = "/usr/bin/kubectl"
-DEPLOYMENTS = ("tock-scheduler", "tock-dag-processor", "tock-projector", "tock-api", "tock-worker", "tock-monitor")
+DEPLOYMENTS = ("tock-scheduler", "tock-dag-processor", "tock-projector", "tock-api", "tock-worker", "tock-monitor",
+               "tock-asset-watcher")
 
 
 def render(variant: str, namespace: str | None, folder: Path) -> str:

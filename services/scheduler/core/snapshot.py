@@ -46,6 +46,7 @@ from schemas import (
     TaskDefinition,
     TaskGroupDefinition,
     TriggerDagRun,
+    WatcherDefinition,
     decode,
     encode,
 )
@@ -323,7 +324,10 @@ def _unpack_pools(state: SchedulerState, packed: list[Json]) -> None:
 
 
 def _unpacked_asset(packed: list[Json]) -> AssetDefinition:
-    return AssetDefinition(**dict(zip(_ASSET_FIELDS, packed, strict=True)))
+    fields = dict(zip(_ASSET_FIELDS, packed, strict=True))
+    fields["watchers"] = [WatcherDefinition(name=name, topics=list(topics), apply_function=function)
+                          for name, topics, function in fields["watchers"]]
+    return AssetDefinition(**fields)
 
 
 def _unpack_dag(packed: list[Json]) -> DagEntry:
