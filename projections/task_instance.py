@@ -110,6 +110,9 @@ def evolve(row: Row | None, record: Record) -> Row:
     match event:
         case TaskMapExpanded():  # the mapped task as a whole: how many instances it has (their rows are theirs)
             return {**row, "map_count": event.count, "updated_at": event.at}
+        case TaskDeferred() if row["try_number"] == event.try_number:  # after its try's success: its wait
+            return {**row, "state": "deferred", "retry_not_before": event.until,
+                    "reason": f"waiting for its run of DAG {event.external_dag_id}", "updated_at": event.at}
         case TaskQueued() | TaskDeferred():
             return _queued(row, event)
         case TaskHeartbeat():

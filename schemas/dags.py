@@ -92,6 +92,9 @@ class ExternalWaitDefinition:
     failed_states: list[str] = field(default_factory=list)
     delta: float = 0.0
     check_existence: bool = False
+    # A TriggerDagRunOperator's wait_for_completion: the wait follows its successful try, on the run it
+    # triggered (the DAG and run its try pushed as ``trigger_dag_id`` / ``trigger_run_id``).
+    after_success: bool = False
 
 
 @record
@@ -226,7 +229,7 @@ class DagDefinition:
     schedule_assets: list[AssetDefinition] = field(default_factory=list)
 
 
-@event(DAGS, route=BY_DAG, version=17)
+@event(DAGS, route=BY_DAG, version=18)
 class DagParsed(EventBase):
     """The latest definition of a DAG; written only when its fingerprint changed.
     v2: the definition has on_failure and on_deadline_missed (webhook URLs).
@@ -246,7 +249,8 @@ class DagParsed(EventBase):
     v14: task definitions have their ``pool`` and ``pool_slots``.
     v15: task definitions have their ``outlets`` and ``outlet_aliases``; the definition its asset condition.
     v16: an external task sensor's task definition says what it waits on (``external``).
-    v17: an asset's definition has its ``watchers``."""
+    v17: an asset's definition has its ``watchers``.
+    v18: a wait may follow its task's successful try (``external.after_success``)."""
 
     dag_id: str
     file_path: str

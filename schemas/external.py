@@ -29,17 +29,20 @@ def wait_id_of(dag_id: str, run_id: str, task_id: str, map_index: int, try_numbe
     return f"{dag_id}|{run_id}|{task_id}|{map_index}|{try_number}"
 
 
-@event(EVENTS, route=BY_DAG)
+@event(EVENTS, route=BY_DAG, version=2)
 class ExternalWaitRequested(EventBase):
     """A sensor waits on DAG ``dag_id`` (this record is on that DAG's partition): for its run of
-    ``logical_date``, the tasks ``task_ids`` (or those of the group ``task_group_id``; neither: the run
-    itself) to be in ``allowed_states`` (then the sensor succeeds), or one of them in ``skipped_states``
-    (it is skipped) or ``failed_states`` (it fails). ``check_existence``: a DAG or task that does not
-    exist fails it at once. ``sensor_*`` name the deferred sensor, where the answer goes."""
+    ``logical_date`` (or the run ``awaited_run_id``: a run the task triggered), the tasks ``task_ids`` (or those
+    of the group ``task_group_id``; neither: the run itself) to be in ``allowed_states`` (then the sensor
+    succeeds), or one of them in ``skipped_states`` (it is skipped) or ``failed_states`` (it fails).
+    ``check_existence``: a DAG or task that does not exist fails it at once. ``sensor_*`` name the
+    deferred sensor, where the answer goes.
+    v2 added ``awaited_run_id`` (a ``TriggerDagRunOperator`` waiting for the run it triggered)."""
 
     dag_id: str
     wait_id: str
     logical_date: float
+    awaited_run_id: str = ""
     task_ids: list[str]
     task_group_id: str = ""
     allowed_states: list[str]

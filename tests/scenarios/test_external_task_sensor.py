@@ -80,3 +80,44 @@ def test_a_deferred_sensor_survives_its_scheduler_killed_and_succeeds_once_with_
     assert (report.outcome, report.states, report.external_run_id) == ("success", {"done": "success"}, awaited_run)
     [after] = tail.of_type(TaskSucceeded, dag_id="waiter", task_id="after")
     assert after.at >= report.at
+
+
+KICKER = '''
+from tock import DAG, BashTask, TriggerDagRunOperator
+
+with DAG({target!r}) as target:
+    BashTask("slow", 'until [ -e {gate} ]; do sleep 0.2; done; exit {exit_code}')
+
+with DAG("kicker") as kicker:
+    TriggerDagRunOperator(task_id="kick", trigger_dag_id={target!r}, wait_for_completion=True,
+                          deferrable=True) >> BashTask("after", "true")
+'''
+
+
+@pytest.mark.parametrize("exit_code", [0, 1], ids=["target succeeds", "target fails"])
+def test_a_trigger_waiting_for_completion_ends_as_the_run_it_triggered_through_a_scheduler_kill(
+        make_settings, system, tmp_path, exit_code):
+    target = _awaited(make_settings().partitions).replace("awaited", "target")
+    gate = tmp_path / "gate"
+    settings, processes, tail = start_with_dags(make_settings, system, tmp_path,
+                                                KICKER.format(target=target, gate=gate, exit_code=exit_code))
+    first = processes.scheduler("first")
+    kicker_run = _trigger_at(settings, "kicker", float(int(time.time())))
+    tail.wait_for(lambda _events: tail.of_type(TaskDeferred, dag_id="kicker")
+                  and tail.of_type(TaskQueued, dag_id=target, task_id="slow"), 120,
+                  "the trigger deferred and the triggered run's task queued")
+    kill_hard(first.pid)
+    processes.scheduler("second")
+    gate.touch()
+    finished = tail.run_finished(kicker_run, 120)
+    [report] = tail.of_type(ExternalTaskReported, dag_id="kicker")
+    [deferred] = tail.of_type(TaskDeferred, dag_id="kicker")
+    assert deferred.try_number == 1 and deferred.external_dag_id == target
+    assert report.external_run_id == tail.of_type(TaskQueued, dag_id=target)[0].run_id
+    if exit_code == 0:
+        assert (finished.state, report.outcome) == ("success", "success")
+        assert tail.of_type(TaskSucceeded, dag_id="kicker", task_id="after")
+    else:
+        assert (finished.state, report.outcome) == ("failed", "failed")
+        assert tail.of_type(TaskSucceeded, dag_id="kicker", task_id="after") == []
+    assert len(tail.of_type(TaskQueued, dag_id="kicker", task_id="kick")) == 1  # one try, waiting with none

@@ -257,3 +257,62 @@ def test_the_wait_and_the_deferral_carry_what_the_definition_says():
 
 def _in_etl(event: Any, task_id: str) -> Any:
     return replace(event, task_id=task_id)
+
+
+# -- TriggerDagRunOperator(wait_for_completion=True): the wait follows the try's success --------------
+
+def kicker_dag(retries: int = 0) -> DagParsed:
+    wait = ExternalWaitDefinition(external_dag_id="etl", failed_states=["failed"], after_success=True)
+    tasks = [TaskDefinition(task_id="wait", kind="python", command="", retries=retries, retry_delay=0.0,
+                            external=wait),
+             TaskDefinition(task_id="report", kind="bash", command="true", upstream=["wait"])]
+    definition = DagDefinition(dag_id="report", file_path="/dags/report.py", tasks=tasks)
+    return DagParsed(dag_id="report", file_path=definition.file_path, fingerprint="fp-kick", definition=definition,
+                     at=0.0)
+
+
+def kicked(two: Two, try_number: int = 1) -> None:
+    """The trigger's try ran and succeeded, pushing the run it triggered (as tock/trigger_dagrun.py does)."""
+    [queued] = of(TaskQueued, two.turn("sensor", 20.0 + try_number))
+    pushed = '{"trigger_dag_id": "etl", "trigger_run_id": "manual__kick"}'
+    for event in ran("wait", try_number):
+        fold(two.sensor, [replace(event, dag_id="report", run_id="scheduled__r")
+                          if not hasattr(event, "values_json") else
+                          replace(event, dag_id="report", run_id="scheduled__r", values_json=pushed)])
+    assert queued.task_id == "wait"
+
+
+def triggered_run(state: str | None = None) -> list[Any]:
+    created = DagRunCreated(dag_id="etl", run_id="manual__kick", logical_date=50.0, run_type="manual",
+                            dag_fingerprint="fp", scheduler_id="sched-a", at=30.0)
+    return [created] + ([DagRunFinished(dag_id="etl", run_id="manual__kick", state=state, at=40.0)] if state else [])
+
+
+def test_a_trigger_that_waits_is_deferred_after_its_success_until_the_run_it_triggered_ends():
+    two = Two(kicker_dag())
+    kicked(two)
+    decided = two.turn("sensor", 25.0)
+    assert kinds(decided) == ["ExternalWaitRequested", "TaskDeferred"]
+    request, deferral = decided
+    assert (request.dag_id, request.awaited_run_id, request.allowed_states, request.failed_states) == (
+        "etl", "manual__kick", ["success"], ["failed"])
+    assert deferral.try_number == 1 and sensor_state(two) == DEFERRED  # the same try: none queued again
+    assert kinds(two.turn("awaited", 26.0)) == ["ExternalWaitAccepted"]  # the run is not there yet
+    two.give(*triggered_run())
+    assert kinds(two.turn("awaited", 31.0, touched=[("etl", "manual__kick")])) == []  # running: not ended
+    two.give(*triggered_run("success")[1:])
+    [report] = of(ExternalTaskReported, two.turn("awaited", 41.0, touched=[("etl", "manual__kick")]))
+    assert (report.outcome, report.external_run_id, report.states) == ("success", "manual__kick", {"": "success"})
+    assert sensor_state(two) == "success"
+    assert [event.task_id for event in of(TaskQueued, two.turn("sensor", 42.0))] == ["report"]
+
+
+def test_a_triggered_run_that_failed_fails_the_waiting_trigger_and_its_retry_triggers_and_waits_again():
+    two = Two(kicker_dag(retries=1), *triggered_run("failed"))
+    kicked(two)
+    two.turn("sensor", 25.0)
+    [report] = of(ExternalTaskReported, two.turn("awaited", 26.0))
+    assert report.outcome == "failed" and "failed states" in report.reason
+    [retry] = of(TaskRetryScheduled, two.turn("sensor", 27.0))
+    assert retry.next_try_number == 2
+    assert [event.try_number for event in of(TaskQueued, two.turn("sensor", 28.0))] == [2]  # a try, not a wait

@@ -43,11 +43,24 @@ def test_a_succeeded_outcome_gives_its_commands_and_any_other_none():
     assert commands_of(Outcome(False, commands=items), 9.0) == []
 
 
-@pytest.mark.parametrize("options, words", [({"wait_for_completion": True}, "wait_for_completion is not offered"),
-                                            ({"deferrable": True}, "deferrable is not offered"),
+@pytest.mark.parametrize("options, words", [({"skip_when_already_exists": True}, "skip_when_already_exists is not"),
+                                            ({"wait_for_completion": True, "allowed_states": ["done"]},
+                                             "allowed_states names 'done'"),
+                                            ({"wait_for_completion": True, "failed_states": ["success"]},
+                                             "both allowed and failed"),
                                             ({"trigger_dag_id": ""}, "trigger_dag_id must be"),
                                             ({"conf": [1]}, "conf must be a dict")])
 def test_what_is_not_offered_or_wrong_is_refused_at_parse_time(options, words):
     arguments = {"task_id": "kick", "trigger_dag_id": "target", **options}
     with pytest.raises((ValueError, TypeError, DagDefinitionError), match=words), DAG("source", schedule=None):
         TriggerDagRunOperator(**arguments)
+
+
+def test_wait_for_completion_makes_a_wait_on_the_triggered_run_after_the_success():
+    with DAG("source", schedule=None) as dag:
+        TriggerDagRunOperator(task_id="kick", trigger_dag_id="target", wait_for_completion=True, deferrable=True,
+                              poke_interval=5, allowed_states=["success", "failed"], failed_states=[])
+    [task] = dag.to_definition("/dags/source.py").tasks
+    assert task.kind == "python" and task.external is not None
+    assert (task.external.external_dag_id, task.external.after_success, task.external.allowed_states,
+            task.external.failed_states) == ("target", True, ["success", "failed"], [])

@@ -43,6 +43,7 @@ from services.scheduler.core.external import (
     decide_answers,
     decide_deferral,
     decide_deferred,
+    decide_wait_after_success,
 )
 from services.scheduler.core.limits import admit, walk_with_siblings
 from services.scheduler.core.liveness import Evidence, dead_tries, declared_dead, due_retries
@@ -56,6 +57,7 @@ from services.scheduler.core.mapping import (
 )
 from services.scheduler.core.model import (
     ACTIVE,
+    AWAITING,
     CLEAR,
     DEFERRED,
     ENDED,
@@ -228,6 +230,8 @@ def _decide_instance(queuing: Queuing, instance: TaskInstance, view: Mapping[str
         return _decide_waiting(queuing, instance, verdict, now, paused)
     ids: dict[str, Any] = {"dag_id": run.dag_id, "run_id": run.run_id, "task_id": task.task_id,
                            "map_index": instance.map_index}
+    if instance.state == AWAITING:
+        return [*decide_wait_after_success(run, instance, task, queuing.scheduler_id, now)], DEFERRED
     if instance.state == DEFERRED:
         timed_out = decide_deferred(run, instance, task, now)
         return ([*timed_out], timed_out[0].state) if timed_out is not None else ([], DEFERRED)
@@ -270,7 +274,7 @@ def _queued(queuing: Queuing, instance: TaskInstance, task: TaskDefinition,
             now: float) -> tuple[list[InstanceDecision], str]:
     """The instance's next try; an instance of a mapped task whose inputs no longer give its expansion
     is given up instead, saying why (Airflow marks such instances removed; here the log says it)."""
-    if task.external is not None:  # an external task sensor: no try, a wait on the other DAG's partition
+    if task.kind == "external_sensor":  # no try: a wait on the other DAG's partition
         return [*decide_deferral(queuing.run, instance, task, queuing.scheduler_id, now)], DEFERRED
     stale = queuing.stale_expansion(task, instance.map_index)
     if not stale:

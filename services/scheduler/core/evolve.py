@@ -85,6 +85,7 @@ from services.scheduler.core import assets, commands, external, mapping, pools, 
 from services.scheduler.core.instances import end_try, forget_try, now_live
 from services.scheduler.core.model import (
     ACTIVE,
+    AWAITING,
     FAILED,
     NONE,
     QUEUED,
@@ -426,7 +427,10 @@ def _ended(state: SchedulerState, event: TryEnded) -> None:
         if isinstance(event, TaskSucceeded) and event.follow is not None:
             instance.follow_json = json.dumps(event.follow)  # what a branch chose (trigger_rules.py)
         if isinstance(event, TaskSucceeded):
-            assets.succeeded(state.assets, event, _task_of(state, event.dag_id, event.task_id))
+            task = _task_of(state, event.dag_id, event.task_id)
+            assets.succeeded(state.assets, event, task)
+            if external.waits_after_success(task):  # wait_for_completion: the triggered run's end decides
+                outcome = AWAITING
         end_try(state, state.runs[key[:2]], instance, outcome, event.at)
 
 

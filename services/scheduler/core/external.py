@@ -18,6 +18,7 @@ Airflow's rules: a task id or run in one of ``failed_states`` fails the sensor, 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection
 from typing import TypeAlias
 
@@ -37,6 +38,7 @@ from schemas import (
 from services.scheduler.core.instances import end_try, forget_try
 from services.scheduler.core.mapping import mapped_instances, whole_state
 from services.scheduler.core.model import (
+    AWAITING,
     DEFERRED,
     FAILED,
     NONE,
@@ -57,6 +59,42 @@ Answer: TypeAlias = tuple[str, str, str, dict[str, str]]  # (outcome, reason, ru
 
 _DEFAULT = SensorDefinition()
 _RUNNING = "running"  # an open run's state, as Airflow's DagRunState names it
+_NO_TIMEOUT = 100 * 365 * 86_400.0  # a wait for a triggered run has no timeout of its own (Airflow's)
+
+
+def waits_after_success(task: TaskDefinition | None) -> bool:
+    """Whether the task's successful try is followed by a wait on the run it triggered."""
+    return task is not None and task.external is not None and task.external.after_success
+
+
+def decide_wait_after_success(run: DagRun, instance: TaskInstance, task: TaskDefinition, scheduler_id: str,
+                              now: float) -> list[ExternalDecision]:
+    """A TriggerDagRunOperator's try succeeded: the wait for the run it triggered (named by what the try
+    pushed), and the task deferred until that run ends (with the try's number: no new try)."""
+    wait = task.external
+    assert wait is not None  # waits_after_success
+    pushed = _pushed(instance.values_json)
+    dag_id, run_id = str(pushed.get("trigger_dag_id") or wait.external_dag_id), str(pushed.get("trigger_run_id", ""))
+    wait_id = wait_id_of(run.dag_id, run.run_id, task.task_id, instance.map_index, instance.try_number)
+    timeout = task.execution_timeout if task.execution_timeout is not None else _NO_TIMEOUT
+    return [
+        ExternalWaitRequested(dag_id=dag_id, wait_id=wait_id, logical_date=0.0, awaited_run_id=run_id, task_ids=[],
+                              allowed_states=list(wait.allowed_states), skipped_states=list(wait.skipped_states),
+                              failed_states=list(wait.failed_states), sensor_dag_id=run.dag_id,
+                              sensor_run_id=run.run_id, sensor_task_id=task.task_id,
+                              sensor_map_index=instance.map_index, sensor_try_number=instance.try_number, at=now),
+        TaskDeferred(dag_id=run.dag_id, run_id=run.run_id, task_id=task.task_id, map_index=instance.map_index,
+                     try_number=instance.try_number, wait_id=wait_id, external_dag_id=dag_id, until=now + timeout,
+                     scheduler_id=scheduler_id, at=now),
+    ]
+
+
+def _pushed(values_json: str) -> dict[str, object]:
+    try:
+        values = json.loads(values_json) if values_json else {}
+    except ValueError:
+        return {}
+    return values if isinstance(values, dict) else {}
 
 
 # -- the sensor's side -----------------------------------------------------------------------------
@@ -112,9 +150,14 @@ def deferred(state: SchedulerState, event: TaskDeferred) -> None:
     if run is None:
         return
     instance = run.instance(event.task_id, event.map_index)
+    key = (event.dag_id, event.run_id, instance.key)
+    if instance.state == AWAITING and event.try_number == instance.try_number:  # after its try's success
+        instance.state, instance.not_before, instance.waiting_since = DEFERRED, event.until, event.at
+        state.waiting[key] = None
+        state.timers.retry(key, event.try_number, event.until)
+        return
     if instance.state not in (NONE, UP_FOR_RETRY) or event.try_number <= instance.try_number:
         return
-    key = (event.dag_id, event.run_id, instance.key)
     forget_try(state, key)
     waiting = run.tasks[instance.key] = TaskInstance(event.task_id, DEFERRED, event.try_number,
                                                      owner=event.scheduler_id, queued_at=event.at,
@@ -190,6 +233,8 @@ def judge(state: SchedulerState, wait: ExternalWaitRequested) -> Answer | None:
         missing = _missing(dag, wait, awaited)
         if missing:
             return "failed", missing, "", {}
+    if wait.awaited_run_id:
+        return _judge_run(state, dag, wait)
     run = run_at(state, wait.dag_id, wait.logical_date)
     when = logical_date_iso(wait.logical_date)
     if run is None:
@@ -202,9 +247,22 @@ def judge(state: SchedulerState, wait: ExternalWaitRequested) -> Answer | None:
     return _verdict(wait, states, run.run_id, when)
 
 
+def _judge_run(state: SchedulerState, dag: DagEntry, wait: ExternalWaitRequested) -> Answer | None:
+    """A wait for one run (a triggered one): its state, once it has one the wait names."""
+    key = (wait.dag_id, wait.awaited_run_id)
+    run = state.runs.get(key) or (state.finished[key] if key in state.finished else None)
+    if run is None:
+        gone = state.forgotten.get(wait.dag_id)
+        if gone is not None and gone.has_other(wait.awaited_run_id):
+            return ("failed", f"run {wait.awaited_run_id} of {wait.dag_id!r} ended longer ago than the scheduler keeps "
+                              "finished runs (TOCK_SCHEDULER_FINISHED_RUNS_KEPT)", wait.awaited_run_id, {})
+        return None  # not created yet: its trigger is on its way
+    return _verdict(wait, awaited_states(run, dag, []), run.run_id, f"run {run.run_id}")
+
+
 def _verdict(wait: ExternalWaitRequested, states: dict[str, str], run_id: str, when: str) -> Answer | None:
     what = "the run" if list(states) == [""] else ", ".join(sorted(states))
-    of = f"of {wait.dag_id!r} at {when}"
+    of = f"of {wait.dag_id!r} at {when}" if not wait.awaited_run_id else f"of {wait.dag_id!r} ({when})"
     for outcome, named in (("failed", wait.failed_states), ("skipped", wait.skipped_states)):
         hit = sorted(task_id or "the run" for task_id, value in states.items() if value in named)
         if hit:

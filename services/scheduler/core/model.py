@@ -50,6 +50,7 @@ FAILED = "failed"                  # the current try failed; retried if retries 
 UP_FOR_RETRY = "up_for_retry"      # a new try may be queued from not_before (a retry, or a sensor's next poke)
 POKED = "poked"                    # a sensor's poke was not met: the owner decides its next poke or its timeout
 DEFERRED = "deferred"              # an external task sensor waits on another DAG's owner (no try runs)
+AWAITING = "awaiting"              # a try succeeded and its task waits for the run it triggered (to be deferred)
 UPSTREAM_FAILED = "upstream_failed"
 SKIPPED = "skipped"                # marked skipped, or an upstream task was skipped
 REMOVED = "removed"                # the task (or its DAG) is gone from the DAG files
