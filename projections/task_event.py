@@ -43,6 +43,7 @@ from schemas import (
     TaskSucceeded,
     TaskTrySkipped,
     TaskUpstreamFailed,
+    TimeSensorMet,
 )
 
 TABLE = "task_event"
@@ -50,7 +51,7 @@ _EVENTS = (TaskQueued, TaskLaunched, TaskStarted, TaskAdopted, TaskSucceeded, Ta
            TaskRetryScheduled, TaskDeclaredDead, TaskUpstreamFailed, PodStarted, PodFinished, ClearTask, MarkTask,
            KillTask, TaskCleared, TaskKillRequested, TaskKilled, TaskSkipped, TaskRemoved, TaskDeadlineMissed,
            SecretAccessed, TaskTrySkipped, TaskEmptySucceeded, TaskMapExpanded, TaskMapFailed, TaskPoked,
-           TaskRescheduled, SensorTimedOut, TaskDeferred, ExternalTaskReported)
+           TaskRescheduled, SensorTimedOut, TaskDeferred, ExternalTaskReported, TimeSensorMet)
 
 
 def rows_for(record: Record) -> list[Row]:

@@ -57,6 +57,7 @@ from schemas import (
     TaskSucceeded,
     TaskTrySkipped,
     TaskUpstreamFailed,
+    TimeSensorMet,
 )
 
 TABLE = "task_instance"
@@ -64,7 +65,7 @@ MARKABLE = ("success", "failed", "skipped")
 _TRY_EVENTS = (TaskLaunched, TaskStarted, TaskAdopted, TaskSucceeded, TaskFailed, TaskTrySkipped, TaskRetryScheduled,
                TaskDeclaredDead, PodFinished, TaskKillRequested, TaskKilled, TaskPoked, TaskRescheduled, SensorTimedOut,
                ExternalTaskReported)
-_ENDED = (TaskUpstreamFailed, TaskSkipped, TaskRemoved, TaskEmptySucceeded, TaskMapFailed)
+_ENDED = (TaskUpstreamFailed, TaskSkipped, TaskRemoved, TaskEmptySucceeded, TaskMapFailed, TimeSensorMet)
 _OUTCOMES = (TaskSucceeded, TaskFailed, TaskTrySkipped, TaskDeclaredDead, TaskKilled, TaskPoked)
 _TRY_UNDER_WAY = frozenset({"queued", "running", "deferred"})  # the states an outcome of the current try may end
 _POOL_WAIT = (TaskPoolRequested, TaskPoolGranted)  # a try waiting for its pool's slots: Airflow's "scheduled"
@@ -136,7 +137,7 @@ def evolve(row: Row | None, record: Record) -> Row:
 
 
 _ENDED_STATE = {TaskUpstreamFailed: "upstream_failed", TaskSkipped: "skipped", TaskRemoved: "removed",
-                TaskEmptySucceeded: "success", TaskMapFailed: "failed"}
+                TaskEmptySucceeded: "success", TaskMapFailed: "failed", TimeSensorMet: "success"}
 
 
 def _decided(row: Row, event: TaskSkipped | TaskUpstreamFailed) -> Row:

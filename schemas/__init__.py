@@ -33,6 +33,7 @@ from schemas.dags import (
     SensorDefinition,
     TaskDefinition,
     TaskGroupDefinition,
+    TimeWaitDefinition,
     WatcherDefinition,
 )
 from schemas.declare import (
@@ -57,6 +58,7 @@ from schemas.external import (
     ExternalWaitCancelled,
     ExternalWaitRequested,
     TaskDeferred,
+    TimeSensorMet,
     wait_id_of,
 )
 from schemas.logs import TaskLogShipped, try_log_key
@@ -240,6 +242,8 @@ __all__ = [
     "TaskSucceeded",
     "TaskTrySkipped",
     "TaskUpstreamFailed",
+    "TimeSensorMet",
+    "TimeWaitDefinition",
     "TokenCreated",
     "TokenRevoked",
     "TriggerDagRun",

@@ -98,6 +98,16 @@ class ExternalWaitDefinition:
 
 
 @record
+class TimeWaitDefinition:
+    """What a time sensor (tock/sensors.py ``TimeDeltaSensor``, ``DateTimeSensor`` with a fixed moment)
+    waits for, decided by the scheduler with no poke: the moment ``target`` (seconds since the epoch), or
+    ``delta`` seconds after the run's data interval end (its logical date without one)."""
+
+    target: float | None = None
+    delta: float | None = None
+
+
+@record
 class WatcherDefinition:
     """An asset's watcher (tock/assets.py ``AssetWatcher`` with a Kafka ``MessageQueueTrigger``): each
     record of ``topics`` (on Tock's Kafka cluster) is an event of the asset, exactly once, or, with
@@ -126,7 +136,7 @@ class TaskDefinition:
     """One task of a DAG as the scheduler and the runner need it."""
 
     task_id: str
-    kind: str  # "python" (a @task function), "bash", "empty", "sensor" or "external_sensor"
+    kind: str  # "python" (a @task function), "bash", "empty", "sensor", "external_sensor" or "time_sensor"
     command: str = ""  # the bash command; empty for python tasks
     upstream: list[str] = field(default_factory=list)
     retries: int = 0
@@ -172,6 +182,8 @@ class TaskDefinition:
     # An external task sensor (kind "external_sensor"): what it waits on, decided on the log with no try
     # (its ``sensor`` gives its timeout and soft_fail).
     external: ExternalWaitDefinition | None = None
+    # A time sensor (kind "time_sensor"): the moment it waits for, a timer of the scheduler's (no try).
+    time_wait: TimeWaitDefinition | None = None
     # The pool its tries take ``pool_slots`` slots of while queued or running (services/scheduler/core/pools.py);
     # "" none (Airflow's default_pool: no cap here).
     pool: str = ""
@@ -229,7 +241,7 @@ class DagDefinition:
     schedule_assets: list[AssetDefinition] = field(default_factory=list)
 
 
-@event(DAGS, route=BY_DAG, version=18)
+@event(DAGS, route=BY_DAG, version=19)
 class DagParsed(EventBase):
     """The latest definition of a DAG; written only when its fingerprint changed.
     v2: the definition has on_failure and on_deadline_missed (webhook URLs).
@@ -250,7 +262,8 @@ class DagParsed(EventBase):
     v15: task definitions have their ``outlets`` and ``outlet_aliases``; the definition its asset condition.
     v16: an external task sensor's task definition says what it waits on (``external``).
     v17: an asset's definition has its ``watchers``.
-    v18: a wait may follow its task's successful try (``external.after_success``)."""
+    v18: a wait may follow its task's successful try (``external.after_success``).
+    v19: a time sensor's task definition says the moment it waits for (``time_wait``)."""
 
     dag_id: str
     file_path: str

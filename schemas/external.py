@@ -124,3 +124,17 @@ class ExternalWaitCancelled(EventBase):
     wait_id: str
     reason: str
     at: float
+
+
+@event(EVENTS, route=BY_DAG)
+class TimeSensorMet(EventBase):
+    """A time sensor's moment (``moment``) has come: the instance succeeds, with no try run (try
+    ``try_number`` is its deferral's, or a new one when the moment had passed when it could run)."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int = -1
+    try_number: int
+    moment: float
+    at: float

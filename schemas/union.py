@@ -34,6 +34,7 @@ from schemas.external import (
     ExternalWaitCancelled,
     ExternalWaitRequested,
     TaskDeferred,
+    TimeSensorMet,
 )
 from schemas.logs import TaskLogShipped
 from schemas.mapping import TaskMapExpanded, TaskMapFailed
@@ -115,7 +116,7 @@ EventsTopicEvent: TypeAlias = (
     TaskKillRequested | TaskKilled | TaskLaunched | TaskMapExpanded | TaskMapFailed | TaskPoked |
     TaskPoolGranted | TaskPoolReleased | TaskPoolRequested | TaskQueued | TaskRemoved |
     TaskRescheduled | TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded | TaskTrySkipped |
-    TaskUpstreamFailed | TriggerDagRun
+    TaskUpstreamFailed | TimeSensorMet | TriggerDagRun
 )
 
 HeartbeatsTopicEvent: TypeAlias = TaskHeartbeat
@@ -148,8 +149,8 @@ Event: TypeAlias = (
     TaskHeartbeat | TaskKillRequested | TaskKilled | TaskLaunched | TaskLogShipped | TaskMapExpanded |
     TaskMapFailed | TaskPoked | TaskPoolGranted | TaskPoolReleased | TaskPoolRequested | TaskQueued |
     TaskRemoved | TaskRescheduled | TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded |
-    TaskTrySkipped | TaskUpstreamFailed | TokenCreated | TokenRevoked | TriggerDagRun | UserCreated |
-    UserDeleted | VariableDeleted | VariableSet | WorkerHeartbeat | WorkerStopped
+    TaskTrySkipped | TaskUpstreamFailed | TimeSensorMet | TokenCreated | TokenRevoked | TriggerDagRun |
+    UserCreated | UserDeleted | VariableDeleted | VariableSet | WorkerHeartbeat | WorkerStopped
 )
 
 EVENT_CLASSES: tuple[type[Event], ...] = (
@@ -166,7 +167,7 @@ EVENT_CLASSES: tuple[type[Event], ...] = (
     TaskDeferred, TaskEmptySucceeded, TaskFailed, TaskHeartbeat, TaskKillRequested, TaskKilled,
     TaskLaunched, TaskLogShipped, TaskMapExpanded, TaskMapFailed, TaskPoked, TaskPoolGranted,
     TaskPoolReleased, TaskPoolRequested, TaskQueued, TaskRemoved, TaskRescheduled, TaskRetryScheduled,
-    TaskSkipped, TaskStarted, TaskSucceeded, TaskTrySkipped, TaskUpstreamFailed, TokenCreated,
-    TokenRevoked, TriggerDagRun, UserCreated, UserDeleted, VariableDeleted, VariableSet,
+    TaskSkipped, TaskStarted, TaskSucceeded, TaskTrySkipped, TaskUpstreamFailed, TimeSensorMet,
+    TokenCreated, TokenRevoked, TriggerDagRun, UserCreated, UserDeleted, VariableDeleted, VariableSet,
     WorkerHeartbeat, WorkerStopped
 )

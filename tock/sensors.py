@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from schemas.dags import SENSOR_MODES, SENSOR_TIMEOUT, SensorDefinition
+from schemas.dags import SENSOR_MODES, SENSOR_TIMEOUT, SensorDefinition, TimeWaitDefinition
 from tock.tasks import TEMPLATE_FIELDS, Task, init_task, seconds_of
 
 if TYPE_CHECKING:
@@ -89,7 +89,10 @@ class BaseSensorOperator(Task):
                                        soft_fail=soft_fail or never_fail, mode=mode,
                                        exponential_backoff=exponential_backoff, max_wait=max_wait,
                                        deferrable=deferrable)
-        init_task(self, dag, task_id, self.task_kind, options, sensor=definition, **self._callable_fields())
+        init_task(self, dag, task_id, self._kind(), options, sensor=definition, **self._callable_fields())
+
+    def _kind(self) -> str:
+        return self.task_kind
 
     def _callable_fields(self) -> dict[str, Any]:
         return {}
@@ -183,8 +186,10 @@ class FileSensor(BaseSensorOperator):
 
 
 class _TimeSensor(BaseSensorOperator):
-    """A sensor met once a moment has passed: its first poke asks to be poked again at that moment, so it
-    makes two short tries however long it waits (Airflow's pokes at every interval)."""
+    """A sensor met once a moment has passed. When the moment is known in the DAG file (a delta after
+    the data interval, a fixed datetime) it is a timer of the scheduler's: no poke, no try (kind
+    "time_sensor", services/scheduler/core/time_sensors.py). A templated moment is rendered by a poke,
+    which asks to be poked again at that moment: two short tries however long it waits."""
 
     def target(self, context: Context) -> datetime:
         raise NotImplementedError
@@ -205,11 +210,16 @@ class TimeDeltaSensor(_TimeSensor):
     """``TimeDeltaSensor(task_id, delta)``: met ``delta`` after the run's data interval ends (its
     logical date for a run without one)."""
 
+    task_kind = "time_sensor"
+
     def __init__(self, *, task_id: str, delta: timedelta, **settings: Any) -> None:
         if not isinstance(delta, timedelta):
             raise ValueError(f"TimeDeltaSensor {task_id!r}: delta must be a timedelta, got {delta!r}")
         self.delta = delta
         super().__init__(task_id=task_id, **settings)
+
+    def _callable_fields(self) -> dict[str, Any]:
+        return {"time_wait": TimeWaitDefinition(delta=self.delta.total_seconds())}
 
     def target(self, context: Context) -> datetime:
         start = context.get("data_interval_end") or context.get("logical_date")
@@ -231,8 +241,25 @@ class DateTimeSensor(_TimeSensor):
             raise TypeError(f"DateTimeSensor {task_id!r}: target_time must be a datetime or a string, "
                             f"got {target_time!r}")
         self.target_time = target_time
+        self._fixed: datetime | None = None
+        if "{{" not in target_time and "{%" not in target_time:  # known now: a timer, no poke
+            try:
+                self._fixed = _aware(datetime.fromisoformat(target_time), task_id)
+            except ValueError:
+                raise ValueError(f"DateTimeSensor {task_id!r}: target_time {target_time!r} is not an ISO 8601 "
+                                 "moment (or a template)") from None
         super().__init__(task_id=task_id, **settings)
 
+    def _kind(self) -> str:
+        return "time_sensor" if self._fixed is not None else "sensor"
+
+    def _callable_fields(self) -> dict[str, Any]:
+        return {"time_wait": TimeWaitDefinition(target=self._fixed.timestamp())} if self._fixed is not None else {}
+
     def target(self, context: Context) -> datetime:
-        moment = datetime.fromisoformat(str(self.target_time))
-        return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)  # naive: UTC, as Airflow's default
+        return _aware(datetime.fromisoformat(str(self.target_time)), self.task_id)
+
+
+def _aware(moment: datetime, task_id: str) -> datetime:
+    """A naive moment is UTC (Airflow's default time zone)."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

@@ -13,7 +13,7 @@ from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
-from schemas.dags import ExternalWaitDefinition, SensorDefinition
+from schemas.dags import ExternalWaitDefinition, SensorDefinition, TimeWaitDefinition
 from tock.callbacks import TASK_CALLBACKS, callbacks_of
 from tock.params import NOTSET
 from tock.trigger_rules import TriggerRule, trigger_rule_problem, trigger_rule_value
@@ -226,7 +226,7 @@ def _template_option_problems(templates_dict: Any, templates_exts: Any) -> list[
 # Airflow's templated fields and template file extensions, per kind of task (tock/templating.py).
 TEMPLATE_FIELDS = {"bash": ("bash_command", "env", "cwd"), "python": ("templates_dict", "op_args", "op_kwargs"),
                    "empty": (), "sensor": ("templates_dict", "op_args", "op_kwargs"),  # @task.sensor's as @task's
-                   "external_sensor": ()}
+                   "external_sensor": (), "time_sensor": ()}
 # Options only a Python task has (a group's default_args gives them to its Python tasks only).
 PYTHON_ONLY_OPTIONS = ("templates_dict", "templates_exts", "multiple_outputs")
 BASH_TEMPLATE_EXT = (".sh", ".bash")
@@ -307,6 +307,7 @@ class Task(Links):
     mapped: MapSpec | None = None  # a mapped task (tock/mapping.py): what its instances map over
     sensor: SensorDefinition | None = None  # a sensor (kind "sensor", tock/sensors.py): how it waits
     external: ExternalWaitDefinition | None = None  # an external task sensor (tock/external.py): what it awaits
+    time_wait: TimeWaitDefinition | None = None  # a time sensor with its moment known (kind "time_sensor")
     # An operator's arguments ``.expand()`` may map over -> the attribute each sets (tock/mapping.py);
     # the required ones a mapped operator is built with until each instance's element gives them.
     mappable_arguments: ClassVar[dict[str, str]] = {}

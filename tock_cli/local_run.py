@@ -42,7 +42,7 @@ from schemas.tasks import instance_name
 from services.runner.task_code import TryProgress, TryResult, run_task_code
 from services.scheduler.core import Policy, SchedulerState, decide, evolve
 from services.scheduler.core.mapping import mapped_instances
-from services.scheduler.core.model import DagRun, TaskInstance
+from services.scheduler.core.model import DEFERRED, DagRun, TaskInstance
 from tock.dag import DAG, fingerprint
 from tock.params import ParamValidationError
 from tock.secrets import SecretsBackend, SecretsChain, install
@@ -230,8 +230,8 @@ def _name(queued: TaskQueued) -> str:
 
 
 def _next_wake(state: SchedulerState) -> tuple[float | None, bool]:
-    """The next retry or sensor poke due, and whether it is a sensor's poke."""
-    waits = [(instance.not_before, instance.wait_pokes > 0) for key in state.waiting
+    """The next retry or sensor poke due, and whether it is a sensor's (a poke, a deferral: in real time)."""
+    waits = [(instance.not_before, instance.wait_pokes > 0 or instance.state == DEFERRED) for key in state.waiting
              if (instance := state.instance(key)) is not None and instance.not_before is not None]
     return min(waits, default=(None, False))
 

@@ -58,6 +58,7 @@ from schemas import (
     TaskSucceeded,
     TaskTrySkipped,
     TaskUpstreamFailed,
+    TimeSensorMet,
 )
 from services.scheduler.core import DagTombstone
 
@@ -69,7 +70,7 @@ RunEvent: TypeAlias = (
     | TaskTrySkipped | TaskEmptySucceeded | DagRunTimedOut | TaskMapExpanded | TaskMapFailed
     | SecretAccessed | TaskPoked | TaskRescheduled | SensorTimedOut | TaskPoolRequested | TaskPoolGranted
     | TaskPoolReleased | PoolSlotsRequested | PoolSlotsGranted | PoolSlotsReleased | TaskAssetEventsRecorded
-    | TaskDeferred | ExternalTaskReported
+    | TaskDeferred | ExternalTaskReported | TimeSensorMet
 )
 EveryRunEvent: TypeAlias = DagParsed | DagTombstone | PauseDag  # may change what any run of the DAG does
 

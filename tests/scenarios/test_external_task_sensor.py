@@ -18,6 +18,7 @@ from schemas import (
     TaskDeferred,
     TaskQueued,
     TaskSucceeded,
+    TimeSensorMet,
     TriggerDagRun,
 )
 from schemas.runs import manual_run_id
@@ -121,3 +122,27 @@ def test_a_trigger_waiting_for_completion_ends_as_the_run_it_triggered_through_a
         assert (finished.state, report.outcome) == ("failed", "failed")
         assert tail.of_type(TaskSucceeded, dag_id="kicker", task_id="after") == []
     assert len(tail.of_type(TaskQueued, dag_id="kicker", task_id="kick")) == 1  # one try, waiting with none
+
+
+TIMED = '''
+from datetime import timedelta
+from tock import DAG, BashTask, TimeDeltaSensor
+
+with DAG("timed") as timed:
+    TimeDeltaSensor(task_id="wait", delta=timedelta(seconds=8)) >> BashTask("after", "true")
+'''
+
+
+def test_a_time_sensor_is_a_timer_with_no_try_that_survives_its_scheduler_killed(make_settings, system, tmp_path):
+    settings, processes, tail = start_with_dags(make_settings, system, tmp_path, TIMED)
+    first = processes.scheduler("first")
+    logical_date = float(int(time.time()))
+    run_id = _trigger_at(settings, "timed", logical_date)
+    [deferred] = tail.wait_for(lambda _events: tail.of_type(TaskDeferred, dag_id="timed"), 60, "the deferral")
+    assert deferred.until == logical_date + 8
+    kill_hard(first.pid)
+    processes.scheduler("second")
+    assert tail.run_finished(run_id, 120).state == "success"
+    [met] = tail.of_type(TimeSensorMet, dag_id="timed")
+    assert met.at >= logical_date + 8 and met.try_number == 1
+    assert tail.of_type(TaskQueued, dag_id="timed", task_id="wait") == []  # no try, no poke

@@ -43,6 +43,7 @@ from schemas import (
     TaskSucceeded,
     TaskTrySkipped,
     TaskUpstreamFailed,
+    TimeSensorMet,
 )
 from services.monitor.core import task_callbacks as callbacks
 from services.monitor.core.notify import DEADLINE_MISSED, DagCallbacks, NotificationBook
@@ -88,7 +89,8 @@ TryEvent: TypeAlias = (TaskQueued | TaskStarted | TaskSucceeded | TaskFailed | T
 """Events of one try that the monitor times (queue latency, duration)."""
 
 InstanceEnded: TypeAlias = (TaskSucceeded | TaskFailed | TaskTrySkipped | TaskKilled | TaskSkipped | TaskUpstreamFailed
-                                | TaskRemoved | TaskEmptySucceeded | SensorTimedOut | ExternalTaskReported)
+                                | TaskRemoved | TaskEmptySucceeded | SensorTimedOut | ExternalTaskReported
+                                | TimeSensorMet)
 """A task instance has ended (for its deadline; a failure with a retry to come is undone by TaskRetryScheduled)."""
 
 InstanceEvent: TypeAlias = InstanceEnded | TaskQueued | TaskRetryScheduled | TaskCleared
@@ -185,7 +187,8 @@ def _fold_rarer(state: MonitorState, event: MonitorEvent) -> None:
         case SensorTimedOut():
             _task_instance_ended(state, event)
             callbacks.sensor_timed_out(state.notifications, event)
-        case TaskKilled() | TaskSkipped() | TaskUpstreamFailed() | TaskRemoved() | ExternalTaskReported():
+        case TaskKilled() | TaskSkipped() | TaskUpstreamFailed() | TaskRemoved() | ExternalTaskReported() \
+                | TimeSensorMet():
             _task_instance_ended(state, event)
         case TaskEmptySucceeded():
             _task_instance_ended(state, event)

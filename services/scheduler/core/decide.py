@@ -34,7 +34,9 @@ from schemas import (
     TaskRetryScheduled,
     TaskSkipped,
     TaskUpstreamFailed,
+    TimeSensorMet,
 )
+from services.scheduler.core import time_sensors
 from services.scheduler.core.assets import AssetDecision, decide_assets
 from services.scheduler.core.backfill import BackfillDecision, decide_backfills
 from services.scheduler.core.external import (
@@ -108,7 +110,7 @@ class Policy:
 
 InstanceDecision: TypeAlias = (TaskQueued | TaskRetryScheduled | TaskUpstreamFailed | TaskSkipped
                                | TaskEmptySucceeded | TaskMapExpanded | TaskMapFailed | TaskRemoved
-                               | TaskRescheduled | SensorTimedOut | ExternalDecision)
+                               | TaskRescheduled | SensorTimedOut | ExternalDecision | TimeSensorMet)
 """What deciding a task instance whose try is not running writes."""
 
 TaskDecision: TypeAlias = InstanceDecision | TaskDeclaredDead | TaskFailed | TaskKillRequested | TaskCleared
@@ -232,6 +234,9 @@ def _decide_instance(queuing: Queuing, instance: TaskInstance, view: Mapping[str
                            "map_index": instance.map_index}
     if instance.state == AWAITING:
         return [*decide_wait_after_success(run, instance, task, queuing.scheduler_id, now)], DEFERRED
+    if instance.state == DEFERRED and task.time_wait is not None:
+        due = time_sensors.decide_due(run, instance, task, time_sensors.moment_of(task, queuing.interval()[1]), now)
+        return ([due[0]], due[1]) if due is not None else ([], DEFERRED)
     if instance.state == DEFERRED:
         timed_out = decide_deferred(run, instance, task, now)
         return ([*timed_out], timed_out[0].state) if timed_out is not None else ([], DEFERRED)
@@ -274,6 +279,10 @@ def _queued(queuing: Queuing, instance: TaskInstance, task: TaskDefinition,
             now: float) -> tuple[list[InstanceDecision], str]:
     """The instance's next try; an instance of a mapped task whose inputs no longer give its expansion
     is given up instead, saying why (Airflow marks such instances removed; here the log says it)."""
+    if task.kind == "time_sensor":  # no try: a timer of this partition's
+        moment = time_sensors.moment_of(task, queuing.interval()[1])
+        decision, state = time_sensors.decide_start(queuing.run, instance, task, moment, queuing.scheduler_id, now)
+        return [decision], state
     if task.kind == "external_sensor":  # no try: a wait on the other DAG's partition
         return [*decide_deferral(queuing.run, instance, task, queuing.scheduler_id, now)], DEFERRED
     stale = queuing.stale_expansion(task, instance.map_index)

@@ -79,9 +79,21 @@ from schemas import (
     TaskSucceeded,
     TaskTrySkipped,
     TaskUpstreamFailed,
+    TimeSensorMet,
     TriggerDagRun,
 )
-from services.scheduler.core import assets, commands, external, mapping, pools, quarantine, retention, sensors, timeouts
+from services.scheduler.core import (
+    assets,
+    commands,
+    external,
+    mapping,
+    pools,
+    quarantine,
+    retention,
+    sensors,
+    time_sensors,
+    timeouts,
+)
 from services.scheduler.core.instances import end_try, forget_try, now_live
 from services.scheduler.core.model import (
     ACTIVE,
@@ -128,7 +140,7 @@ _OfPools: TypeAlias = (SetPool | DeletePool | PoolSlotsRequested | PoolSlotsGran
 _OfAssets: TypeAlias = (AssetEventRecorded | TaskAssetEventsRecorded | AssetEventQueued | AssetEventForwarded
                         | AssetConsumerRegistered | AssetConsumerDropped | DagAssetsRegistered)
 _OfExternal: TypeAlias = (ExternalWaitRequested | TaskDeferred | ExternalTaskReported | ExternalWaitAccepted
-                          | ExternalWaitAnswered | ExternalWaitCancelled)
+                          | ExternalWaitAnswered | ExternalWaitCancelled | TimeSensorMet)
 _Rarer: TypeAlias = (DagParsed | DagTombstone | PauseDag | TriggerDagRun | DagQuarantined | DagQuarantineLifted
                      | DagRunTimedOut | TaskRescheduled | SensorTimedOut | _RecordedOnly | _OfPools | _OfAssets
                      | _OfExternal | _OfCommands)
@@ -214,14 +226,14 @@ def _fold_rarer(state: SchedulerState, event: _Rarer) -> None:
                 | AssetConsumerRegistered() | AssetConsumerDropped() | DagAssetsRegistered():
             assets.fold(state, event)
         case ExternalWaitRequested() | TaskDeferred() | ExternalTaskReported() | ExternalWaitAccepted() \
-                | ExternalWaitAnswered() | ExternalWaitCancelled():
+                | ExternalWaitAnswered() | ExternalWaitCancelled() | TimeSensorMet():
             _fold_external(state, event)
         case _:
             _fold_command(state, event)
 
 
 def _fold_external(state: SchedulerState, event: _OfExternal) -> None:
-    """A sensor's wait on another DAG: the awaited side's waits, the sensor's deferral (external.py)."""
+    """A sensor's wait on another DAG (external.py) or on a moment (time_sensors.py)."""
     match event:
         case ExternalWaitRequested():
             external.requested(state, event)
@@ -233,6 +245,8 @@ def _fold_external(state: SchedulerState, event: _OfExternal) -> None:
             external.accepted(state, event)
         case ExternalWaitAnswered() | ExternalWaitCancelled():
             external.forgotten(state, event)
+        case TimeSensorMet():
+            time_sensors.met(state, event)
 
 
 def _fold_pool(state: SchedulerState, event: _OfPools) -> None:

@@ -45,6 +45,7 @@ from schemas import (
     SensorDefinition,
     TaskDefinition,
     TaskGroupDefinition,
+    TimeWaitDefinition,
     TriggerDagRun,
     WatcherDefinition,
     decode,
@@ -164,11 +165,14 @@ def _pack_dag(entry: DagEntry) -> list[Json]:
     return [fields, entry.fingerprint, entry.first_seen_at]
 
 
+_NESTED_TASK_FIELDS = ("mapped", "sensor", "external", "time_wait")  # records inside a task definition
+
+
 def _packed_task_field(task: TaskDefinition, name: str) -> Json:
     value = getattr(task, name)
     if name == "outlets":
         return [dataclasses.astuple(asset) for asset in value]
-    return dataclasses.asdict(value) if name in ("mapped", "sensor", "external") and value is not None else value
+    return dataclasses.asdict(value) if name in _NESTED_TASK_FIELDS and value is not None else value
 
 
 def _unpacked_task(packed: list[Json]) -> TaskDefinition:
@@ -180,6 +184,8 @@ def _unpacked_task(packed: list[Json]) -> TaskDefinition:
         fields["sensor"] = SensorDefinition(**fields["sensor"])
     if fields["external"] is not None:
         fields["external"] = ExternalWaitDefinition(**fields["external"])
+    if fields["time_wait"] is not None:
+        fields["time_wait"] = TimeWaitDefinition(**fields["time_wait"])
     fields["outlets"] = [_unpacked_asset(asset) for asset in fields["outlets"]]
     return TaskDefinition(**fields)
 
