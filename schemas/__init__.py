@@ -30,6 +30,7 @@ from schemas.dags import (
     ExternalWaitDefinition,
     MapDefinition,
     MapInput,
+    MarkerDefinition,
     SensorDefinition,
     TaskDefinition,
     TaskGroupDefinition,
@@ -52,6 +53,7 @@ from schemas.declare import (
 )
 from schemas.external import (
     WAIT_OUTCOMES,
+    ExternalClearsSent,
     ExternalTaskReported,
     ExternalWaitAccepted,
     ExternalWaitAnswered,
@@ -180,6 +182,7 @@ __all__ = [
     "Event",
     "EventBase",
     "EventsTopicEvent",
+    "ExternalClearsSent",
     "ExternalTaskReported",
     "ExternalWaitAccepted",
     "ExternalWaitAnswered",
@@ -193,6 +196,7 @@ __all__ = [
     "MapInput",
     "MapSource",
     "MarkTask",
+    "MarkerDefinition",
     "ParsingTopicEvent",
     "PauseDag",
     "PodFinished",

@@ -18,12 +18,15 @@ class TriggerDagRun(EventBase):
     at: float
 
 
-@event(EVENTS, route=BY_DAG, version=3)
+@event(EVENTS, route=BY_DAG, version=4)
 class ClearTask(EventBase):
     """Run task instances again with new tries: ``task_id`` ("" = every task of the run) and, with
     ``downstream`` / ``upstream``, every task after / before it. A finished run reopens; a running
     try is stopped first. v2 added request_id, downstream and upstream.
-    v3 added map_index: one instance of a mapped task (-1: the task's every instance)."""
+    v3 added map_index: one instance of a mapped task (-1: the task's every instance).
+    v4 added ``recursive`` (Airflow's: an ExternalTaskMarker cleared clears the task it names in another
+    DAG), ``logical_date`` (the run at that logical date, when ``run_id`` is ""; a marker's clear) and
+    ``recursion_left`` (how many markers deeper it may go; -1: not a marker's clear)."""
 
     dag_id: str
     run_id: str
@@ -33,6 +36,9 @@ class ClearTask(EventBase):
     downstream: bool = False
     upstream: bool = False
     requested_by: str = ""
+    recursive: bool = False
+    logical_date: float | None = None
+    recursion_left: int = -1
     at: float
 
 

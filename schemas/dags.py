@@ -98,6 +98,19 @@ class ExternalWaitDefinition:
 
 
 @record
+class MarkerDefinition:
+    """An ``ExternalTaskMarker`` (tock/external.py): a task of another DAG depends on this one. Cleared
+    with ``recursive``, it clears ``external_task_id`` of ``external_dag_id``'s run at ``logical_date``
+    (None: its own run's) and what follows it, at most ``recursion_depth`` markers deep
+    (services/scheduler/core/markers.py)."""
+
+    external_dag_id: str
+    external_task_id: str
+    logical_date: float | None = None
+    recursion_depth: int = 10
+
+
+@record
 class TimeWaitDefinition:
     """What a time sensor (tock/sensors.py ``TimeDeltaSensor``, ``DateTimeSensor`` with a fixed moment)
     waits for, decided by the scheduler with no poke: the moment ``target`` (seconds since the epoch), or
@@ -184,6 +197,8 @@ class TaskDefinition:
     external: ExternalWaitDefinition | None = None
     # A time sensor (kind "time_sensor"): the moment it waits for, a timer of the scheduler's (no try).
     time_wait: TimeWaitDefinition | None = None
+    # An ExternalTaskMarker (kind "empty"): what a recursive clear of it clears in another DAG.
+    marker: MarkerDefinition | None = None
     # The pool its tries take ``pool_slots`` slots of while queued or running (services/scheduler/core/pools.py);
     # "" none (Airflow's default_pool: no cap here).
     pool: str = ""
@@ -241,7 +256,7 @@ class DagDefinition:
     schedule_assets: list[AssetDefinition] = field(default_factory=list)
 
 
-@event(DAGS, route=BY_DAG, version=19)
+@event(DAGS, route=BY_DAG, version=20)
 class DagParsed(EventBase):
     """The latest definition of a DAG; written only when its fingerprint changed.
     v2: the definition has on_failure and on_deadline_missed (webhook URLs).
@@ -263,7 +278,8 @@ class DagParsed(EventBase):
     v16: an external task sensor's task definition says what it waits on (``external``).
     v17: an asset's definition has its ``watchers``.
     v18: a wait may follow its task's successful try (``external.after_success``).
-    v19: a time sensor's task definition says the moment it waits for (``time_wait``)."""
+    v19: a time sensor's task definition says the moment it waits for (``time_wait``).
+    v20: an ExternalTaskMarker's task definition says what it clears (``marker``)."""
 
     dag_id: str
     file_path: str

@@ -138,3 +138,13 @@ class TimeSensorMet(EventBase):
     try_number: int
     moment: float
     at: float
+
+
+@event(EVENTS, route=BY_DAG)
+class ExternalClearsSent(EventBase):
+    """The clears the recursive clear ``request_id`` of DAG ``dag_id`` asked of other DAGs through its
+    ExternalTaskMarkers (``ClearTask`` on their partitions) are written: none is due any more."""
+
+    dag_id: str
+    request_id: str
+    at: float

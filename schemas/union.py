@@ -28,6 +28,7 @@ from schemas.commands import (
 )
 from schemas.dags import DagParsed, DagQuarantined, DagQuarantineLifted
 from schemas.external import (
+    ExternalClearsSent,
     ExternalTaskReported,
     ExternalWaitAccepted,
     ExternalWaitAnswered,
@@ -108,10 +109,10 @@ EventsTopicEvent: TypeAlias = (
     AssetEventRecorded | BackfillFinished | BackfillPlanned | CallbackCalled | CancelBackfill |
     ClearTask | CommandRejected | DagAssetsRegistered | DagQuarantineLifted | DagQuarantined |
     DagRunCreated | DagRunFinished | DagRunReopened | DagRunTimedOut | DeadlineMissed | DeletePool |
-    ExternalTaskReported | ExternalWaitAccepted | ExternalWaitAnswered | ExternalWaitCancelled |
-    ExternalWaitRequested | KillTask | MarkTask | PauseDag | PodFinished | PodStarted |
-    PoolSlotsGranted | PoolSlotsReleased | PoolSlotsRequested | RequestBackfill | SecretAccessed |
-    SensorTimedOut | SetPool | TaskAdopted | TaskAssetEventsRecorded | TaskCleared |
+    ExternalClearsSent | ExternalTaskReported | ExternalWaitAccepted | ExternalWaitAnswered |
+    ExternalWaitCancelled | ExternalWaitRequested | KillTask | MarkTask | PauseDag | PodFinished |
+    PodStarted | PoolSlotsGranted | PoolSlotsReleased | PoolSlotsRequested | RequestBackfill |
+    SecretAccessed | SensorTimedOut | SetPool | TaskAdopted | TaskAssetEventsRecorded | TaskCleared |
     TaskDeadlineMissed | TaskDeclaredDead | TaskDeferred | TaskEmptySucceeded | TaskFailed |
     TaskKillRequested | TaskKilled | TaskLaunched | TaskMapExpanded | TaskMapFailed | TaskPoked |
     TaskPoolGranted | TaskPoolReleased | TaskPoolRequested | TaskQueued | TaskRemoved |
@@ -140,17 +141,18 @@ Event: TypeAlias = (
     ClearTask | CommandRejected | ConnectionDeleted | ConnectionSet | DagAssetsRegistered |
     DagFileProcessed | DagFileRemoved | DagParseFailed | DagParsed | DagQuarantineLifted |
     DagQuarantined | DagRemoved | DagRunCreated | DagRunFinished | DagRunReopened | DagRunTimedOut |
-    DeadlineMissed | DeletePool | ExternalTaskReported | ExternalWaitAccepted | ExternalWaitAnswered |
-    ExternalWaitCancelled | ExternalWaitRequested | KillTask | MarkTask | PauseDag | PodFinished |
-    PodStarted | PoolSlotsGranted | PoolSlotsReleased | PoolSlotsRequested | ProcessorFinished |
-    ProcessorKilled | ProcessorStarted | RequestBackfill | SchedulerHeartbeat | SchedulerStopped |
-    SecretAccessed | SensorTimedOut | SetPool | TaskAdopted | TaskAssetEventsRecorded | TaskCleared |
-    TaskDeadlineMissed | TaskDeclaredDead | TaskDeferred | TaskEmptySucceeded | TaskFailed |
-    TaskHeartbeat | TaskKillRequested | TaskKilled | TaskLaunched | TaskLogShipped | TaskMapExpanded |
-    TaskMapFailed | TaskPoked | TaskPoolGranted | TaskPoolReleased | TaskPoolRequested | TaskQueued |
-    TaskRemoved | TaskRescheduled | TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded |
-    TaskTrySkipped | TaskUpstreamFailed | TimeSensorMet | TokenCreated | TokenRevoked | TriggerDagRun |
-    UserCreated | UserDeleted | VariableDeleted | VariableSet | WorkerHeartbeat | WorkerStopped
+    DeadlineMissed | DeletePool | ExternalClearsSent | ExternalTaskReported | ExternalWaitAccepted |
+    ExternalWaitAnswered | ExternalWaitCancelled | ExternalWaitRequested | KillTask | MarkTask |
+    PauseDag | PodFinished | PodStarted | PoolSlotsGranted | PoolSlotsReleased | PoolSlotsRequested |
+    ProcessorFinished | ProcessorKilled | ProcessorStarted | RequestBackfill | SchedulerHeartbeat |
+    SchedulerStopped | SecretAccessed | SensorTimedOut | SetPool | TaskAdopted |
+    TaskAssetEventsRecorded | TaskCleared | TaskDeadlineMissed | TaskDeclaredDead | TaskDeferred |
+    TaskEmptySucceeded | TaskFailed | TaskHeartbeat | TaskKillRequested | TaskKilled | TaskLaunched |
+    TaskLogShipped | TaskMapExpanded | TaskMapFailed | TaskPoked | TaskPoolGranted | TaskPoolReleased |
+    TaskPoolRequested | TaskQueued | TaskRemoved | TaskRescheduled | TaskRetryScheduled | TaskSkipped |
+    TaskStarted | TaskSucceeded | TaskTrySkipped | TaskUpstreamFailed | TimeSensorMet | TokenCreated |
+    TokenRevoked | TriggerDagRun | UserCreated | UserDeleted | VariableDeleted | VariableSet |
+    WorkerHeartbeat | WorkerStopped
 )
 
 EVENT_CLASSES: tuple[type[Event], ...] = (
@@ -159,15 +161,15 @@ EVENT_CLASSES: tuple[type[Event], ...] = (
     CommandRejected, ConnectionDeleted, ConnectionSet, DagAssetsRegistered, DagFileProcessed,
     DagFileRemoved, DagParseFailed, DagParsed, DagQuarantineLifted, DagQuarantined, DagRemoved,
     DagRunCreated, DagRunFinished, DagRunReopened, DagRunTimedOut, DeadlineMissed, DeletePool,
-    ExternalTaskReported, ExternalWaitAccepted, ExternalWaitAnswered, ExternalWaitCancelled,
-    ExternalWaitRequested, KillTask, MarkTask, PauseDag, PodFinished, PodStarted, PoolSlotsGranted,
-    PoolSlotsReleased, PoolSlotsRequested, ProcessorFinished, ProcessorKilled, ProcessorStarted,
-    RequestBackfill, SchedulerHeartbeat, SchedulerStopped, SecretAccessed, SensorTimedOut, SetPool,
-    TaskAdopted, TaskAssetEventsRecorded, TaskCleared, TaskDeadlineMissed, TaskDeclaredDead,
-    TaskDeferred, TaskEmptySucceeded, TaskFailed, TaskHeartbeat, TaskKillRequested, TaskKilled,
-    TaskLaunched, TaskLogShipped, TaskMapExpanded, TaskMapFailed, TaskPoked, TaskPoolGranted,
-    TaskPoolReleased, TaskPoolRequested, TaskQueued, TaskRemoved, TaskRescheduled, TaskRetryScheduled,
-    TaskSkipped, TaskStarted, TaskSucceeded, TaskTrySkipped, TaskUpstreamFailed, TimeSensorMet,
-    TokenCreated, TokenRevoked, TriggerDagRun, UserCreated, UserDeleted, VariableDeleted, VariableSet,
-    WorkerHeartbeat, WorkerStopped
+    ExternalClearsSent, ExternalTaskReported, ExternalWaitAccepted, ExternalWaitAnswered,
+    ExternalWaitCancelled, ExternalWaitRequested, KillTask, MarkTask, PauseDag, PodFinished,
+    PodStarted, PoolSlotsGranted, PoolSlotsReleased, PoolSlotsRequested, ProcessorFinished,
+    ProcessorKilled, ProcessorStarted, RequestBackfill, SchedulerHeartbeat, SchedulerStopped,
+    SecretAccessed, SensorTimedOut, SetPool, TaskAdopted, TaskAssetEventsRecorded, TaskCleared,
+    TaskDeadlineMissed, TaskDeclaredDead, TaskDeferred, TaskEmptySucceeded, TaskFailed, TaskHeartbeat,
+    TaskKillRequested, TaskKilled, TaskLaunched, TaskLogShipped, TaskMapExpanded, TaskMapFailed,
+    TaskPoked, TaskPoolGranted, TaskPoolReleased, TaskPoolRequested, TaskQueued, TaskRemoved,
+    TaskRescheduled, TaskRetryScheduled, TaskSkipped, TaskStarted, TaskSucceeded, TaskTrySkipped,
+    TaskUpstreamFailed, TimeSensorMet, TokenCreated, TokenRevoked, TriggerDagRun, UserCreated,
+    UserDeleted, VariableDeleted, VariableSet, WorkerHeartbeat, WorkerStopped
 )

@@ -10,7 +10,7 @@ from tock.dag import DAG, DagDefinitionError, fingerprint
 from tock.deadline import Deadline
 from tock.decorators import task
 from tock.exceptions import AirflowRescheduleException, AirflowSensorTimeout, AirflowSkipException
-from tock.external import ExternalTaskSensor
+from tock.external import ExternalTaskMarker, ExternalTaskSensor
 from tock.loading import load_dags
 from tock.operators import (
     BashOperator,
@@ -46,7 +46,7 @@ __all__ = ["DAG", "AirflowNotFoundException", "AirflowRescheduleException", "Air
            "AirflowSensorTimeout", "AirflowSkipException", "BaseHook", "BaseSensorOperator", "DateTimeSensor",
            "FileSensor", "PokeReturnValue", "PythonSensor", "TimeDeltaSensor",
            "BashOperator", "BashTask", "BranchPythonOperator", "Connection", "Context", "DagDefinitionError",
-           "DagRunState", "Deadline", "ExternalTaskSensor", "State", "TaskInstanceState",
+           "DagRunState", "Deadline", "ExternalTaskMarker", "ExternalTaskSensor", "State", "TaskInstanceState",
            "EmptyOperator", "LatestOnlyOperator", "Param", "ParamValidationError", "ParamsDict", "PythonOperator",
            "ShortCircuitOperator", "Task", "TaskGroup", "TemplateRenderError", "TriggerDagRunOperator", "TriggerRule",
            "Variable", "WeightRule",

@@ -345,7 +345,7 @@ def _task_definition(task: Task, setups: list[str]) -> TaskDefinition:
         max_active_tis_per_dag=task.max_active_tis_per_dag, max_active_tis_per_dagrun=task.max_active_tis_per_dagrun,
         retry_exponential_backoff=task.retry_exponential_backoff, max_retry_delay=task.max_retry_delay,
         mapped=None if task.mapped is None else definition_of(task.mapped, task.options.max_map_length),
-        sensor=task.sensor, external=task.external, time_wait=task.time_wait,
+        sensor=task.sensor, external=task.external, time_wait=task.time_wait, marker=task.marker,
         pool="" if task.options.pool in (None, DEFAULT_POOL) else task.options.pool, pool_slots=task.options.pool_slots,
         outlets=[asset.definition() for asset in outlets_of(task.options.outlets, task.task_id)[0]],
         outlet_aliases=[alias.name for alias in outlets_of(task.options.outlets, task.task_id)[1]],

@@ -12,10 +12,11 @@ accepted and have nothing to do; ``timeout`` and ``soft_fail`` apply as in Airfl
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from schemas.dags import ExternalWaitDefinition
+from schemas.dags import ExternalWaitDefinition, MarkerDefinition
+from tock.operators import EmptyOperator
 from tock.sensors import BaseSensorOperator
 from tock.states import DagRunState, TaskInstanceState
 
@@ -114,3 +115,40 @@ def _states(where: str, name: str, given: Any, valid: frozenset[str]) -> list[st
         raise ValueError(f"{where}: {name} names {', '.join(map(repr, wrong))}, not one of "
                          f"{', '.join(sorted(valid))}")
     return values
+
+
+_DEFAULT_MARKER_DATE = "{{ logical_date.isoformat() }}"  # Airflow's default: the marker's own run
+
+
+class ExternalTaskMarker(EmptyOperator):
+    """``ExternalTaskMarker(task_id, external_dag_id, external_task_id, logical_date=None,
+    recursion_depth=10)``: a task of another DAG depends on this one. It does nothing when it runs; when a
+    clear with ``recursive`` clears it, ``external_task_id`` of ``external_dag_id``'s run at ``logical_date``
+    (default: this run's) is cleared too, with what follows it, and so on through markers there, at most
+    ``recursion_depth`` deep (Airflow's "Recursive" clear). ``logical_date`` may be a datetime; a template
+    other than Airflow's default is refused (the scheduler renders nothing)."""
+
+    def __init__(self, *, task_id: str, external_dag_id: str, external_task_id: str,
+                 logical_date: str | datetime | None = _DEFAULT_MARKER_DATE, recursion_depth: int = 10,
+                 **options: Any) -> None:
+        where = f"ExternalTaskMarker {task_id!r}"
+        for name, value in (("external_dag_id", external_dag_id), ("external_task_id", external_task_id)):
+            if not isinstance(value, str) or not value or "{{" in value:
+                raise ValueError(f"{where}: {name} must be a literal id, got {value!r}")
+        if isinstance(recursion_depth, bool) or not isinstance(recursion_depth, int) or recursion_depth <= 0:
+            raise ValueError(f"{where}: recursion_depth must be a positive int, got {recursion_depth!r}")
+        self.external_dag_id, self.external_task_id = external_dag_id, external_task_id
+        self.logical_date, self.recursion_depth = logical_date, recursion_depth
+        super().__init__(task_id, **options)
+        self.marker = MarkerDefinition(external_dag_id=external_dag_id, external_task_id=external_task_id,
+                                       logical_date=_marker_date(where, logical_date),
+                                       recursion_depth=recursion_depth)
+
+
+def _marker_date(where: str, given: Any) -> float | None:
+    if given is None or given == _DEFAULT_MARKER_DATE:
+        return None
+    if isinstance(given, datetime):
+        return (given if given.tzinfo is not None else given.replace(tzinfo=UTC)).timestamp()
+    raise ValueError(f"{where}: logical_date must be a datetime or Airflow's default template "
+                     f"{_DEFAULT_MARKER_DATE!r} (the scheduler renders nothing), got {given!r}")

@@ -13,7 +13,7 @@ from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
-from schemas.dags import ExternalWaitDefinition, SensorDefinition, TimeWaitDefinition
+from schemas.dags import ExternalWaitDefinition, MarkerDefinition, SensorDefinition, TimeWaitDefinition
 from tock.callbacks import TASK_CALLBACKS, callbacks_of
 from tock.params import NOTSET
 from tock.trigger_rules import TriggerRule, trigger_rule_problem, trigger_rule_value
@@ -308,6 +308,7 @@ class Task(Links):
     sensor: SensorDefinition | None = None  # a sensor (kind "sensor", tock/sensors.py): how it waits
     external: ExternalWaitDefinition | None = None  # an external task sensor (tock/external.py): what it awaits
     time_wait: TimeWaitDefinition | None = None  # a time sensor with its moment known (kind "time_sensor")
+    marker: MarkerDefinition | None = None  # an ExternalTaskMarker (tock/external.py): what it clears
     # An operator's arguments ``.expand()`` may map over -> the attribute each sets (tock/mapping.py);
     # the required ones a mapped operator is built with until each instance's element gives them.
     mappable_arguments: ClassVar[dict[str, str]] = {}

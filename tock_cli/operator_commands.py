@@ -32,6 +32,8 @@ from tock_cli.groups import commands_app, dags_app, runs_app, tasks_app
 
 DOWNSTREAM_OPTION = typer.Option(False, "--downstream", help="Also clear every task after it.")
 UPSTREAM_OPTION = typer.Option(False, "--upstream", help="Also clear every task before it.")
+RECURSIVE_OPTION = typer.Option(False, "--recursive", help="An ExternalTaskMarker cleared also clears the task it "
+                                                           "names in another DAG, and what follows it there.")
 
 
 class MarkState(str, enum.Enum):
@@ -63,7 +65,8 @@ def tasks_clear(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The 
                 end_date: float | None = date_option("--end-date", "With --state: runs with a logical date at "
                                                                      "or before this."),
                 downstream: bool = DOWNSTREAM_OPTION, upstream: bool = UPSTREAM_OPTION, yes: bool = YES_OPTION,
-                request_id: str = REQUEST_ID_OPTION, map_index: int = MAP_INDEX_OPTION) -> None:
+                request_id: str = REQUEST_ID_OPTION, map_index: int = MAP_INDEX_OPTION,
+                recursive: bool = RECURSIVE_OPTION) -> None:
     """Run task instances again with new tries: one (DAG RUN TASK), or every one in a --state.
 
     A finished run reopens; a running try is stopped first (the runner kills its user code), then the
@@ -76,7 +79,7 @@ def tasks_clear(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The 
                  code=2)
         _clear_one(ctx, ClearTask(dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index,
                                   request_id=request_id, downstream=downstream, upstream=upstream,
-                                  requested_by=REQUESTED_BY, at=time.time()))
+                                  recursive=recursive, requested_by=REQUESTED_BY, at=time.time()))
         return
     with tables(ctx, "tasks clear") as engine:
         dag = targets.known_dag(engine, dag_id, active=True)
@@ -84,7 +87,8 @@ def tasks_clear(ctx: typer.Context, dag_id: str = typer.Argument(..., help="The 
     found = [row for row in found if run_id in (None, row["run_id"]) and task_id in (None, row["task_id"])]
     events = [ClearTask(dag_id=dag_id, run_id=row["run_id"], task_id=row["task_id"],
                         request_id=derived_request_id(request_id, row["run_id"], row["task_id"]),
-                        downstream=downstream, upstream=upstream, requested_by=REQUESTED_BY, at=time.time())
+                        downstream=downstream, upstream=upstream, recursive=recursive, requested_by=REQUESTED_BY,
+                        at=time.time())
               for row in found if row["task_id"] in targets.task_ids(dag)]
     _clear_many(ctx, events, f"no task instance of DAG {dag_id} is {state}", yes)
 

@@ -132,6 +132,9 @@ class ClearRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     downstream: bool = Field(default=False, description="also clear every task after this one")
     upstream: bool = Field(default=False, description="also clear every task before this one")
+    recursive: bool = Field(default=False, description="an ExternalTaskMarker cleared also clears the task it "
+                                                       "names in another DAG, and what follows it (Airflow's "
+                                                       "Recursive)")
 
 
 class MarkRequest(BaseModel):

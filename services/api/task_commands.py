@@ -25,13 +25,14 @@ def clear(dag_id: str, run_id: str, task_id: str, request: Request, body: models
     every task after / before it too). A finished run reopens; a running try is stopped first (its
     runner kills the user code and reports TaskKilled) before the new try is queued. Clearing a task
     that has not run yet in this run changes nothing. ``map_index`` N: only instance N of a mapped task
-    (its downstream with ``downstream``). 409 if the DAG does not define the task."""
+    (its downstream with ``downstream``). With ``recursive``, each ExternalTaskMarker cleared also clears
+    the task it names in another DAG (and what follows it there). 409 if the DAG does not define the task."""
     body = body or models.ClearRequest()
     targets.known_task(engine, dag_id, run_id, task_id, map_index=map_index)
     once(engine, request_id, "ClearTask", dag_id, run_id, task_id)
     event = ClearTask(dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index, request_id=request_id,
-                      downstream=body.downstream, upstream=body.upstream, requested_by=requester(request),
-                      at=time.time())
+                      downstream=body.downstream, upstream=body.upstream, recursive=body.recursive,
+                      requested_by=requester(request), at=time.time())
     return append(request, event, request_id, run_id=run_id, task_id=task_id)
 
 

@@ -15,6 +15,7 @@ from schemas import (
     AssetConsumerRegistered,
     AssetEventQueued,
     AssetEventRecorded,
+    ClearTask,
     Event,
     ExternalTaskReported,
     ExternalWaitCancelled,
@@ -36,7 +37,7 @@ Decision: TypeAlias = tuple[int | None, Event]  # (partition, event); None: not 
 # Steps written across partitions (pools' and assets'): each may land on another partition than its decider's.
 _CROSSING = (PoolSlotsRequested, PoolSlotsGranted, PoolSlotsReleased, TaskPoolGranted, AssetEventRecorded,
              AssetEventQueued, AssetConsumerRegistered, AssetConsumerDropped, ExternalWaitRequested,
-             ExternalTaskReported, ExternalWaitCancelled)
+             ExternalTaskReported, ExternalWaitCancelled, ClearTask)
 
 
 class Deciding:

@@ -95,5 +95,6 @@ def run_of(event: Folded) -> RunKey | None:
 
 
 def concerns_every_run(event: Folded) -> bool:
-    """Whether the event may change any run of its DAG (a definition, its removal, a pause)."""
-    return isinstance(event, EveryRunEvent)
+    """Whether the event may change any run of its DAG (a definition, its removal, a pause, or a marker's
+    clear, which names its run by logical date)."""
+    return isinstance(event, EveryRunEvent) or (isinstance(event, ClearTask) and not event.run_id)

@@ -12,9 +12,11 @@ import pytest
 
 from infra.log import partition_for
 from schemas import (
+    ClearTask,
     ExternalTaskReported,
     ExternalWaitAccepted,
     ExternalWaitRequested,
+    TaskCleared,
     TaskDeferred,
     TaskQueued,
     TaskSucceeded,
@@ -146,3 +148,36 @@ def test_a_time_sensor_is_a_timer_with_no_try_that_survives_its_scheduler_killed
     [met] = tail.of_type(TimeSensorMet, dag_id="timed")
     assert met.at >= logical_date + 8 and met.try_number == 1
     assert tail.of_type(TaskQueued, dag_id="timed", task_id="wait") == []  # no try, no poke
+
+
+MARKED = '''
+from tock import DAG, BashTask, ExternalTaskMarker, ExternalTaskSensor
+
+with DAG("parent") as parent:
+    BashTask("load", "true") >> ExternalTaskMarker(task_id="mark", external_dag_id={child!r},
+                                                   external_task_id="wait")
+
+with DAG({child!r}) as child:
+    ExternalTaskSensor(task_id="wait", external_dag_id="parent", external_task_id="load") >> BashTask("use", "true")
+'''
+
+
+def test_a_recursive_clear_of_a_marker_clears_the_child_dags_task_and_what_follows_it(make_settings, system,
+                                                                                      tmp_path):
+    child = _awaited(make_settings().partitions).replace("awaited", "child")
+    settings, processes, tail = start_with_dags(make_settings, system, tmp_path, MARKED.format(child=child))
+    processes.scheduler("s1")
+    logical_date = float(int(time.time()) - 60)
+    parent_run, child_run = _trigger_at(settings, "parent", logical_date), _trigger_at(settings, child, logical_date)
+    assert tail.run_finished(parent_run, 120).state == "success"
+    assert tail.run_finished(child_run, 120).state == "success"
+    event_log = shared_event_log(settings)
+    event_log.append(ClearTask(dag_id="parent", run_id=parent_run, task_id="mark", request_id=uuid.uuid4().hex,
+                               recursive=True, requested_by="test", at=time.time()))
+    event_log.flush()
+    tail.wait_for(lambda _events: len(tail.of_type(TaskSucceeded, dag_id=child, task_id="use")) >= 2, 120,
+                  "the child's task after the sensor to run again")
+    cleared = {event.task_id for event in tail.of_type(TaskCleared, dag_id=child)}
+    assert cleared == {"wait", "use"}  # the task the marker names, and what follows it
+    assert len(tail.of_type(TaskDeferred, dag_id=child)) == 2  # the sensor waited again (and was answered)
+    assert {event.task_id for event in tail.of_type(TaskCleared, dag_id="parent")} == {"mark"}

@@ -36,3 +36,12 @@ def test_only_definitions_and_pauses_concern_every_run(event_type):
 
 def test_a_definitions_removal_concerns_every_run_and_names_none():
     assert concerns_every_run(DagTombstone("d")) and run_of(DagTombstone("d")) is None
+
+
+def test_a_markers_clear_names_its_run_by_logical_date_so_it_concerns_every_run_of_its_dag():
+    from schemas import ClearTask
+    from services.scheduler.runs_touched import concerns_every_run
+
+    by_date = ClearTask(dag_id="child", run_id="", logical_date=5.0, task_id="t", request_id="r", at=1.0)
+    assert concerns_every_run(by_date)
+    assert not concerns_every_run(ClearTask(dag_id="child", run_id="manual__x", task_id="t", at=1.0))

@@ -31,6 +31,7 @@ from schemas import (
 from schemas import schedule as cron
 from schemas.runs import manual_run_id
 from schemas.tasks import instance_name
+from services.scheduler.core.external import run_at
 from services.scheduler.core.instances import (
     downstream_of,
     end_try,
@@ -39,6 +40,7 @@ from services.scheduler.core.instances import (
     set_marked,
     upstream_of,
 )
+from services.scheduler.core.markers import asked_clears
 from services.scheduler.core.model import (
     ACTIVE,
     CLEAR,
@@ -58,6 +60,7 @@ from services.scheduler.core.model import (
     SchedulerState,
     TaskInstance,
     instance_key,
+    logical_date_iso,
 )
 from services.scheduler.core.retention import forgotten_reason, remember_request, was_forgotten
 from services.scheduler.core.run_deadlines import time_run
@@ -90,7 +93,11 @@ def clear(state: SchedulerState, event: ClearTask) -> None:
     if problem:
         return _reject(state, event.dag_id, event.request_id, "ClearTask", problem)
     reopen(state, run, event.request_id)
-    for task_id in _clear_targets(dag, event):
+    targets = _clear_targets(dag, event)
+    asked = asked_clears(dag, run, event, targets)
+    if asked:
+        state.external_clears[event.request_id] = (event.dag_id, asked)
+    for task_id in targets:
         map_index = event.map_index if task_id == event.task_id else -1
         for instance in commanded(run, dag, task_id, map_index):
             if instance.state != NONE:
@@ -285,7 +292,13 @@ def _reject(state: SchedulerState, dag_id: str, request_id: str, command: str, r
 
 
 def _target(state: SchedulerState, event: ClearTask | MarkTask, task_id: str) -> tuple[DagRun, DagEntry] | str:
-    """The run (open or finished) and DAG a command changes, or why it cannot."""
+    """The run (open or finished) and DAG a command changes, or why it cannot. A marker's clear names the
+    run by its logical date."""
+    if isinstance(event, ClearTask) and not event.run_id and event.logical_date is not None:
+        found, dag = run_at(state, event.dag_id, event.logical_date), state.dags.get(event.dag_id)
+        if found is None or dag is None:
+            return f"DAG {event.dag_id} has no run at {logical_date_iso(event.logical_date)} to clear"
+        return _task_problem(dag, task_id) or (found, dag)
     run, dag = find_run(state, event.dag_id, event.run_id), state.dags.get(event.dag_id)
     if run is None and was_forgotten(state, event.dag_id, event.run_id):
         return forgotten_reason(state, event.dag_id, event.run_id) + ": it can no longer be cleared or marked"

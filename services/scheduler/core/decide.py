@@ -57,6 +57,7 @@ from services.scheduler.core.mapping import (
     mapped_over,
     whole_state,
 )
+from services.scheduler.core.markers import MarkerDecision, decide_marker_clears
 from services.scheduler.core.model import (
     ACTIVE,
     AWAITING,
@@ -120,7 +121,7 @@ RunDecision: TypeAlias = TaskDecision | Removal | DagRunReopened | DagRunFinishe
 """What walking one open run writes (``decide_run``, ``decide_deleted_dag_run``)."""
 
 Decision: TypeAlias = (RunDecision | DagRunCreated | CommandRejected | BackfillDecision | DagQuarantined
-                       | DagQuarantineLifted | PoolDecision | AssetDecision | ExternalDecision)
+                       | DagQuarantineLifted | PoolDecision | AssetDecision | ExternalDecision | MarkerDecision)
 """Everything ``decide`` writes: all of it to tock.events."""
 
 
@@ -148,7 +149,7 @@ def decide(state: SchedulerState, now: float, policy: Policy,
     gated = gate(state, admit(state, events), now)
     return [*releases, *guard.kept(gated, now, policy.scheduler_id), *decide_grants(state.pools, policy.scheduler_id,
                                                                                      now),
-            *decide_assets(state, now), *decide_answers(state, now, touched)]
+            *decide_assets(state, now), *decide_answers(state, now, touched), *decide_marker_clears(state, now)]
 
 
 def _decide_open_run(state: SchedulerState, run: DagRun, now: float, policy: Policy,

@@ -34,6 +34,7 @@ from schemas import (
     DagRunTimedOut,
     DeadlineMissed,
     DeletePool,
+    ExternalClearsSent,
     ExternalTaskReported,
     ExternalWaitAccepted,
     ExternalWaitAnswered,
@@ -87,6 +88,7 @@ from services.scheduler.core import (
     commands,
     external,
     mapping,
+    markers,
     pools,
     quarantine,
     retention,
@@ -140,7 +142,7 @@ _OfPools: TypeAlias = (SetPool | DeletePool | PoolSlotsRequested | PoolSlotsGran
 _OfAssets: TypeAlias = (AssetEventRecorded | TaskAssetEventsRecorded | AssetEventQueued | AssetEventForwarded
                         | AssetConsumerRegistered | AssetConsumerDropped | DagAssetsRegistered)
 _OfExternal: TypeAlias = (ExternalWaitRequested | TaskDeferred | ExternalTaskReported | ExternalWaitAccepted
-                          | ExternalWaitAnswered | ExternalWaitCancelled | TimeSensorMet)
+                          | ExternalWaitAnswered | ExternalWaitCancelled | TimeSensorMet | ExternalClearsSent)
 _Rarer: TypeAlias = (DagParsed | DagTombstone | PauseDag | TriggerDagRun | DagQuarantined | DagQuarantineLifted
                      | DagRunTimedOut | TaskRescheduled | SensorTimedOut | _RecordedOnly | _OfPools | _OfAssets
                      | _OfExternal | _OfCommands)
@@ -226,7 +228,7 @@ def _fold_rarer(state: SchedulerState, event: _Rarer) -> None:
                 | AssetConsumerRegistered() | AssetConsumerDropped() | DagAssetsRegistered():
             assets.fold(state, event)
         case ExternalWaitRequested() | TaskDeferred() | ExternalTaskReported() | ExternalWaitAccepted() \
-                | ExternalWaitAnswered() | ExternalWaitCancelled() | TimeSensorMet():
+                | ExternalWaitAnswered() | ExternalWaitCancelled() | TimeSensorMet() | ExternalClearsSent():
             _fold_external(state, event)
         case _:
             _fold_command(state, event)
@@ -247,6 +249,8 @@ def _fold_external(state: SchedulerState, event: _OfExternal) -> None:
             external.forgotten(state, event)
         case TimeSensorMet():
             time_sensors.met(state, event)
+        case ExternalClearsSent():
+            markers.sent(state, event)
 
 
 def _fold_pool(state: SchedulerState, event: _OfPools) -> None:

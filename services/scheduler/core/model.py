@@ -17,6 +17,7 @@ from typing import TypeAlias
 from schemas import (
     AssetEventQueued,
     AssetEventRecorded,
+    ClearTask,
     DagDefinition,
     DagsTopicEvent,
     EventsTopicEvent,
@@ -428,6 +429,9 @@ class SchedulerState:
     # its owner has not read yet.
     external_waits: dict[str, ExternalWaitRequested] = field(default_factory=dict)
     fresh_waits: dict[str, None] = field(default_factory=dict)
+    # Recursive clears' clears of other DAGs through markers, not written yet (core/markers.py):
+    # request id -> (the cleared DAG, the clears).
+    external_clears: dict[str, tuple[str, list[ClearTask]]] = field(default_factory=dict)
     timers: Timers = field(default_factory=Timers, compare=False, repr=False)  # derived: deadlines in heaps
     retention: Retention = field(default_factory=Retention, compare=False, repr=False)  # settings, not state
 

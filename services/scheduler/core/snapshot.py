@@ -35,12 +35,14 @@ from schemas import (
     AssetDefinition,
     AssetEventQueued,
     AssetEventRecorded,
+    ClearTask,
     DagDefinition,
     Event,
     ExternalWaitDefinition,
     ExternalWaitRequested,
     MapDefinition,
     MapInput,
+    MarkerDefinition,
     RequestBackfill,
     SensorDefinition,
     TaskDefinition,
@@ -81,12 +83,14 @@ STATE_VERSION = 7  # bump when the meaning of the encoding changes with the same
 # v5: pools: the ledger of the pools on the partition, and the grants its tries hold (one more list at the end).
 # v6: assets: the ledger of the assets on the partition, its successes' events to record, its DAGs'
 #     registrations and queues (one more list at the end).
-# v7: external task sensors' waits on the partition's DAGs and those not read yet (two more lists at the end).
+# v7: external task sensors' waits on the partition's DAGs and those not read yet, and the clears markers ask
+#     of other DAGs (three more lists at the end).
 MAGIC = b"TOCKSNAP\n"
 COMPRESSION_LEVEL = 1  # fast: the encoding runs on the decision thread
 
 Json: TypeAlias = Any  # a value parsed from (or written as) JSON: its shape is the positional format above
-E = TypeVar("E", TriggerDagRun, RequestBackfill, AssetEventRecorded, AssetEventQueued, ExternalWaitRequested)
+E = TypeVar("E", TriggerDagRun, RequestBackfill, AssetEventRecorded, AssetEventQueued, ExternalWaitRequested,
+            ClearTask)
 
 
 class SnapshotRefused(ValueError):
@@ -153,7 +157,9 @@ def _pack_state(state: SchedulerState) -> list[Json]:
             [[dag_id, *dataclasses.astuple(said)] for dag_id, said in state.announced.items()],
             [_pack_forgotten(dag_id, forgotten) for dag_id, forgotten in state.forgotten.items()],
             _pack_pools(state), _pack_assets(state.assets),
-            [_pack_event(wait) for wait in state.external_waits.values()], list(state.fresh_waits)]
+            [_pack_event(wait) for wait in state.external_waits.values()], list(state.fresh_waits),
+            [[request_id, dag_id, [_pack_event(clear) for clear in clears]]
+             for request_id, (dag_id, clears) in state.external_clears.items()]]
 
 
 def _pack_dag(entry: DagEntry) -> list[Json]:
@@ -165,7 +171,7 @@ def _pack_dag(entry: DagEntry) -> list[Json]:
     return [fields, entry.fingerprint, entry.first_seen_at]
 
 
-_NESTED_TASK_FIELDS = ("mapped", "sensor", "external", "time_wait")  # records inside a task definition
+_NESTED_TASK_FIELDS = ("mapped", "sensor", "external", "time_wait", "marker")  # records inside a task definition
 
 
 def _packed_task_field(task: TaskDefinition, name: str) -> Json:
@@ -186,6 +192,8 @@ def _unpacked_task(packed: list[Json]) -> TaskDefinition:
         fields["external"] = ExternalWaitDefinition(**fields["external"])
     if fields["time_wait"] is not None:
         fields["time_wait"] = TimeWaitDefinition(**fields["time_wait"])
+    if fields["marker"] is not None:
+        fields["marker"] = MarkerDefinition(**fields["marker"])
     fields["outlets"] = [_unpacked_asset(asset) for asset in fields["outlets"]]
     return TaskDefinition(**fields)
 
@@ -286,7 +294,7 @@ def restored(state: SchedulerState) -> SchedulerState:
 def _unpack_state(body: list[Json]) -> SchedulerState:
     (dags, paused, latest, next_due, triggers, requests, rejections, removed,
      backfill_requests, backfills, unlaunched, live, waiting, quarantined, announced, forgotten, pools,
-     assets, external_waits, fresh_waits) = body
+     assets, external_waits, fresh_waits, external_clears) = body
     state = SchedulerState()
     state.dags = {entry.definition.dag_id: entry for entry in map(_unpack_dag, dags)}
     state.paused = set(paused)
@@ -310,6 +318,8 @@ def _unpack_state(body: list[Json]) -> SchedulerState:
     state.external_waits = {wait.wait_id: wait
                             for wait in (_unpack_as(ExternalWaitRequested, text) for text in external_waits)}
     state.fresh_waits = dict.fromkeys(fresh_waits)
+    state.external_clears = {request_id: (dag_id, [_unpack_as(ClearTask, text) for text in clears])
+                             for request_id, dag_id, clears in external_clears}
     return state
 
 
