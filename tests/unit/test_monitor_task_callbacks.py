@@ -16,6 +16,7 @@ from schemas import (
     DagRunCreated,
     DagRunFinished,
     DagRunReopened,
+    ExternalTaskReported,
     TaskDeclaredDead,
     TaskDefinition,
     TaskEmptySucceeded,
@@ -27,6 +28,7 @@ from schemas import (
     TaskSucceeded,
     TaskTrySkipped,
     TaskUpstreamFailed,
+    TimeSensorMet,
 )
 from services.monitor.core import due_notifications, fold
 from services.monitor.core.snapshot import MonitorSnapshot, decode_snapshot, encode_snapshot
@@ -124,6 +126,17 @@ def called_back(notification) -> CallbackCalled:
       TaskUpstreamFailed(**IDS, reason="upstream failed", at=T0 + 3)], []),
     ([parsed(task_triggers=("success",)), created(), TaskEmptySucceeded(**IDS, scheduler_id="s", at=T0 + 2)],
      [("success", "a", 0, "success")]),  # an EmptyOperator has no try
+    # A deferred sensor ends with no try: a time sensor's moment, an external task sensor's answer.
+    ([parsed(task_triggers=("success",)), created(), TimeSensorMet(**IDS, try_number=1, moment=T0, at=T0 + 2)],
+     [("success", "a", 1, "success")]),
+    ([parsed(task_triggers=("failure", "skipped")), created(),
+      ExternalTaskReported(**IDS, try_number=1, wait_id="w", external_dag_id="up", outcome="failed",
+                           reason="x of 'up' in failed states", states={"x": "failed"}, at=T0 + 2)],
+     [("failure", "a", 1, "failed")]),
+    # A trigger waiting for its run after its try: its try's success owed the callback, not the answer.
+    ([parsed(task_triggers=("success",)), created(), queued(), started(), succeeded(),
+      ExternalTaskReported(**IDS, try_number=1, wait_id="w", external_dag_id="up", outcome="success", reason="",
+                           states={"": "success"}, at=T0 + 9)], [("success", "a", 1, "success")]),
     # Only the claimant's outcome counts; a second claim owes no second "execute".
     ([parsed(task_triggers=("execute", "success")), created(), queued(), started(), started(runner="r2"),
       succeeded(runner="r2")], [("execute", "a", 1, "running")]),

@@ -187,9 +187,11 @@ def _fold_rarer(state: MonitorState, event: MonitorEvent) -> None:
         case SensorTimedOut():
             _task_instance_ended(state, event)
             callbacks.sensor_timed_out(state.notifications, event)
-        case TaskKilled() | TaskSkipped() | TaskUpstreamFailed() | TaskRemoved() | ExternalTaskReported() \
-                | TimeSensorMet():
+        case TaskKilled() | TaskSkipped() | TaskUpstreamFailed() | TaskRemoved():
             _task_instance_ended(state, event)
+        case ExternalTaskReported() | TimeSensorMet():
+            _task_instance_ended(state, event)
+            callbacks.deferral_ended(state.notifications, event)
         case TaskEmptySucceeded():
             _task_instance_ended(state, event)
             callbacks.empty_succeeded(state.notifications, event)

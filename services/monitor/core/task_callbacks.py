@@ -26,6 +26,7 @@ from schemas import (
     DagDefinition,
     DagRunCreated,
     DagRunFinished,
+    ExternalTaskReported,
     SensorTimedOut,
     TaskDeclaredDead,
     TaskEmptySucceeded,
@@ -36,6 +37,7 @@ from schemas import (
     TaskStarted,
     TaskSucceeded,
     TaskTrySkipped,
+    TimeSensorMet,
 )
 from schemas import params as param_rules
 from services.monitor.core.notify import (
@@ -56,7 +58,8 @@ from services.monitor.core.notify import (
 TryOutcome: TypeAlias = (TaskStarted | TaskSucceeded | TaskFailed | TaskDeclaredDead | TaskTrySkipped | TaskRescheduled
                          | SensorTimedOut)
 """Events of one try that may owe one of its task's callbacks (its start, or its outcome)."""
-TaskCallbackEvent: TypeAlias = TryOutcome | TaskRetryScheduled | TaskEmptySucceeded
+TaskCallbackEvent: TypeAlias = (TryOutcome | TaskRetryScheduled | TaskEmptySucceeded | ExternalTaskReported
+                                | TimeSensorMet)
 """Events of a task instance that may owe one of its callbacks."""
 
 
@@ -183,6 +186,27 @@ def empty_succeeded(book: NotificationBook, event: TaskEmptySucceeded) -> None:
     run = book.runs.get((event.dag_id, event.run_id)) or RunContext(None, "", "{}")
     _owe(book, event, TryContext(0, run.logical_date, run_type=run.run_type, conf_json=run.conf_json),
          SUCCESS, "success", {})
+
+
+def deferral_ended(book: NotificationBook, event: ExternalTaskReported | TimeSensorMet) -> None:
+    """A deferred sensor (no try ran: an external task sensor answered, a time sensor's moment come) ended:
+    its context is its run's. A TriggerDagRunOperator's wait after its try is not one: its try's own
+    success already called its callbacks."""
+    if event.dag_id not in book.dags:
+        return
+    known = book.tries.get((event.dag_id, event.run_id, event.task_id))
+    if known is not None and known.try_number == event.try_number:
+        return  # a try of it was queued: its outcome was the try's
+    run = book.runs.get((event.dag_id, event.run_id)) or RunContext(None, "", "{}")
+    context = TryContext(event.try_number, run.logical_date, run_type=run.run_type, conf_json=run.conf_json)
+    outcome = event.outcome if isinstance(event, ExternalTaskReported) else "success"
+    reason = event.reason if isinstance(event, ExternalTaskReported) else ""
+    if outcome == "failed":
+        context.error = reason
+        _owe(book, event, context, FAILURE, "failed", {"exception": reason})
+    else:
+        _owe(book, event, context, SKIPPED if outcome == "skipped" else SUCCESS, outcome,
+             {"reason": reason} if outcome == "skipped" else {})
 
 
 def _current(book: NotificationBook, event: TryOutcome) -> TryContext | None:
