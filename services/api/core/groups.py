@@ -14,8 +14,8 @@ from typing import Any
 
 # Most telling first; a state not listed ranks with "no state".
 STATE_ORDER: tuple[str | None, ...] = ("failed", "dead", "killed", "upstream_failed", "up_for_retry", "queued",
-                                       "scheduled", "cleared", "running", "up_for_reschedule", None, "success",
-                                       "skipped", "removed")
+                                       "scheduled", "cleared", "running", "up_for_reschedule", "deferred", None,
+                                       "success", "skipped", "removed")
 _RANK = {state: rank for rank, state in enumerate(STATE_ORDER)}
 
 

@@ -18,6 +18,7 @@ STATES = {
     "upstream_failed": ("⊘", "upstream-failed"), "skipped": ("⤼", "skipped"), "removed": ("—", "removed"),
     "dead": ("☠", "failed"), "killed": ("⨯", "failed"), "cleared": ("○", "queued"),
     "up_for_reschedule": ("⧗", "reschedule"),  # a sensor between pokes: waiting, holding nothing
+    "deferred": ("⧖", "reschedule"),  # waiting on another DAG or a moment, with no try: holding nothing
 }
 NO_STATE = ("·", "none")
 
