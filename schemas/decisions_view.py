@@ -13,7 +13,8 @@ from typing import Any
 
 # The history events that carry a decision (the others answer with no fields and no words).
 DECIDING = ("TaskSkipped", "TaskUpstreamFailed", "TaskTrySkipped", "TaskEmptySucceeded", "TaskSucceeded",
-            "TaskRemoved", "TaskPoked", "TaskRescheduled", "SensorTimedOut")
+            "TaskRemoved", "TaskPoked", "TaskRescheduled", "SensorTimedOut", "TaskDeferred", "ExternalTaskReported",
+            "TimeSensorMet")
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,10 @@ def described_decision(event_type: str, payload: dict[str, Any]) -> str:
             return followed_text(decision.follow)
         case "TaskRemoved":
             return _joined("removed", decision.reason)
-        case "TaskPoked" | "TaskRescheduled" | "SensorTimedOut":
+        case "TaskPoked" | "TaskRescheduled" | "SensorTimedOut" | "TaskDeferred" | "TimeSensorMet":
             return _sensor_words(event_type, payload)
+        case "ExternalTaskReported":
+            return _joined(f"DAG {payload.get('external_dag_id')} answered: {payload.get('outcome')}", decision.reason)
     return ""
 
 
@@ -76,6 +79,12 @@ def _sensor_words(event_type: str, payload: dict[str, Any]) -> str:
     if event_type == "TaskRescheduled":
         return (f"poke {payload.get('poke')} was not met: the next poke is at {moment(payload.get('not_before', 0))}"
                 f", no slot held until then")
+    if event_type == "TaskDeferred":
+        awaited = f"DAG {payload.get('external_dag_id')}" if payload.get("external_dag_id") else "its moment"
+        until = moment(payload.get("until", 0))
+        return f"deferred by the scheduler, no try: waiting on {awaited}, until {until} at most"
+    if event_type == "TimeSensorMet":
+        return f"its moment {moment(payload.get('moment', 0))} came: it succeeds, no try"
     return (f"the sensor waited {float(payload.get('waited') or 0):.0f} s of its timeout of "
             f"{float(payload.get('timeout') or 0):g} s: it ends {payload.get('state')}")
 

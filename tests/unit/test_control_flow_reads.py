@@ -135,3 +135,18 @@ def test_decision_fields_are_typed_and_absent_for_other_events():
     queued = decision_fields("TaskQueued", {"reason": "ignored", "try_number": 1})
     assert queued == {"reason": None, "trigger_rule": None, "upstream_states": None, "chosen_by": None,
                       "follow": None, "why": ""}
+
+
+def test_a_deferral_and_its_ends_are_said_in_words():
+    from schemas.decisions_view import described_decision
+
+    moment = 1_790_000_000.0  # 2026-09-21 14:13:20 UTC
+    assert described_decision("TaskDeferred", {"external_dag_id": "etl", "until": moment}) == (
+        "deferred by the scheduler, no try: waiting on DAG etl, until 2026-09-21 14:13:20 UTC at most")
+    assert described_decision("TaskDeferred", {"external_dag_id": "", "until": moment}).startswith(
+        "deferred by the scheduler, no try: waiting on its moment")
+    assert described_decision("TimeSensorMet", {"moment": moment}) == (
+        "its moment 2026-09-21 14:13:20 UTC came: it succeeds, no try")
+    assert described_decision("ExternalTaskReported", {"external_dag_id": "etl", "outcome": "failed",
+                                                       "reason": "load of 'etl' in failed states"}) == (
+        "DAG etl answered: failed; load of 'etl' in failed states")
