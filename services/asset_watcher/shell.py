@@ -78,14 +78,18 @@ class AssetWatcherService:
             self._session.close()
 
     def _turn(self, reader: EventReader) -> None:
-        messages = reader.poll_raw(POLL, BATCH)
+        # Only records of partitions still ours: one revoked while they were fetched is the next owner's
+        # to read, and its records' events go with no offset of ours.
+        fetched = reader.poll_raw(POLL, BATCH)
+        assigned = {(part.topic, part.partition) for part in reader.consumer.assignment()}
+        messages = [message for message in fetched if (message.topic, message.partition) in assigned]
         if not messages:
             return
         starts: dict[tuple[str, int], int] = {}
-        for message in messages:
+        offsets: dict[tuple[str, int], int] = {}
+        for message in messages:  # the batch's own offsets: each partition's next after its last record
             starts.setdefault((message.topic, message.partition), message.offset)
-        positions = reader.positions()
-        offsets = {place: positions[place] for place in starts if place in positions}
+            offsets[(message.topic, message.partition)] = message.offset + 1
         try:
             events = asset_events(self._table, messages, self._accepts, time.time())
             self._session.commit(events, reader, offsets)

@@ -112,3 +112,11 @@ def test_distinct_records_make_distinct_events_and_the_same_record_the_same_even
     again = asset_events(table, [message(offset) for offset in offsets], always, 2.0)
     assert len({event.event_id for event in first}) == len(offsets)
     assert [event.event_id for event in first] == [event.event_id for event in again]
+
+
+def test_a_payload_the_event_cannot_carry_as_json_is_kept_as_its_repr():
+    mixed = record_extra(message(), "w", {1: "a", "b": 2})  # json.dumps(sort_keys=True) refuses it
+    assert mixed["payload"] == repr({1: "a", "b": 2})
+    json.dumps(mixed, sort_keys=True)  # and the extra itself always encodes
+    huge = record_extra(message(), "w", {"rows": "x" * (VALUE_KEPT + 1)})
+    assert isinstance(huge["payload"], str) and len(huge["payload"]) <= 1000

@@ -19,6 +19,7 @@ from schemas import (
     ExternalWaitCancelled,
     ExternalWaitDefinition,
     ExternalWaitRequested,
+    MarkTask,
     SensorDefinition,
     SensorTimedOut,
     TaskCleared,
@@ -316,3 +317,53 @@ def test_a_triggered_run_that_failed_fails_the_waiting_trigger_and_its_retry_tri
     [retry] = of(TaskRetryScheduled, two.turn("sensor", 27.0))
     assert retry.next_try_number == 2
     assert [event.try_number for event in of(TaskQueued, two.turn("sensor", 28.0))] == [2]  # a try, not a wait
+
+
+# -- review mends ------------------------------------------------------------------------------
+
+def test_soft_fail_skips_a_sensor_whose_answer_is_a_failure_as_airflows_does():
+    two = Two(sensor_dag(waiting_on(failed_states=["failed"]), soft_fail=True, retries=2), awaited_run())
+    two.turn("sensor", 20.0)
+    two.give(*ran("a")[:3], failed("a"))
+    [report] = of(ExternalTaskReported, two.turn("awaited", 21.0))
+    assert report.outcome == "failed" and sensor_state(two) == "skipped"
+    assert of(TaskRetryScheduled, two.turn("sensor", 22.0)) == []  # skipped for good, not retried
+
+
+def test_a_run_that_times_out_skips_its_deferred_sensor_and_cancels_its_wait():
+    parsed_sensor = sensor_dag(waiting_on())
+    timed = replace(parsed_sensor, definition=replace(parsed_sensor.definition, dagrun_timeout=60.0))
+    two = Two(timed)
+    two.turn("sensor", 20.0)
+    two.turn("awaited", 21.0)
+    decided = two.turn("sensor", 200.0)
+    assert [event.task_id for event in of(TaskSkipped, decided)] == ["wait", "report"]
+    assert [event.dag_id for event in of(ExternalWaitCancelled, decided)] == ["etl"]
+    assert two.awaited.external_waits == {} and sensor_state(two) == "skipped"
+
+
+def test_a_waiting_triggers_deferral_folds_the_same_when_the_definition_is_read_after_the_success():
+    """A replay may fold the success before the DAG's definition (tock.dags and tock.events are read in no
+    fixed order): the deferral in the log decides, not the definition at fold time."""
+    first = Two(kicker_dag())
+    kicked(first)
+    decided = first.turn("sensor", 25.0)
+    replayed = fold(SchedulerState(), [sensor_run()])  # no definition yet
+    for event in ran("wait"):
+        pushed = '{"trigger_dag_id": "etl", "trigger_run_id": "manual__kick"}'
+        fold(replayed, [replace(event, dag_id="report", run_id="scheduled__r",
+                                **({"values_json": pushed} if hasattr(event, "values_json") else {}))])
+    fold(replayed, [kicker_dag(), *of(TaskDeferred, decided)])
+    assert replayed.runs[("report", "scheduled__r")].tasks["wait"].state == DEFERRED
+    assert of(ExternalWaitRequested, decide(replayed, 26.0, POLICY)) == []  # not asked twice
+
+
+def test_a_waiting_trigger_marked_success_is_not_deferred_again():
+    two = Two(kicker_dag())
+    kicked(two)
+    assert of(TaskDeferred, two.turn("sensor", 25.0))
+    fold(two.sensor, [MarkTask(dag_id="report", run_id="scheduled__r", task_id="wait", state="success",
+                               request_id="m1", at=26.0)])
+    decided = two.turn("sensor", 27.0)
+    assert sensor_state(two) == "success" and of(ExternalWaitRequested, decided) == []
+    assert [event.task_id for event in of(TaskQueued, decided)] == ["report"]

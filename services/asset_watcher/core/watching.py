@@ -108,9 +108,9 @@ def record_extra(message: Message, watcher: str, payload: Any = None) -> dict[st
         except UnicodeDecodeError:
             extra[f"{name}_base64"] = base64.b64encode(data).decode("ascii")
     if payload is not None and payload is not True:
-        try:
-            json.dumps(payload)
-            extra["payload"] = payload
-        except (TypeError, ValueError):
+        try:  # as the event will write it (sorted keys: a dict of mixed key types cannot be), and not too big
+            text = json.dumps(payload, sort_keys=True)
+            extra["payload"] = payload if len(text) <= VALUE_KEPT else repr(payload)[:1000]
+        except Exception:  # noqa: BLE001 - anything a user's function returned: kept as its repr
             extra["payload"] = repr(payload)[:1000]
     return extra

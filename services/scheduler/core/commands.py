@@ -44,6 +44,7 @@ from services.scheduler.core.markers import asked_clears
 from services.scheduler.core.model import (
     ACTIVE,
     CLEAR,
+    DEFERRED,
     FAILED,
     KILL,
     MARK_PREFIX,
@@ -204,7 +205,7 @@ def skipped(state: SchedulerState, event: TaskSkipped) -> None:
     if run is None:
         return
     instance = run.instance(event.task_id, event.map_index)
-    if instance.state in (UP_FOR_RETRY, POKED):  # its run timed out (timeouts.py): its retry will not come
+    if instance.state in (UP_FOR_RETRY, POKED, DEFERRED):  # its run timed out (timeouts.py): nothing more comes
         forget_try(state, (event.dag_id, event.run_id, instance.key))
         instance.state = NONE
     if instance.state == NONE:

@@ -46,6 +46,7 @@ from services.scheduler.core.external import (
     decide_deferral,
     decide_deferred,
     decide_wait_after_success,
+    waits_after_success,
 )
 from services.scheduler.core.limits import admit, walk_with_siblings
 from services.scheduler.core.liveness import Evidence, dead_tries, declared_dead, due_retries
@@ -60,7 +61,6 @@ from services.scheduler.core.mapping import (
 from services.scheduler.core.markers import MarkerDecision, decide_marker_clears
 from services.scheduler.core.model import (
     ACTIVE,
-    AWAITING,
     CLEAR,
     DEFERRED,
     ENDED,
@@ -233,7 +233,7 @@ def _decide_instance(queuing: Queuing, instance: TaskInstance, view: Mapping[str
         return _decide_waiting(queuing, instance, verdict, now, paused)
     ids: dict[str, Any] = {"dag_id": run.dag_id, "run_id": run.run_id, "task_id": task.task_id,
                            "map_index": instance.map_index}
-    if instance.state == AWAITING:
+    if instance.state == SUCCESS and instance.deferred_try < instance.try_number and waits_after_success(task):
         return [*decide_wait_after_success(run, instance, task, queuing.scheduler_id, now)], DEFERRED
     if instance.state == DEFERRED and task.time_wait is not None:
         due = time_sensors.decide_due(run, instance, task, time_sensors.moment_of(task, queuing.interval()[1]), now)

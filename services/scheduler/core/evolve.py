@@ -99,7 +99,6 @@ from services.scheduler.core import (
 from services.scheduler.core.instances import end_try, forget_try, now_live
 from services.scheduler.core.model import (
     ACTIVE,
-    AWAITING,
     FAILED,
     NONE,
     QUEUED,
@@ -445,10 +444,7 @@ def _ended(state: SchedulerState, event: TryEnded) -> None:
         if isinstance(event, TaskSucceeded) and event.follow is not None:
             instance.follow_json = json.dumps(event.follow)  # what a branch chose (trigger_rules.py)
         if isinstance(event, TaskSucceeded):
-            task = _task_of(state, event.dag_id, event.task_id)
-            assets.succeeded(state.assets, event, task)
-            if external.waits_after_success(task):  # wait_for_completion: the triggered run's end decides
-                outcome = AWAITING
+            assets.succeeded(state.assets, event, _task_of(state, event.dag_id, event.task_id))
         end_try(state, state.runs[key[:2]], instance, outcome, event.at)
 
 

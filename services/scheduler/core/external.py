@@ -38,11 +38,11 @@ from schemas import (
 from services.scheduler.core.instances import end_try, forget_try
 from services.scheduler.core.mapping import mapped_instances, whole_state
 from services.scheduler.core.model import (
-    AWAITING,
     DEFERRED,
     FAILED,
     NONE,
     SKIPPED,
+    SUCCESS,
     UP_FOR_RETRY,
     DagEntry,
     DagRun,
@@ -63,7 +63,8 @@ _NO_TIMEOUT = 100 * 365 * 86_400.0  # a wait for a triggered run has no timeout 
 
 
 def waits_after_success(task: TaskDefinition | None) -> bool:
-    """Whether the task's successful try is followed by a wait on the run it triggered."""
+    """Whether the task's successful try is followed by a wait on the run it triggered (decided, not folded:
+    the definition read when deciding)."""
     return task is not None and task.external is not None and task.external.after_success
 
 
@@ -137,9 +138,13 @@ def decide_deferred(run: DagRun, instance: TaskInstance, task: TaskDefinition,
 
 def cancelled(run: DagRun, instance: TaskInstance, task: TaskDefinition, reason: str,
               now: float) -> ExternalWaitCancelled:
-    """The deferred sensor's wait is no longer wanted (its timeout, a clear)."""
+    """The deferred sensor's wait is no longer wanted (its timeout, a clear): on the partition it went to (a
+    waiting trigger's: the DAG its try rendered and pushed)."""
     wait = task.external
-    return ExternalWaitCancelled(dag_id=wait.external_dag_id if wait is not None else run.dag_id,
+    dag_id = wait.external_dag_id if wait is not None else run.dag_id
+    if wait is not None and wait.after_success:
+        dag_id = str(_pushed(instance.values_json).get("trigger_dag_id") or dag_id)
+    return ExternalWaitCancelled(dag_id=dag_id,
                                  wait_id=wait_id_of(run.dag_id, run.run_id, instance.task_id, instance.map_index,
                                                     instance.try_number),
                                  reason=reason, at=now)
@@ -151,8 +156,10 @@ def deferred(state: SchedulerState, event: TaskDeferred) -> None:
         return
     instance = run.instance(event.task_id, event.map_index)
     key = (event.dag_id, event.run_id, instance.key)
-    if instance.state == AWAITING and event.try_number == instance.try_number:  # after its try's success
+    if instance.state == SUCCESS and event.try_number == instance.try_number > instance.deferred_try:
+        # after its try's success: waiting for the run it triggered
         instance.state, instance.not_before, instance.waiting_since = DEFERRED, event.until, event.at
+        instance.deferred_try = event.try_number
         state.waiting[key] = None
         state.timers.retry(key, event.try_number, event.until)
         return
@@ -176,7 +183,12 @@ def reported(state: SchedulerState, event: ExternalTaskReported) -> None:
     if run is None or instance is None or instance.state != DEFERRED or instance.try_number != event.try_number:
         return
     instance.not_before = None
-    end_try(state, run, instance, event.outcome, event.at)
+    dag = state.dags.get(event.dag_id)
+    task = dag.tasks.get(event.task_id) if dag is not None else None
+    soft = task is not None and task.sensor is not None and task.sensor.soft_fail
+    end_try(state, run, instance, SKIPPED if event.outcome == FAILED and soft else event.outcome, event.at)
+    if soft and event.outcome == FAILED:  # Airflow's soft_fail: a failure of the sensor skips it, for good
+        instance.retryable = False
 
 
 # -- the awaited side ------------------------------------------------------------------------------

@@ -62,6 +62,7 @@ def set_marked(state: SchedulerState, run: DagRun, instance: TaskInstance, marke
     forget_try(state, (run.dag_id, run.run_id, instance.key))
     instance.state, instance.ended_at, instance.retryable = marked, at, False
     instance.pending, instance.pending_request = "", ""
+    instance.deferred_try = instance.try_number  # a marked success waits on nothing
     reconsider_downstream(state, run, instance.task_id)
 
 

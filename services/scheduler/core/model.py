@@ -51,7 +51,6 @@ FAILED = "failed"                  # the current try failed; retried if retries 
 UP_FOR_RETRY = "up_for_retry"      # a new try may be queued from not_before (a retry, or a sensor's next poke)
 POKED = "poked"                    # a sensor's poke was not met: the owner decides its next poke or its timeout
 DEFERRED = "deferred"              # an external task sensor waits on another DAG's owner (no try runs)
-AWAITING = "awaiting"              # a try succeeded and its task waits for the run it triggered (to be deferred)
 UPSTREAM_FAILED = "upstream_failed"
 SKIPPED = "skipped"                # marked skipped, or an upstream task was skipped
 REMOVED = "removed"                # the task (or its DAG) is gone from the DAG files
@@ -163,6 +162,10 @@ class TaskInstance:
     # A task that names a pool (core/pools.py): the try number whose slots it asked for, and was granted.
     pool_asked: int = 0
     pool_granted: int = 0
+    # The try whose success was deferred for the run it triggered (wait_for_completion), or marked: a
+    # success of the current try with this lower is waited on first (core/external.py). Set by folds of
+    # the log only, so a replay that reads the definition late decides the same.
+    deferred_try: int = 0
 
     @property
     def key(self) -> str:

@@ -26,14 +26,17 @@ from typing import TYPE_CHECKING, TypeAlias
 from schemas import (
     DagRunFinished,
     DagRunTimedOut,
+    ExternalWaitCancelled,
     TaskDeclaredDead,
     TaskFailed,
     TaskKillRequested,
     TaskSkipped,
 )
+from services.scheduler.core.external import cancelled
 from services.scheduler.core.liveness import declared_dead
 from services.scheduler.core.model import (
     ACTIVE,
+    DEFERRED,
     NONE,
     POKED,
     UP_FOR_RETRY,
@@ -51,7 +54,7 @@ if TYPE_CHECKING:  # decide.py imports this module
     from services.scheduler.core.decide import Policy
 
 TimeoutDecision: TypeAlias = (DagRunTimedOut | TaskKillRequested | TaskDeclaredDead | TaskFailed | TaskSkipped
-                              | DagRunFinished)
+                              | DagRunFinished | ExternalWaitCancelled)
 """What a timed-out run's walk writes."""
 
 
@@ -86,9 +89,11 @@ def _end_timed_out(run: DagRun, dag: DagEntry, now: float, policy: Policy, dead:
         elif instance.state in ACTIVE:
             events += stop(run, instance, now, policy.scheduler_id, reason)
             running = running or bool(instance.runner_id)  # a try no runner claimed ends with its kill request
-        elif instance.state in (NONE, UP_FOR_RETRY, POKED):
+        elif instance.state in (NONE, UP_FOR_RETRY, POKED, DEFERRED):
             events.append(TaskSkipped(dag_id=run.dag_id, run_id=run.run_id, task_id=task_id, reason=reason,
                                       at=now))
+            if instance.state == DEFERRED and task_id in dag.tasks and dag.tasks[task_id].external is not None:
+                events.append(cancelled(run, instance, dag.tasks[task_id], reason, now))  # its wait, elsewhere
     if not running:
         events.append(DagRunFinished(dag_id=run.dag_id, run_id=run.run_id, state="failed", reason=reason, at=now))
     return events
