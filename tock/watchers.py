@@ -24,8 +24,7 @@ _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")  # Kafka's rule for topic names
 # Settings of Airflow's Kafka trigger that say where and how to connect: Tock's watcher uses its own
 # cluster and settings, so these are accepted and have nothing to do (a different cluster is refused).
-_CONNECTION = ("kafka_config_id", "poll_timeout", "poll_interval", "bootstrap_servers", "apply_function_args",
-               "apply_function_kwargs")
+_CONNECTION = ("kafka_config_id", "poll_timeout", "poll_interval", "bootstrap_servers")
 
 
 class MessageQueueTrigger:

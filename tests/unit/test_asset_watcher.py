@@ -48,6 +48,8 @@ def test_airflows_spellings_of_a_kafka_trigger_give_the_same_watcher():
     ({"scheme": "kafka", "topics": ["bad topic!"]}, "not a Kafka topic name"),
     ({"scheme": "kafka", "topics": ["o"], "apply_function": "nodots"}, "dotted path"),
     ({"scheme": "kafka", "topics": ["o"], "group_id": "g"}, "'group_id' not offered"),
+    ({"scheme": "kafka", "topics": ["o"], "apply_function": "m.f", "apply_function_args": [1]},
+     "'apply_function_args' not offered"),
     ({"queue": "kafka://h/o", "topics": ["o"]}, "not both"),
 ])
 def test_a_trigger_tock_cannot_honour_is_refused_saying_why(arguments, says):

@@ -94,3 +94,14 @@ def test_the_sdk_makes_known_moments_timers_and_templated_ones_pokes():
     moment = datetime(2030, 1, 1, tzinfo=UTC).timestamp()
     assert tasks["fixed"].time_wait == tasks["naive"].time_wait == TimeWaitDefinition(target=moment)
     assert (tasks["templated"].kind, tasks["templated"].time_wait) == ("sensor", None)
+
+
+def test_a_cleared_deferred_time_sensor_is_deferred_anew_and_cancels_nothing():
+    from schemas import ClearTask, ExternalWaitCancelled
+
+    state = timed(TimeWaitDefinition(delta=600.0))
+    fold(state, of(TaskDeferred, decide(state, LOGICAL, POLICY)))
+    fold(state, [ClearTask(dag_id="timed", run_id="manual__r", task_id="wait", request_id="c", at=LOGICAL + 5)])
+    decided = decide(state, LOGICAL + 6, POLICY)
+    assert of(ExternalWaitCancelled, decided) == []
+    assert [event.try_number for event in of(TaskDeferred, decided)] == [2]

@@ -211,7 +211,7 @@ def _decide_task(queuing: Queuing, instance: TaskInstance, view: Mapping[str, st
     elif instance.pending and instance.state in ACTIVE:
         return [*stop(run, instance, now, policy.scheduler_id)], instance.state
     if instance.pending == CLEAR:
-        if instance.state == DEFERRED:  # its wait on the other DAG is no longer wanted
+        if instance.state == DEFERRED and queuing.dag.tasks[instance.task_id].external is not None:  # its wait
             events.append(cancelled(run, instance, queuing.dag.tasks[instance.task_id], "the sensor was cleared",
                                     now))
         events.append(TaskCleared(dag_id=run.dag_id, run_id=run.run_id, task_id=instance.task_id,
