@@ -35,7 +35,7 @@ from schemas import (
     wait_id_of,
 )
 from schemas.routing import asset_partition_key, pool_partition_key
-from schemas.runs import manual_run_id
+from services.scheduler.trigger import trigger_run
 from tests.benchmarks.bench_scheduler import load, start_scheduler, stop, write_dag
 from tests.benchmarks.common import bench_settings, figure, spread, timed_run
 from tests.benchmarks.w3_takeover import drop_topics
@@ -126,23 +126,15 @@ def _answered_after(settings, tail: LogTail, producer: str, waiter: str, number:
     """The sensor deferred first, then the awaited DAG run at the same logical date: its task's success
     to the answer on the sensor's partition."""
     logical_date = 1_000_000.0 + number * 60
-    waiting = _trigger_at(settings, waiter, logical_date)
+    waiting = trigger_run(settings, waiter, uuid.uuid4().hex, requested_by="bench", logical_date=logical_date)[0]
     wait_id = wait_id_of(waiter, waiting, "wait", -1, 1)
     tail.wait_for(lambda _events: tail.of_type(ExternalWaitAccepted, dag_id=producer, wait_id=wait_id), 120,
                   "the wait to be read")
-    awaited = _trigger_at(settings, producer, logical_date)
+    awaited = trigger_run(settings, producer, uuid.uuid4().hex, requested_by="bench",
+                          logical_date=logical_date)[0]
     (succeeded,) = tail.wait_for(lambda _events: tail.of_type(TaskSucceeded, run_id=awaited), 120, "the awaited task")
     (report,) = tail.wait_for(lambda _events: tail.of_type(ExternalTaskReported, run_id=waiting), 120, "the answer")
     return report.at - succeeded.at
-
-
-def _trigger_at(settings, dag_id: str, logical_date: float) -> str:
-    request_id = uuid.uuid4().hex
-    with KafkaEventLog(settings, client_id="bench-trigger") as event_log:
-        event_log.append(TriggerDagRun(dag_id=dag_id, request_id=request_id, requested_by="bench",
-                                       logical_date=logical_date, at=time.time()))
-        event_log.flush()
-    return manual_run_id(request_id)
 
 
 def _key(event) -> tuple[str, str, int]:

@@ -117,10 +117,12 @@ def wait_until_published(settings: Settings, dag_id: str, timeout: float = 60.0)
         time.sleep(0.2)
 
 
-def trigger(settings: Settings, dag_id: str) -> str:
+def trigger(settings: Settings, dag_id: str, logical_date: float | None = None) -> str:
+    """Append a manual run's TriggerDagRun (``logical_date``: the run's; None: when the scheduler takes it)."""
     request_id = uuid.uuid4().hex
     event_log = shared_event_log(settings)
-    event_log.append(TriggerDagRun(dag_id=dag_id, request_id=request_id, requested_by="test", at=time.time()))
+    event_log.append(TriggerDagRun(dag_id=dag_id, request_id=request_id, requested_by="test",
+                                   logical_date=logical_date, at=time.time()))
     event_log.flush()
     return manual_run_id(request_id)
 

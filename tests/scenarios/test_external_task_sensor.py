@@ -24,7 +24,7 @@ from schemas import (
     TriggerDagRun,
 )
 from schemas.runs import manual_run_id
-from tests.scenarios.scheduler_support import kill_hard, shared_event_log, start_with_dags
+from tests.scenarios.scheduler_support import kill_hard, shared_event_log, start_with_dags, trigger
 
 pytestmark = pytest.mark.scenario
 
@@ -47,15 +47,6 @@ def _awaited(partitions: int) -> str:
                 if partition_for(f"awaited_{number}", partitions) != waiter)
 
 
-def _trigger_at(settings, dag_id: str, logical_date: float) -> str:
-    request_id = uuid.uuid4().hex
-    event_log = shared_event_log(settings)
-    event_log.append(TriggerDagRun(dag_id=dag_id, request_id=request_id, requested_by="test",
-                                   logical_date=logical_date, at=time.time()))
-    event_log.flush()
-    return manual_run_id(request_id)
-
-
 def test_a_deferred_sensor_survives_its_scheduler_killed_and_succeeds_once_with_no_try(make_settings, system,
                                                                                         tmp_path):
     awaited = _awaited(make_settings().partitions)
@@ -64,8 +55,8 @@ def test_a_deferred_sensor_survives_its_scheduler_killed_and_succeeds_once_with_
                                                 DAGS.format(awaited=awaited, gate=gate))
     first = processes.scheduler("first")
     logical_date = float(int(time.time()) - 3600)
-    waiter_run = _trigger_at(settings, "waiter", logical_date)
-    awaited_run = _trigger_at(settings, awaited, logical_date)
+    waiter_run = trigger(settings, "waiter", logical_date)
+    awaited_run = trigger(settings, awaited, logical_date)
     tail.wait_for(lambda _events: tail.of_type(TaskDeferred, dag_id="waiter")
                   and tail.of_type(ExternalWaitAccepted, dag_id=awaited), 120, "the sensor to defer, its wait read")
     kill_hard(first.pid)
@@ -105,7 +96,7 @@ def test_a_trigger_waiting_for_completion_ends_as_the_run_it_triggered_through_a
     settings, processes, tail = start_with_dags(make_settings, system, tmp_path,
                                                 KICKER.format(target=target, gate=gate, exit_code=exit_code))
     first = processes.scheduler("first")
-    kicker_run = _trigger_at(settings, "kicker", float(int(time.time())))
+    kicker_run = trigger(settings, "kicker", float(int(time.time())))
     tail.wait_for(lambda _events: tail.of_type(TaskDeferred, dag_id="kicker")
                   and tail.of_type(TaskQueued, dag_id=target, task_id="slow"), 120,
                   "the trigger deferred and the triggered run's task queued")
@@ -139,7 +130,7 @@ def test_a_time_sensor_is_a_timer_with_no_try_that_survives_its_scheduler_killed
     settings, processes, tail = start_with_dags(make_settings, system, tmp_path, TIMED)
     first = processes.scheduler("first")
     logical_date = float(int(time.time()))
-    run_id = _trigger_at(settings, "timed", logical_date)
+    run_id = trigger(settings, "timed", logical_date)
     [deferred] = tail.wait_for(lambda _events: tail.of_type(TaskDeferred, dag_id="timed"), 60, "the deferral")
     assert deferred.until == logical_date + 8
     kill_hard(first.pid)
@@ -168,7 +159,7 @@ def test_a_recursive_clear_of_a_marker_clears_the_child_dags_task_and_what_follo
     settings, processes, tail = start_with_dags(make_settings, system, tmp_path, MARKED.format(child=child))
     processes.scheduler("s1")
     logical_date = float(int(time.time()) - 60)
-    parent_run, child_run = _trigger_at(settings, "parent", logical_date), _trigger_at(settings, child, logical_date)
+    parent_run, child_run = trigger(settings, "parent", logical_date), trigger(settings, child, logical_date)
     assert tail.run_finished(parent_run, 120).state == "success"
     assert tail.run_finished(child_run, 120).state == "success"
     event_log = shared_event_log(settings)

@@ -211,9 +211,9 @@ def _decide_task(queuing: Queuing, instance: TaskInstance, view: Mapping[str, st
     elif instance.pending and instance.state in ACTIVE:
         return [*stop(run, instance, now, policy.scheduler_id)], instance.state
     if instance.pending == CLEAR:
-        if instance.state == DEFERRED and queuing.dag.tasks[instance.task_id].external is not None:  # its wait
-            events.append(cancelled(run, instance, queuing.dag.tasks[instance.task_id], "the sensor was cleared",
-                                    now))
+        task = queuing.dag.tasks[instance.task_id]
+        if instance.state == DEFERRED and task.external is not None:  # its wait on the other DAG, not wanted now
+            events.append(cancelled(run, instance, task, "the sensor was cleared", now))
         events.append(TaskCleared(dag_id=run.dag_id, run_id=run.run_id, task_id=instance.task_id,
                                   map_index=instance.map_index,
                                   try_number=instance.try_number, request_id=instance.pending_request, at=now))

@@ -29,7 +29,6 @@ from schemas import (
     ExternalWaitCancelled,
     ExternalWaitDefinition,
     ExternalWaitRequested,
-    SensorDefinition,
     SensorTimedOut,
     TaskDeferred,
     TaskDefinition,
@@ -52,12 +51,12 @@ from services.scheduler.core.model import (
     instance_key,
     logical_date_iso,
 )
+from services.scheduler.core.sensors import DEFAULT_SENSOR
 
 ExternalDecision: TypeAlias = (ExternalWaitRequested | TaskDeferred | ExternalTaskReported | ExternalWaitAnswered
                                | ExternalWaitAccepted | ExternalWaitCancelled)
 Answer: TypeAlias = tuple[str, str, str, dict[str, str]]  # (outcome, reason, run id, awaited states)
 
-_DEFAULT = SensorDefinition()
 _RUNNING = "running"  # an open run's state, as Airflow's DagRunState names it
 _NO_TIMEOUT = 100 * 365 * 86_400.0  # a wait for a triggered run has no timeout of its own (Airflow's)
 
@@ -105,7 +104,7 @@ def decide_deferral(run: DagRun, instance: TaskInstance, task: TaskDefinition, s
     """The sensor may run: its wait, on the awaited DAG's partition, and its deferral here."""
     wait = task.external
     assert wait is not None  # an external sensor has what it waits on
-    sensor = task.sensor or _DEFAULT
+    sensor = task.sensor or DEFAULT_SENSOR
     try_number = instance.try_number + 1
     wait_id = wait_id_of(run.dag_id, run.run_id, task.task_id, instance.map_index, try_number)
     return [
@@ -127,7 +126,7 @@ def decide_deferred(run: DagRun, instance: TaskInstance, task: TaskDefinition,
     until = instance.not_before
     if until is None or now < until:
         return None
-    sensor = task.sensor or _DEFAULT
+    sensor = task.sensor or DEFAULT_SENSOR
     since = instance.waiting_since if instance.waiting_since is not None else now
     return (SensorTimedOut(dag_id=run.dag_id, run_id=run.run_id, task_id=instance.task_id,
                            map_index=instance.map_index, try_number=instance.try_number,

@@ -29,13 +29,13 @@ from services.scheduler.core.model import (
     instance_key,
 )
 
-_DEFAULT = SensorDefinition()  # for a poked instance whose task is no longer a sensor
+DEFAULT_SENSOR = SensorDefinition()  # for an instance whose task is no longer a sensor (or names no settings)
 
 
 def decide_poked(run: DagRun, instance: TaskInstance, task: TaskDefinition,
                  now: float) -> TaskRescheduled | SensorTimedOut:
     """The next poke of a sensor whose poke was not met, or its timeout."""
-    sensor = task.sensor or _DEFAULT
+    sensor = task.sensor or DEFAULT_SENSOR
     ended = instance.ended_at if instance.ended_at is not None else now
     since = instance.waiting_since if instance.waiting_since is not None else ended
     ids: dict[str, Any] = {"dag_id": run.dag_id, "run_id": run.run_id, "task_id": instance.task_id,

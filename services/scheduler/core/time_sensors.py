@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemas import SensorDefinition, SensorTimedOut, TaskDeferred, TaskDefinition, TimeSensorMet
+from schemas import SensorTimedOut, TaskDeferred, TaskDefinition, TimeSensorMet
 from services.scheduler.core.instances import end_try
 from services.scheduler.core.model import (
     DEFERRED,
@@ -24,8 +24,7 @@ from services.scheduler.core.model import (
     SchedulerState,
     TaskInstance,
 )
-
-_DEFAULT = SensorDefinition()
+from services.scheduler.core.sensors import DEFAULT_SENSOR
 
 
 def moment_of(task: TaskDefinition, interval_end: float) -> float:
@@ -43,7 +42,7 @@ def decide_start(run: DagRun, instance: TaskInstance, task: TaskDefinition, mome
     ids = _ids(run, instance, instance.try_number + 1)
     if now >= moment:
         return TimeSensorMet(**ids, moment=moment, at=now), SUCCESS
-    until = min(moment, now + (task.sensor or _DEFAULT).timeout)
+    until = min(moment, now + (task.sensor or DEFAULT_SENSOR).timeout)
     return TaskDeferred(**ids, wait_id="", external_dag_id="", until=until, scheduler_id=scheduler_id, at=now), DEFERRED
 
 
@@ -55,7 +54,7 @@ def decide_due(run: DagRun, instance: TaskInstance, task: TaskDefinition, moment
     ids = _ids(run, instance, instance.try_number)
     if now >= moment:
         return TimeSensorMet(**ids, moment=moment, at=now), SUCCESS
-    sensor = task.sensor or _DEFAULT
+    sensor = task.sensor or DEFAULT_SENSOR
     since = instance.waiting_since if instance.waiting_since is not None else now
     state = SKIPPED if sensor.soft_fail else FAILED
     return SensorTimedOut(**ids, state=state, waited=now - since, timeout=sensor.timeout, at=now), state
