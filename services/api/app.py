@@ -9,7 +9,7 @@ import time
 from contextlib import asynccontextmanager
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -34,6 +34,7 @@ from services.api.commands import CommandLog, commands
 from services.api.executors import executors
 from services.api.logs import FollowSlots, logs
 from services.api.metrics import ApiMetrics
+from services.api.params import LIMIT, MAP_INDEX, OFFSET, SOME_MAP_INDEX
 from services.api.pools import pool_commands, pool_reads
 from services.api.secrets import secrets
 from services.api.targets import Refused
@@ -44,8 +45,6 @@ from services.api.ui.web import STATIC, LoginRequired, UiState, session_principa
 from services.api.users import users
 
 log = logging.getLogger("tock.api")
-LIMIT = Query(100, ge=1, le=1000, description="at most this many items")
-OFFSET = Query(0, ge=0, le=2**31 - 1, description="skip this many items")
 
 
 DESCRIPTION = """Reads of the projections of Tock's log; commands are appended to the log, never to tables.
@@ -278,7 +277,7 @@ def list_task_instances(dag_id: str, run_id: str, state: str | None = None, limi
 
 @reads.get("/api/v1/dags/{dag_id}/runs/{run_id}/tasks/{task_id}", response_model=models.TaskInstance,
            tags=["tasks"])
-def get_task_instance(dag_id: str, run_id: str, task_id: str, map_index: int = -1,
+def get_task_instance(dag_id: str, run_id: str, task_id: str, map_index: int = MAP_INDEX,
                       engine: Engine = Depends(engine_of)):
     """A task instance; ``map_index``: instance N of a mapped task (-1: a task, or a mapped task as a whole)."""
     named = instance_name(task_id, map_index)
@@ -289,7 +288,7 @@ def get_task_instance(dag_id: str, run_id: str, task_id: str, map_index: int = -
 @reads.get("/api/v1/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/history",
            response_model=models.TaskHistoryPage, tags=["tasks"])
 def task_history(dag_id: str, run_id: str, task_id: str, limit: int = LIMIT, offset: int = OFFSET,
-                 map_index: int | None = None, engine: Engine = Depends(engine_of)):
+                 map_index: int | None = SOME_MAP_INDEX, engine: Engine = Depends(engine_of)):
     """Every event of the task instance in log order, those of old tries included (of a mapped task: of
     every instance, or with ``map_index`` of that one and of the task as a whole); each decision (a skip,
     an upstream failure, a skipped try, an empty task's success, a branch's choice) with its fields and why."""

@@ -20,6 +20,7 @@ from schemas.assets import URI_MOST, asset_problem
 from services.api import models
 from services.api.auth import OPERATOR, VIEWER, requester
 from services.api.commands import NotAppended, engine_of, not_appended, request_id_of
+from services.api.params import LIMIT, OFFSET
 
 asset_reads = APIRouter(tags=["assets"], dependencies=[Depends(VIEWER)],
                         responses={401: {"description": "missing or wrong bearer token"}})
@@ -30,8 +31,6 @@ asset_commands = APIRouter(tags=["assets"], dependencies=[Depends(OPERATOR)],
                                       422: {"description": "malformed input, or an asset uri or extra refused"},
                                       503: {"description": "the log did not take the event: retry with the same "
                                                            "Idempotency-Key, which is applied once"}})
-LIMIT = Query(100, ge=1, le=1000, description="at most this many items")
-OFFSET = Query(0, ge=0, le=2**31 - 1, description="skip this many items")
 URI = Path(..., description="the asset's uri (its slashes as they are, or percent-encoded)", max_length=URI_MOST)
 API_EVENT_PREFIX = "api/"
 

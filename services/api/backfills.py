@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Request
 from sqlalchemy import Engine
 
 from projections import queries
@@ -12,6 +12,7 @@ from schemas import CancelBackfill, RequestBackfill
 from services.api import models, targets
 from services.api.auth import requester
 from services.api.commands import append, commands, engine_of, once, request_id_of
+from services.api.params import LIMIT, OFFSET
 
 BACKFILLS = "/api/v1/dags/{dag_id}/backfills"
 ENDED = ("success", "failed", "cancelled", "rejected")
@@ -61,7 +62,7 @@ def cancel_backfill(dag_id: str, backfill_id: str, request: Request, request_id:
 
 
 @status.get(BACKFILLS, response_model=models.Page[models.Backfill], summary="List a DAG's backfills")
-def list_backfills(dag_id: str, limit: int = Query(100, ge=1, le=1000), offset: int = Query(0, ge=0, le=2**31 - 1),
+def list_backfills(dag_id: str, limit: int = LIMIT, offset: int = OFFSET,
                    engine: Engine = Depends(engine_of)):
     """The DAG's backfills, newest first: state (requested, running, success, failed, cancelled,
     rejected), planned logical dates, and how many of their runs are created and finished."""

@@ -21,6 +21,7 @@ from projections import queries
 from services.api import targets
 from services.api.auth import requester
 from services.api.commands import engine_of
+from services.api.params import MAP_INDEX, TRY
 from services.api.task_logs import TryRef, file_chunks, log_file, shipped_texts, try_has_ended, try_start
 
 logs = APIRouter(tags=["tasks"])
@@ -76,8 +77,8 @@ class FollowSlot:
                                             429: {"description": "the user follows too many logs at once"},
                                             503: {"description": "tock.logs cannot be read"}})
 def task_log(dag_id: str, run_id: str, task_id: str, request: Request,
-             try_number: int | None = Query(None, alias="try", ge=1, description="the try (default: the latest)"),
-             map_index: int = Query(-1, ge=-1, description="instance N of a mapped task (-1: not mapped)"),
+             try_number: int | None = TRY,
+             map_index: int = MAP_INDEX,
              follow: bool = Query(False, description="keep streaming what the try writes until it ends"),
              engine: Engine = Depends(engine_of)):
     """The output of one try of the task instance, as its runner shipped it to ``tock.logs`` (from

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from fastapi import Depends, Query, Request
+from fastapi import Depends, Request
 from sqlalchemy import Engine
 
 from schemas import ClearTask, KillTask, MarkTask
@@ -12,10 +12,9 @@ from schemas.tasks import instance_name
 from services.api import models, targets
 from services.api.auth import requester
 from services.api.commands import append, commands, engine_of, once, request_id_of
+from services.api.params import MAP_INDEX
 
 TASK = "/api/v1/dags/{dag_id}/runs/{run_id}/tasks/{task_id}"
-MAP_INDEX = Query(-1, ge=-1, description="instance N of a mapped task (-1: a task, or every instance of a mapped "
-                                         "task)")
 
 
 @commands.post(f"{TASK}/clear", status_code=202, response_model=models.Accepted, summary="Clear a task instance")

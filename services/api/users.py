@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Engine
 
@@ -14,6 +14,7 @@ from schemas import UserCreated, UserDeleted
 from services.api import accounts
 from services.api.auth import ADMIN, requester
 from services.api.commands import NotAppended, engine_of, not_appended
+from services.api.params import LIMIT, OFFSET
 
 users = APIRouter(tags=["users"], dependencies=[Depends(ADMIN)],
                   responses={401: {"description": "missing or wrong bearer token"},
@@ -56,7 +57,7 @@ def _append(request: Request, event) -> None:
 
 
 @users.get("/api/v1/users", response_model=UserPage, summary="List accounts")
-def list_users(limit: int = Query(100, ge=1, le=1000), offset: int = Query(0, ge=0, le=2**31 - 1),
+def list_users(limit: int = LIMIT, offset: int = OFFSET,
                engine: Engine = Depends(engine_of)):
     return {"items": queries.users(engine, limit=limit, offset=offset), "limit": limit, "offset": offset}
 

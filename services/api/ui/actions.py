@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, Form, HTTPException, Request
 from fastapi.responses import RedirectResponse, Response
 from pydantic import ValidationError
 from sqlalchemy import Engine
@@ -26,6 +26,7 @@ from services.api import backfills, commands, models, task_commands
 from services.api.auth import Principal
 from services.api.commands import engine_of
 from services.api.core import trigger_form
+from services.api.params import MAP_INDEX, MAP_INDEX_FIELD
 from services.api.targets import INVALID, Refused, check_request_id, parse_instant
 from services.api.ui.web import form_user, page_user, render
 
@@ -93,7 +94,7 @@ def _back(target: dict[str, str]) -> str:
 
 @actions.get("/actions/{action}")
 def confirm(action: str, request: Request, dag_id: str, run_id: str = "", task_id: str = "",
-            map_index: int = Query(-1, ge=-1), _user: Principal = Depends(page_user),
+            map_index: int = MAP_INDEX, _user: Principal = Depends(page_user),
             engine: Engine = Depends(engine_of)) -> Response:
     if action not in QUESTIONS:
         raise HTTPException(status_code=404, detail=f"no action {action}")
@@ -118,7 +119,7 @@ def _param_fields(engine: Engine, action: str, dag_id: str, posted: dict[str, st
 
 @actions.post("/actions/{action}")
 def act(action: str, request: Request, dag_id: str = Form(...), run_id: str = Form(""), task_id: str = Form(""),
-        map_index: int = Form(-1, ge=-1), csrf: str = Form(""), form: ActionForm = Depends(action_form),
+        map_index: int = MAP_INDEX_FIELD, csrf: str = Form(""), form: ActionForm = Depends(action_form),
         engine: Engine = Depends(engine_of)) -> Response:
     form_user(request, csrf, "operator")
     target = _target(dag_id, run_id, task_id, map_index)

@@ -20,6 +20,7 @@ from services.api.auth import Principal
 from services.api.commands import engine_of
 from services.api.core import dag_list, views
 from services.api.logs import log_response
+from services.api.params import MAP_INDEX, TRY
 from services.api.task_logs import TryRef, shipped_texts, try_start
 from services.api.ui.dag_pages import dag_pages
 from services.api.ui.secret_pages import secret_pages
@@ -101,7 +102,7 @@ def grid_page(dag_id: str, request: Request, runs: int = Query(GRID_RUNS, ge=1, 
 
 
 @pages.get("/dags/{dag_id}/runs/{run_id}/tasks/{task_id}")
-def task_page(dag_id: str, run_id: str, task_id: str, request: Request, map_index: int = Query(-1, ge=-1),
+def task_page(dag_id: str, run_id: str, task_id: str, request: Request, map_index: int = MAP_INDEX,
               _user: Principal = Depends(page_user), engine: Engine = Depends(engine_of)) -> Response:
     context = _task(engine, dag_id, run_id, task_id, map_index)
     return render(request, "task.html", **context, log=_log(request, engine, context),
@@ -120,7 +121,7 @@ def _log(request: Request, engine: Engine, context: dict) -> str:
 
 @pages.get("/ui/log/dags/{dag_id}/runs/{run_id}/tasks/{task_id}")
 def follow_log(dag_id: str, run_id: str, task_id: str, request: Request,
-               try_number: int | None = Query(None, alias="try", ge=1), map_index: int = Query(-1, ge=-1),
+               try_number: int | None = TRY, map_index: int = MAP_INDEX,
                _user: Principal = Depends(page_user), engine: Engine = Depends(engine_of)) -> Response:
     """The task page's live log: the API's log stream (whole, then followed until the try ends)
     with the session's login, read by ui.js as it arrives: one Kafka reader per open page."""
@@ -140,6 +141,6 @@ def live_grid(dag_id: str, request: Request, runs: int = Query(GRID_RUNS, ge=1, 
 
 
 @pages.get("/ui/live/dags/{dag_id}/runs/{run_id}/tasks/{task_id}")
-def live_task(dag_id: str, run_id: str, task_id: str, request: Request, map_index: int = Query(-1, ge=-1),
+def live_task(dag_id: str, run_id: str, task_id: str, request: Request, map_index: int = MAP_INDEX,
               _user: Principal = Depends(page_user), engine: Engine = Depends(engine_of)):
     return live(request, "_timeline.html", _task(engine, dag_id, run_id, task_id, map_index))
