@@ -18,8 +18,9 @@ run read first makes the row from what it names, and the event's record fills it
 
 Each column comes from one partition's order, or is a set or a maximum merged from several, so any
 interleaving of partitions gives the same rows. Not folded (``NOT_FOLDED``): the marks of the hops the
-scheduler made (TaskAssetEventsRecorded, AssetEventForwarded, DagAssetsRegistered) and AssetEventQueued
-(a DAG's queue is the scheduler's to keep; the run that consumed an event names it).
+scheduler made (TaskAssetEventsRecorded, AssetEventForwarded, DagAssetsRegistered, AssetReaderCaughtUp),
+AssetEventQueued (a DAG's queue is the scheduler's to keep; the run that consumed an event names it), and
+its readers' hops (AssetReaderRegistered / Dropped, InletEventDelivered: what a try read is in its TaskQueued).
 """
 
 from __future__ import annotations
@@ -36,16 +37,21 @@ from schemas import (
     AssetEventForwarded,
     AssetEventQueued,
     AssetEventRecorded,
+    AssetReaderCaughtUp,
+    AssetReaderDropped,
+    AssetReaderRegistered,
     DagAssetsRegistered,
     DagParsed,
     DagRunCreated,
+    InletEventDelivered,
     TaskAssetEventsRecorded,
 )
 
 ASSET, EVENT = "asset", "asset_event"
 TABLES = (ASSET, EVENT)
 FOLDED = (DagParsed, AssetEventRecorded, AssetConsumerRegistered, AssetConsumerDropped, DagRunCreated)
-NOT_FOLDED = (TaskAssetEventsRecorded, AssetEventForwarded, DagAssetsRegistered, AssetEventQueued)
+NOT_FOLDED = (TaskAssetEventsRecorded, AssetEventForwarded, DagAssetsRegistered, AssetEventQueued,
+              AssetReaderRegistered, AssetReaderDropped, AssetReaderCaughtUp, InletEventDelivered)
 NO_REFERENCES = "{}"  # references_json of an asset no definition has named (as_json of an empty object)
 
 Slot = tuple[str, tuple[Any, ...]]  # (table, primary key)

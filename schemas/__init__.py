@@ -2,12 +2,17 @@
 
 from schemas.assets import (
     ASSET_TRIGGERED,
+    INLET_EVENTS_KEPT,
     AssetConsumerDropped,
     AssetConsumerRegistered,
     AssetEventForwarded,
     AssetEventQueued,
     AssetEventRecorded,
+    AssetReaderCaughtUp,
+    AssetReaderDropped,
+    AssetReaderRegistered,
     DagAssetsRegistered,
+    InletEventDelivered,
     TaskAssetEventsRecorded,
 )
 from schemas.codec import DecodeError, UnknownEventType, UnknownSchemaVersion, decode, encode, event_type, peek_type
@@ -141,6 +146,7 @@ __all__ = [
     "EVENTS",
     "EVENT_TYPES",
     "HEARTBEATS",
+    "INLET_EVENTS_KEPT",
     "LOGS",
     "PARSING",
     "SCHEDULERS",
@@ -154,6 +160,9 @@ __all__ = [
     "AssetEventForwarded",
     "AssetEventQueued",
     "AssetEventRecorded",
+    "AssetReaderCaughtUp",
+    "AssetReaderDropped",
+    "AssetReaderRegistered",
     "BackfillFinished",
     "BackfillPlanned",
     "CallbackCalled",
@@ -190,6 +199,7 @@ __all__ = [
     "ExternalWaitDefinition",
     "ExternalWaitRequested",
     "HeartbeatsTopicEvent",
+    "InletEventDelivered",
     "KillTask",
     "LogsTopicEvent",
     "MapDefinition",

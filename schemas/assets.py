@@ -15,9 +15,16 @@ a takeover on any side folds the same records and neither drops nor repeats a ho
   (``AssetConsumerRegistered`` / ``AssetConsumerDropped``, marked by ``DagAssetsRegistered``);
 - **the consumer's DAG**: its owner queues the events, and when its schedule's condition holds
   creates one run (``DagRunCreated``, run type "asset_triggered"), which names the events it consumed.
+
+A DAG whose tasks read assets (their ``inlets``) registers as their reader the same way
+(``AssetReaderRegistered`` / ``AssetReaderDropped``): the asset's owner hands it the latest events it
+keeps (marked by ``AssetReaderCaughtUp``), then each new one (``InletEventDelivered``, which triggers
+nothing); each try of such a task carries them in its ``TaskQueued`` (its context's ``inlet_events``).
 """
 
 from __future__ import annotations
+
+from dataclasses import field
 
 from schemas.declare import EVENTS, EventBase, event
 from schemas.routing import BY_ASSET, BY_DAG
@@ -81,13 +88,15 @@ class AssetConsumerDropped(EventBase):
     at: float
 
 
-@event(EVENTS, route=BY_DAG)
+@event(EVENTS, route=BY_DAG, version=2)
 class DagAssetsRegistered(EventBase):
-    """The consumer's side of its registrations: the assets (``uris``) its owner registered it with, so the
-    next definition's are compared with these."""
+    """The consumer's side of its registrations: the assets (``uris``) its owner registered it with as a
+    consumer, and those (``inlet_uris``) it registered it with as a reader, so the next definition's are
+    compared with these. v2 added inlet_uris (v1 records decode with none: no DAG read any then)."""
 
     dag_id: str
     uris: list[str]
+    inlet_uris: list[str] = field(default_factory=list)
     at: float
 
 
@@ -95,6 +104,57 @@ class DagAssetsRegistered(EventBase):
 class AssetEventQueued(EventBase):
     """The asset's owner hands the event ``event_id`` of asset ``uri`` to the consumer ``dag_id``: it waits
     in the DAG's queue until a run consumes it (Airflow's asset_dag_run_queue, with the event itself)."""
+
+    dag_id: str
+    uri: str
+    name: str = ""
+    group: str = "asset"
+    event_id: str
+    extra_json: str = "{}"
+    source_dag_id: str = ""
+    source_run_id: str = ""
+    source_task_id: str = ""
+    source_map_index: int = -1
+    source_alias: str = ""
+    timestamp: float
+    at: float
+
+
+@event(EVENTS, route=BY_ASSET)
+class AssetReaderRegistered(EventBase):
+    """A task of the DAG ``dag_id`` names the asset ``uri`` in its ``inlets``: the asset's owner hands it
+    the asset's latest events it keeps (``INLET_EVENTS_KEPT``), then each new one, so its tries read them
+    (``inlet_events``). Written by the DAG's owner when its definition says so."""
+
+    uri: str
+    dag_id: str
+    at: float
+
+
+@event(EVENTS, route=BY_ASSET)
+class AssetReaderDropped(EventBase):
+    """No task of the DAG ``dag_id`` reads the asset ``uri`` any more (its definition changed, or it is gone)."""
+
+    uri: str
+    dag_id: str
+    at: float
+
+
+@event(EVENTS, route=BY_ASSET)
+class AssetReaderCaughtUp(EventBase):
+    """The asset's side of a reader's registration: its latest events were handed to the reader ``dag_id``
+    (``InletEventDelivered``); from now on it gets each new one only."""
+
+    uri: str
+    dag_id: str
+    at: float
+
+
+@event(EVENTS, route=BY_DAG)
+class InletEventDelivered(EventBase):
+    """The asset's owner hands the event ``event_id`` of asset ``uri`` to the reader ``dag_id``: the DAG's
+    side keeps the latest ``INLET_EVENTS_KEPT`` of each asset it reads, for the tries it queues. Unlike an
+    ``AssetEventQueued`` it triggers nothing."""
 
     dag_id: str
     uri: str
@@ -124,6 +184,7 @@ class AssetEventForwarded(EventBase):
 
 URI_MOST = 1500  # Airflow's limit on an asset's uri and name
 EXTRA_MOST_BYTES = 64 * 1024  # an event's extra, encoded
+INLET_EVENTS_KEPT = 20  # the latest events of an asset its readers' tries see (``inlet_events``)
 
 
 def asset_problem(uri: str, extra_json: str = "{}") -> str:

@@ -207,6 +207,8 @@ class TaskDefinition:
     # events through at run time (services/scheduler/core/assets.py).
     outlets: list[AssetDefinition] = field(default_factory=list)
     outlet_aliases: list[str] = field(default_factory=list)
+    # The assets it reads (Airflow's ``inlets``): their latest events reach its tries' ``inlet_events``.
+    inlets: list[AssetDefinition] = field(default_factory=list)
 
 
 @record
@@ -256,7 +258,7 @@ class DagDefinition:
     schedule_assets: list[AssetDefinition] = field(default_factory=list)
 
 
-@event(DAGS, route=BY_DAG, version=20)
+@event(DAGS, route=BY_DAG, version=21)
 class DagParsed(EventBase):
     """The latest definition of a DAG; written only when its fingerprint changed.
     v2: the definition has on_failure and on_deadline_missed (webhook URLs).
@@ -279,7 +281,8 @@ class DagParsed(EventBase):
     v17: an asset's definition has its ``watchers``.
     v18: a wait may follow its task's successful try (``external.after_success``).
     v19: a time sensor's task definition says the moment it waits for (``time_wait``).
-    v20: an ExternalTaskMarker's task definition says what it clears (``marker``)."""
+    v20: an ExternalTaskMarker's task definition says what it clears (``marker``).
+    v21: task definitions have their ``inlets`` (the assets whose events their tries read)."""
 
     dag_id: str
     file_path: str

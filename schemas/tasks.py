@@ -33,7 +33,7 @@ class TryInput:
     left_out: bool = False
 
 
-@event(EVENTS, route=BY_DAG, version=4)
+@event(EVENTS, route=BY_DAG, version=5)
 class TaskQueued(EventBase):
     """A try was decided. Who owns it and on which executor is written here once, and so is the
     context its user code runs with: the run's dates, type and conf, the params resolved for it, and
@@ -41,7 +41,9 @@ class TaskQueued(EventBase):
     these inputs. Dates are seconds since the epoch (UTC).
     v2 added the context (v1 records decode with it empty: tries queued before it knew none).
     v3 added map_index (-1: not mapped) and map_element_json.
-    v4 added triggering_asset_events_json: the asset events that created its run (its DagRunCreated's)."""
+    v4 added triggering_asset_events_json: the asset events that created its run (its DagRunCreated's).
+    v5 added inlet_events_json: the latest events of the assets the task reads (its ``inlets``), as the
+    DAG's partition knew them when the try was decided: {uri: [event, ...]}, oldest first ("" none)."""
 
     dag_id: str
     run_id: str
@@ -64,6 +66,7 @@ class TaskQueued(EventBase):
     # argument name -> value as tock/values.py encodes it; expand_kwargs: the instance's dict). "" none.
     map_element_json: str = ""
     triggering_asset_events_json: str = ""
+    inlet_events_json: str = ""
     at: float
 
 

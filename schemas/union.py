@@ -13,7 +13,11 @@ from schemas.assets import (
     AssetEventForwarded,
     AssetEventQueued,
     AssetEventRecorded,
+    AssetReaderCaughtUp,
+    AssetReaderDropped,
+    AssetReaderRegistered,
     DagAssetsRegistered,
+    InletEventDelivered,
     TaskAssetEventsRecorded,
 )
 from schemas.commands import (
@@ -106,18 +110,19 @@ DagsTopicEvent: TypeAlias = DagParsed
 
 EventsTopicEvent: TypeAlias = (
     AssetConsumerDropped | AssetConsumerRegistered | AssetEventForwarded | AssetEventQueued |
-    AssetEventRecorded | BackfillFinished | BackfillPlanned | CallbackCalled | CancelBackfill |
-    ClearTask | CommandRejected | DagAssetsRegistered | DagQuarantineLifted | DagQuarantined |
-    DagRunCreated | DagRunFinished | DagRunReopened | DagRunTimedOut | DeadlineMissed | DeletePool |
+    AssetEventRecorded | AssetReaderCaughtUp | AssetReaderDropped | AssetReaderRegistered |
+    BackfillFinished | BackfillPlanned | CallbackCalled | CancelBackfill | ClearTask |
+    CommandRejected | DagAssetsRegistered | DagQuarantineLifted | DagQuarantined | DagRunCreated |
+    DagRunFinished | DagRunReopened | DagRunTimedOut | DeadlineMissed | DeletePool |
     ExternalClearsSent | ExternalTaskReported | ExternalWaitAccepted | ExternalWaitAnswered |
-    ExternalWaitCancelled | ExternalWaitRequested | KillTask | MarkTask | PauseDag | PodFinished |
-    PodStarted | PoolSlotsGranted | PoolSlotsReleased | PoolSlotsRequested | RequestBackfill |
-    SecretAccessed | SensorTimedOut | SetPool | TaskAdopted | TaskAssetEventsRecorded | TaskCleared |
-    TaskDeadlineMissed | TaskDeclaredDead | TaskDeferred | TaskEmptySucceeded | TaskFailed |
-    TaskKillRequested | TaskKilled | TaskLaunched | TaskMapExpanded | TaskMapFailed | TaskPoked |
-    TaskPoolGranted | TaskPoolReleased | TaskPoolRequested | TaskQueued | TaskRemoved |
-    TaskRescheduled | TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded | TaskTrySkipped |
-    TaskUpstreamFailed | TimeSensorMet | TriggerDagRun
+    ExternalWaitCancelled | ExternalWaitRequested | InletEventDelivered | KillTask | MarkTask |
+    PauseDag | PodFinished | PodStarted | PoolSlotsGranted | PoolSlotsReleased | PoolSlotsRequested |
+    RequestBackfill | SecretAccessed | SensorTimedOut | SetPool | TaskAdopted |
+    TaskAssetEventsRecorded | TaskCleared | TaskDeadlineMissed | TaskDeclaredDead | TaskDeferred |
+    TaskEmptySucceeded | TaskFailed | TaskKillRequested | TaskKilled | TaskLaunched | TaskMapExpanded |
+    TaskMapFailed | TaskPoked | TaskPoolGranted | TaskPoolReleased | TaskPoolRequested | TaskQueued |
+    TaskRemoved | TaskRescheduled | TaskRetryScheduled | TaskSkipped | TaskStarted | TaskSucceeded |
+    TaskTrySkipped | TaskUpstreamFailed | TimeSensorMet | TriggerDagRun
 )
 
 HeartbeatsTopicEvent: TypeAlias = TaskHeartbeat
@@ -137,12 +142,13 @@ UsersTopicEvent: TypeAlias = TokenCreated | TokenRevoked | UserCreated | UserDel
 
 Event: TypeAlias = (
     AssetConsumerDropped | AssetConsumerRegistered | AssetEventForwarded | AssetEventQueued |
-    AssetEventRecorded | BackfillFinished | BackfillPlanned | CallbackCalled | CancelBackfill |
-    ClearTask | CommandRejected | ConnectionDeleted | ConnectionSet | DagAssetsRegistered |
-    DagFileProcessed | DagFileRemoved | DagParseFailed | DagParsed | DagQuarantineLifted |
-    DagQuarantined | DagRemoved | DagRunCreated | DagRunFinished | DagRunReopened | DagRunTimedOut |
-    DeadlineMissed | DeletePool | ExternalClearsSent | ExternalTaskReported | ExternalWaitAccepted |
-    ExternalWaitAnswered | ExternalWaitCancelled | ExternalWaitRequested | KillTask | MarkTask |
+    AssetEventRecorded | AssetReaderCaughtUp | AssetReaderDropped | AssetReaderRegistered |
+    BackfillFinished | BackfillPlanned | CallbackCalled | CancelBackfill | ClearTask |
+    CommandRejected | ConnectionDeleted | ConnectionSet | DagAssetsRegistered | DagFileProcessed |
+    DagFileRemoved | DagParseFailed | DagParsed | DagQuarantineLifted | DagQuarantined | DagRemoved |
+    DagRunCreated | DagRunFinished | DagRunReopened | DagRunTimedOut | DeadlineMissed | DeletePool |
+    ExternalClearsSent | ExternalTaskReported | ExternalWaitAccepted | ExternalWaitAnswered |
+    ExternalWaitCancelled | ExternalWaitRequested | InletEventDelivered | KillTask | MarkTask |
     PauseDag | PodFinished | PodStarted | PoolSlotsGranted | PoolSlotsReleased | PoolSlotsRequested |
     ProcessorFinished | ProcessorKilled | ProcessorStarted | RequestBackfill | SchedulerHeartbeat |
     SchedulerStopped | SecretAccessed | SensorTimedOut | SetPool | TaskAdopted |
@@ -157,19 +163,20 @@ Event: TypeAlias = (
 
 EVENT_CLASSES: tuple[type[Event], ...] = (
     AssetConsumerDropped, AssetConsumerRegistered, AssetEventForwarded, AssetEventQueued,
-    AssetEventRecorded, BackfillFinished, BackfillPlanned, CallbackCalled, CancelBackfill, ClearTask,
-    CommandRejected, ConnectionDeleted, ConnectionSet, DagAssetsRegistered, DagFileProcessed,
-    DagFileRemoved, DagParseFailed, DagParsed, DagQuarantineLifted, DagQuarantined, DagRemoved,
-    DagRunCreated, DagRunFinished, DagRunReopened, DagRunTimedOut, DeadlineMissed, DeletePool,
-    ExternalClearsSent, ExternalTaskReported, ExternalWaitAccepted, ExternalWaitAnswered,
-    ExternalWaitCancelled, ExternalWaitRequested, KillTask, MarkTask, PauseDag, PodFinished,
-    PodStarted, PoolSlotsGranted, PoolSlotsReleased, PoolSlotsRequested, ProcessorFinished,
-    ProcessorKilled, ProcessorStarted, RequestBackfill, SchedulerHeartbeat, SchedulerStopped,
-    SecretAccessed, SensorTimedOut, SetPool, TaskAdopted, TaskAssetEventsRecorded, TaskCleared,
-    TaskDeadlineMissed, TaskDeclaredDead, TaskDeferred, TaskEmptySucceeded, TaskFailed, TaskHeartbeat,
-    TaskKillRequested, TaskKilled, TaskLaunched, TaskLogShipped, TaskMapExpanded, TaskMapFailed,
-    TaskPoked, TaskPoolGranted, TaskPoolReleased, TaskPoolRequested, TaskQueued, TaskRemoved,
-    TaskRescheduled, TaskRetryScheduled, TaskSkipped, TaskStarted, TaskSucceeded, TaskTrySkipped,
-    TaskUpstreamFailed, TimeSensorMet, TokenCreated, TokenRevoked, TriggerDagRun, UserCreated,
-    UserDeleted, VariableDeleted, VariableSet, WorkerHeartbeat, WorkerStopped
+    AssetEventRecorded, AssetReaderCaughtUp, AssetReaderDropped, AssetReaderRegistered,
+    BackfillFinished, BackfillPlanned, CallbackCalled, CancelBackfill, ClearTask, CommandRejected,
+    ConnectionDeleted, ConnectionSet, DagAssetsRegistered, DagFileProcessed, DagFileRemoved,
+    DagParseFailed, DagParsed, DagQuarantineLifted, DagQuarantined, DagRemoved, DagRunCreated,
+    DagRunFinished, DagRunReopened, DagRunTimedOut, DeadlineMissed, DeletePool, ExternalClearsSent,
+    ExternalTaskReported, ExternalWaitAccepted, ExternalWaitAnswered, ExternalWaitCancelled,
+    ExternalWaitRequested, InletEventDelivered, KillTask, MarkTask, PauseDag, PodFinished, PodStarted,
+    PoolSlotsGranted, PoolSlotsReleased, PoolSlotsRequested, ProcessorFinished, ProcessorKilled,
+    ProcessorStarted, RequestBackfill, SchedulerHeartbeat, SchedulerStopped, SecretAccessed,
+    SensorTimedOut, SetPool, TaskAdopted, TaskAssetEventsRecorded, TaskCleared, TaskDeadlineMissed,
+    TaskDeclaredDead, TaskDeferred, TaskEmptySucceeded, TaskFailed, TaskHeartbeat, TaskKillRequested,
+    TaskKilled, TaskLaunched, TaskLogShipped, TaskMapExpanded, TaskMapFailed, TaskPoked,
+    TaskPoolGranted, TaskPoolReleased, TaskPoolRequested, TaskQueued, TaskRemoved, TaskRescheduled,
+    TaskRetryScheduled, TaskSkipped, TaskStarted, TaskSucceeded, TaskTrySkipped, TaskUpstreamFailed,
+    TimeSensorMet, TokenCreated, TokenRevoked, TriggerDagRun, UserCreated, UserDeleted,
+    VariableDeleted, VariableSet, WorkerHeartbeat, WorkerStopped
 )

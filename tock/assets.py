@@ -297,7 +297,7 @@ class TriggeringAssetEvents(Mapping[str, list[AssetEvent]]):
     def __init__(self, events_json: str) -> None:
         self._by_uri: dict[str, list[AssetEvent]] = {}
         for item in json.loads(events_json) if events_json else []:
-            event = _triggering(item)
+            event = asset_event_of(item)
             self._by_uri.setdefault(event.uri, []).append(event)
 
     def _uri(self, key: Any) -> str:
@@ -322,7 +322,8 @@ class TriggeringAssetEvents(Mapping[str, list[AssetEvent]]):
         return len(self._by_uri)
 
 
-def _triggering(item: dict[str, Any]) -> AssetEvent:
+def asset_event_of(item: dict[str, Any]) -> AssetEvent:
+    """An event as a run or a try carries it (JSON with the fields of schemas/assets.py's records)."""
     asset = Asset(name=item.get("name") or item["uri"], uri=item["uri"], group=item.get("group") or "asset")
     return AssetEvent(asset=asset, extra=json.loads(item.get("extra_json") or "{}"),
                       source_dag_id=item.get("source_dag_id") or None, source_run_id=item.get("source_run_id") or None,

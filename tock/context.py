@@ -194,7 +194,7 @@ def build_context(task: Task, run_id: str, try_number: int, queued: TaskQueued |
                       if queued else None,
                       map_index=map_index, test_mode=False, templates_dict=None)
     context.update(_date_keys(logical_date, dag.dag_id, task.task_id))
-    context.update(_asset_keys(task, queued.triggering_asset_events_json if queued else ""))
+    context.update(_asset_keys(task, queued))
     context["kafka_output"] = _kafka_output()
     context.update(extras or {})
     return context
@@ -206,17 +206,20 @@ def _kafka_output() -> Any:
     return KafkaOutput()  # the records written with the try's success (tock/kafka_output.py)
 
 
-def _asset_keys(task: Task, triggering_json: str) -> dict[str, Any]:
+def _asset_keys(task: Task, queued: TaskQueued | None) -> dict[str, Any]:
     """Airflow's asset keys: the task's ``outlets`` and ``inlets``, the ``outlet_events`` it may add extra
-    to, and the ``triggering_asset_events`` of an asset-triggered run (tock/assets.py)."""
+    to, the ``triggering_asset_events`` of an asset-triggered run (tock/assets.py), and the latest events
+    of its inlets (``inlet_events``, tock/inlet_events.py)."""
     from tock.assets import OutletEventAccessors, TriggeringAssetEvents, outlets_of
+    from tock.inlet_events import InletEventsAccessors
 
     assets, aliases = outlets_of(task.options.outlets, task.task_id)
-    inlets = task.options.inlets
-    return {"outlets": [*assets, *aliases], "inlets": list(inlets) if isinstance(inlets, list | tuple) else
-            [] if inlets is None else [inlets],
+    given = task.options.inlets
+    inlets = list(given) if isinstance(given, list | tuple) else [] if given is None else [given]
+    return {"outlets": [*assets, *aliases], "inlets": inlets,
             "outlet_events": OutletEventAccessors(assets, aliases),
-            "triggering_asset_events": TriggeringAssetEvents(triggering_json)}
+            "inlet_events": InletEventsAccessors(inlets, queued.inlet_events_json if queued else ""),
+            "triggering_asset_events": TriggeringAssetEvents(queued.triggering_asset_events_json if queued else "")}
 
 
 def _unrecorded_params(task: Task) -> dict[str, Any]:

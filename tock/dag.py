@@ -349,6 +349,7 @@ def _task_definition(task: Task, setups: list[str]) -> TaskDefinition:
         pool="" if task.options.pool in (None, DEFAULT_POOL) else task.options.pool, pool_slots=task.options.pool_slots,
         outlets=[asset.definition() for asset in outlets_of(task.options.outlets, task.task_id)[0]],
         outlet_aliases=[alias.name for alias in outlets_of(task.options.outlets, task.task_id)[1]],
+        inlets=[asset.definition() for asset in outlets_of(task.options.inlets, task.task_id)[0]],
     )
 
 

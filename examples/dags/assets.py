@@ -1,6 +1,7 @@
 """Assets and a cross-DAG trigger: ``example_asset_producer`` updates the asset ``example://orders`` with an
 extra, ``example_asset_consumer`` runs once per update (it is scheduled on the asset) and reads the event,
-and its last task triggers ``example_asset_report`` with a conf. Trigger the producer (`tock dags trigger
+and its last task triggers ``example_asset_report`` with a conf, whose task reads the asset's latest updates
+(it names the asset in its ``inlets``: ``inlet_events``). Trigger the producer (`tock dags trigger
 example_asset_producer`) or record an update by hand (`tock assets event example://orders --extra '{"rows": 1}'`)."""
 
 from tock import DAG, Asset, TriggerDagRunOperator, task
@@ -29,9 +30,10 @@ with DAG("example_asset_consumer", schedule=[orders], tags=["example"]) as consu
 
 with DAG("example_asset_report", tags=["example"]) as report:
 
-    @task
-    def write_report(dag_run=None):
-        print(f"report asked by {dag_run.conf.get('from')}")
-        return dag_run.conf
+    @task(inlets=[orders])
+    def write_report(dag_run=None, inlet_events=None):
+        latest = [event.extra for event in inlet_events[orders].ascending(False).limit(3)]
+        print(f"report asked by {dag_run.conf.get('from')}; the latest updates of {orders.uri}: {latest}")
+        return {**dag_run.conf, "latest": latest}
 
     write_report()

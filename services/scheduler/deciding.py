@@ -15,11 +15,14 @@ from schemas import (
     AssetConsumerRegistered,
     AssetEventQueued,
     AssetEventRecorded,
+    AssetReaderDropped,
+    AssetReaderRegistered,
     ClearTask,
     Event,
     ExternalTaskReported,
     ExternalWaitCancelled,
     ExternalWaitRequested,
+    InletEventDelivered,
     PoolSlotsGranted,
     PoolSlotsReleased,
     PoolSlotsRequested,
@@ -36,7 +39,8 @@ log = logging.getLogger("tock.scheduler")
 Decision: TypeAlias = tuple[int | None, Event]  # (partition, event); None: not of a partition (tock.schedulers)
 # Steps written across partitions (pools' and assets'): each may land on another partition than its decider's.
 _CROSSING = (PoolSlotsRequested, PoolSlotsGranted, PoolSlotsReleased, TaskPoolGranted, AssetEventRecorded,
-             AssetEventQueued, AssetConsumerRegistered, AssetConsumerDropped, ExternalWaitRequested,
+             AssetEventQueued, AssetConsumerRegistered, AssetConsumerDropped, AssetReaderRegistered,
+             AssetReaderDropped, InletEventDelivered, ExternalWaitRequested,
              ExternalTaskReported, ExternalWaitCancelled, ClearTask)
 
 

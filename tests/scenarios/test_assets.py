@@ -2,8 +2,9 @@
 killed with -9 while the task runs, so its success reaches the log with no scheduler alive (after the
 success, before anything of the consumer's run); the next scheduler carries
 the event across the three partitions (the producer's, the asset's, the consumer's) and the consumer DAG
-runs exactly once, its task seeing the event's extra. Then an external event appended twice with one
-request id (an API retry) makes exactly one more run."""
+runs exactly once, its task seeing the event's extra, both as what triggered its run and as the latest
+event of an asset it reads (``inlet_events``). Then an external event appended twice with one request id
+(an API retry) makes exactly one more run, and the asset's readers are handed it once."""
 
 from __future__ import annotations
 
@@ -46,9 +47,10 @@ with DAG({producer!r}) as producer:
     land()
 
 with DAG({consumer!r}, schedule=[orders]) as consumer:
-    @task
-    def read(triggering_asset_events=None):
-        return [event.extra for event in triggering_asset_events[orders]]
+    @task(inlets=[orders])
+    def read(triggering_asset_events=None, inlet_events=None):
+        return {{"triggering": [event.extra for event in triggering_asset_events[orders]],
+                "latest": inlet_events[orders][-1].extra, "read": [event.extra for event in inlet_events[orders]]}}
 
     read()
 '''
@@ -101,7 +103,8 @@ def test_a_consumer_runs_once_per_event_through_a_kill_between_the_success_and_i
     assert [item["event_id"] for item in json.loads(created.asset_events_json)] == [event.event_id]
     assert (event.uri, json.loads(event.extra_json), event.source_dag_id) == (URI, {"rows": 42}, producer)
     (read,) = tail.of_type(TaskSucceeded, dag_id=consumer)
-    assert json.loads(read.values_json)["return_value"] == [{"rows": 42}]
+    assert json.loads(read.values_json)["return_value"] == {"triggering": [{"rows": 42}], "latest": {"rows": 42},
+                                                           "read": [{"rows": 42}]}
     assert tail.run_finished(created.run_id, 30).state == "success"
 
     # An external event appended twice with the same id (what the API writes for one Idempotency-Key), then
@@ -117,6 +120,10 @@ def test_a_consumer_runs_once_per_event_through_a_kill_between_the_success_and_i
     assert len(tail.of_type(AssetEventForwarded)) == 3
     for later in _asset_runs(tail, consumer)[1:]:
         assert tail.run_finished(later.run_id, 120).state == "success"
+    # The run that consumed the last event read every event of the asset once: the retried one is one event.
+    (last,) = [created for created in _asset_runs(tail, consumer) if "api/after" in created.asset_events_json]
+    (read_last,) = tail.of_type(TaskSucceeded, run_id=last.run_id)
+    assert json.loads(read_last.values_json)["return_value"]["read"] == [{"rows": 42}, {"by": "api"}, {"by": "api"}]
 
 
 def _consumed(tail, consumer: str) -> list[str]:

@@ -20,10 +20,14 @@ from schemas import (
     AssetEventForwarded,
     AssetEventQueued,
     AssetEventRecorded,
+    AssetReaderCaughtUp,
+    AssetReaderDropped,
+    AssetReaderRegistered,
     DagAssetsRegistered,
     DagDefinition,
     DagParsed,
     DagRunCreated,
+    InletEventDelivered,
     TaskAssetEventsRecorded,
     TaskDefinition,
 )
@@ -220,7 +224,11 @@ def _sample(cls):
                                                              event_ids=[], at=1.0),
             AssetEventForwarded: AssetEventForwarded(uri="u", event_id="e", dag_ids=[], at=1.0),
             DagAssetsRegistered: DagAssetsRegistered(dag_id="d", uris=[], at=1.0),
-            AssetEventQueued: AssetEventQueued(dag_id="d", uri="u", event_id="e", timestamp=1.0, at=1.0)}[cls]
+            AssetEventQueued: AssetEventQueued(dag_id="d", uri="u", event_id="e", timestamp=1.0, at=1.0),
+            AssetReaderRegistered: AssetReaderRegistered(uri="u", dag_id="d", at=1.0),
+            AssetReaderDropped: AssetReaderDropped(uri="u", dag_id="d", at=1.0),
+            AssetReaderCaughtUp: AssetReaderCaughtUp(uri="u", dag_id="d", at=1.0),
+            InletEventDelivered: InletEventDelivered(dag_id="d", uri="u", event_id="e", timestamp=1.0, at=1.0)}[cls]
 
 
 # --- the fold's invariants over random asset logs -------------------------------------------------------------

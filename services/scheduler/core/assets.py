@@ -12,6 +12,11 @@ where it lands and a mark where it leaves, in one transaction:
   ``AssetConsumerDropped`` + ``DagAssetsRegistered``), queues the events handed to it, and when its
   condition is met by the queued events creates one run that names the events it consumes; folding the
   run takes them out of the queue. So each satisfied condition makes exactly one run, whatever restarts.
+- **A reader's DAG** (a task with ``inlets``) registers the same way as their reader (``AssetReaderRegistered``
+  / ``AssetReaderDropped``). The asset's partition keeps each asset's latest events (``INLET_EVENTS_KEPT``):
+  it hands those to a new reader (``InletEventDelivered`` + ``AssetReaderCaughtUp``), then each new event.
+  The DAG keeps the latest of each asset it reads, and each try of a reading task carries them in its
+  TaskQueued (``inlet_events_json``): what a try read is in the log with the try.
 """
 
 from __future__ import annotations
@@ -24,13 +29,18 @@ from typing import Any, TypeAlias
 
 from schemas import (
     ASSET_TRIGGERED,
+    INLET_EVENTS_KEPT,
     AssetConsumerDropped,
     AssetConsumerRegistered,
     AssetEventForwarded,
     AssetEventQueued,
     AssetEventRecorded,
+    AssetReaderCaughtUp,
+    AssetReaderDropped,
+    AssetReaderRegistered,
     DagAssetsRegistered,
     DagRunCreated,
+    InletEventDelivered,
     TaskAssetEventsRecorded,
     TaskDefinition,
     TaskEmptySucceeded,
@@ -38,6 +48,7 @@ from schemas import (
 )
 from services.scheduler.core.model import (
     HANDED_KEPT,
+    AssetLedger,
     AssetSides,
     OutboxKey,
     SchedulerState,
@@ -46,7 +57,12 @@ from services.scheduler.core.model import (
 from services.scheduler.core.quarantine import Guard
 
 AssetDecision: TypeAlias = (AssetEventRecorded | TaskAssetEventsRecorded | AssetEventQueued | AssetEventForwarded
-                            | AssetConsumerRegistered | AssetConsumerDropped | DagAssetsRegistered)
+                            | AssetConsumerRegistered | AssetConsumerDropped | DagAssetsRegistered
+                            | AssetReaderRegistered | AssetReaderDropped | AssetReaderCaughtUp | InletEventDelivered)
+
+# Bytes of inlet events one TaskQueued carries at most (of its INPUTS_LIMIT_BYTES): past them, older events
+# are left out (the newest of each asset first).
+INLET_EVENTS_MOST_BYTES = 4 * 1024 * 1024
 AssetEvent: TypeAlias = AssetDecision
 
 
@@ -113,6 +129,9 @@ def recorded(sides: AssetSides, event: AssetEventRecorded) -> None:
     ledger = sides.ledger
     if event.event_id not in ledger.handed and event.event_id not in ledger.pending:
         ledger.pending[event.event_id] = event
+        recent = ledger.recent.setdefault(event.uri, [])
+        recent.append(event)
+        del recent[:-INLET_EVENTS_KEPT]
 
 
 def forwarded(sides: AssetSides, event: AssetEventForwarded) -> None:
@@ -135,13 +154,46 @@ def consumer_dropped(sides: AssetSides, event: AssetConsumerDropped) -> None:
             del sides.ledger.consumers[event.uri]
 
 
+def reader_registered(sides: AssetSides, event: AssetReaderRegistered) -> None:
+    sides.ledger.readers.setdefault(event.uri, {})[event.dag_id] = False
+
+
+def reader_dropped(sides: AssetSides, event: AssetReaderDropped) -> None:
+    readers = sides.ledger.readers.get(event.uri)
+    if readers is not None:
+        readers.pop(event.dag_id, None)
+        if not readers:
+            del sides.ledger.readers[event.uri]
+
+
+def reader_caught_up(sides: AssetSides, event: AssetReaderCaughtUp) -> None:
+    readers = sides.ledger.readers.get(event.uri, {})
+    if event.dag_id in readers:
+        readers[event.dag_id] = True
+
+
 def decide_handing(sides: AssetSides, now: float) -> list[AssetDecision]:
-    """Each event not handed on yet, to every DAG consuming its asset now, in the order they were recorded."""
-    decided: list[AssetDecision] = []
-    for event in sides.ledger.pending.values():
-        dag_ids = list(sides.ledger.consumers.get(event.uri, {}))
+    """A new reader's catching up, then each event not handed on yet, to every DAG consuming its asset now
+    and every DAG reading it, in the order they were recorded."""
+    ledger = sides.ledger
+    decided: list[AssetDecision] = _catching_up(ledger, now)
+    for event in ledger.pending.values():
+        dag_ids = list(ledger.consumers.get(event.uri, {}))
         decided += [_queued(event, dag_id, now) for dag_id in dag_ids]
+        decided += [_delivered(event, dag_id, now) for dag_id in ledger.readers.get(event.uri, {})]
         decided.append(AssetEventForwarded(uri=event.uri, event_id=event.event_id, dag_ids=dag_ids, at=now))
+    return decided
+
+
+def _catching_up(ledger: AssetLedger, now: float) -> list[AssetDecision]:
+    """Each reader not caught up gets the asset's latest events handed on already (those still pending
+    reach it with every reader), then its mark."""
+    decided: list[AssetDecision] = []
+    for uri, readers in ledger.readers.items():
+        for dag_id in (dag_id for dag_id, caught_up in readers.items() if not caught_up):
+            decided += [_delivered(event, dag_id, now) for event in ledger.recent.get(uri, ())
+                        if event.event_id not in ledger.pending]
+            decided.append(AssetReaderCaughtUp(uri=uri, dag_id=dag_id, at=now))
     return decided
 
 
@@ -153,6 +205,10 @@ def _queued(event: AssetEventRecorded, dag_id: str, now: float) -> AssetEventQue
     return AssetEventQueued(dag_id=dag_id, **{name: getattr(event, name) for name in _HANDED}, at=now)
 
 
+def _delivered(event: AssetEventRecorded, dag_id: str, now: float) -> InletEventDelivered:
+    return InletEventDelivered(dag_id=dag_id, **{name: getattr(event, name) for name in _HANDED}, at=now)
+
+
 # -- the consumer's side ---------------------------------------------------------------------------
 
 def registered(sides: AssetSides, event: DagAssetsRegistered) -> None:
@@ -161,6 +217,48 @@ def registered(sides: AssetSides, event: DagAssetsRegistered) -> None:
     else:
         sides.registered.pop(event.dag_id, None)
         sides.queues.pop(event.dag_id, None)
+    reading = tuple(event.inlet_uris)
+    if reading:
+        sides.reading[event.dag_id] = reading
+    else:
+        sides.reading.pop(event.dag_id, None)
+    kept = {uri: events for uri, events in sides.inlet_events.pop(event.dag_id, {}).items() if uri in reading}
+    if kept:
+        sides.inlet_events[event.dag_id] = kept
+
+
+def inlet_delivered(sides: AssetSides, event: InletEventDelivered) -> None:
+    """An event of an asset the DAG reads: kept with the latest of that asset (at most INLET_EVENTS_KEPT,
+    the oldest by timestamp dropped); one of an asset it no longer reads is not for it."""
+    if event.uri not in sides.reading.get(event.dag_id, ()):
+        return
+    events = sides.inlet_events.setdefault(event.dag_id, {}).setdefault(event.uri, {})
+    events[event.event_id] = event
+    if len(events) > INLET_EVENTS_KEPT:
+        del events[min(events.values(), key=_age).event_id]
+
+
+def _age(event: InletEventDelivered) -> tuple[float, str]:
+    return event.timestamp, event.event_id
+
+
+def inlet_events_json(sides: AssetSides, dag_id: str, task: TaskDefinition) -> str:
+    """What a try of ``task`` reads of its inlets (TaskQueued.inlet_events_json): each asset's latest events,
+    oldest first, at most INLET_EVENTS_MOST_BYTES of them together (the newest kept); "" for no inlets."""
+    if not task.inlets:
+        return ""
+    known, budget = sides.inlet_events.get(dag_id, {}), INLET_EVENTS_MOST_BYTES
+    by_uri: dict[str, list[dict[str, Any]]] = {}
+    for uri in dict.fromkeys(asset.uri for asset in task.inlets):
+        items: list[dict[str, Any]] = []
+        for event in sorted(known.get(uri, {}).values(), key=_age, reverse=True):
+            item = {name: getattr(event, name) for name in _HANDED}
+            budget -= len(event.extra_json) + 400  # the extra, and about what the other fields take
+            if budget < 0:
+                break
+            items.append(item)
+        by_uri[uri] = items[::-1]
+    return json.dumps(by_uri, sort_keys=True)
 
 
 def queued(sides: AssetSides, event: AssetEventQueued) -> None:
@@ -182,19 +280,27 @@ def run_created(sides: AssetSides, event: DagRunCreated) -> None:
 
 
 def decide_registrations(state: SchedulerState, now: float) -> list[AssetDecision]:
-    """A DAG whose schedule names other assets than it is registered with registers with the new ones and
-    drops the old ones; a DAG that is gone drops them all."""
+    """A DAG whose schedule, or whose tasks' inlets, name other assets than it is registered with registers
+    with the new ones and drops the old ones; a DAG that is gone drops them all."""
     sides, decided = state.assets, list[AssetDecision]()
-    wanted_by_dag = {dag_id: tuple(sorted({asset.uri for asset in entry.definition.schedule_assets}))
-                     for dag_id, entry in state.dags.items() if entry.definition.asset_condition_json}
-    for dag_id in sorted({*wanted_by_dag, *sides.registered}):
-        wanted, had = wanted_by_dag.get(dag_id, ()), sides.registered.get(dag_id, ())
-        if wanted == had:
+    consuming = {dag_id: tuple(sorted({asset.uri for asset in entry.definition.schedule_assets}))
+                 for dag_id, entry in state.dags.items() if entry.definition.asset_condition_json}
+    reading = {dag_id: uris for dag_id, entry in state.dags.items() if (uris := _inlet_uris(entry.definition.tasks))}
+    for dag_id in sorted({*consuming, *sides.registered, *reading, *sides.reading}):
+        wanted, had = consuming.get(dag_id, ()), sides.registered.get(dag_id, ())
+        reads, read = reading.get(dag_id, ()), sides.reading.get(dag_id, ())
+        if wanted == had and reads == read:
             continue
         decided += [AssetConsumerRegistered(uri=uri, dag_id=dag_id, at=now) for uri in wanted if uri not in had]
         decided += [AssetConsumerDropped(uri=uri, dag_id=dag_id, at=now) for uri in had if uri not in wanted]
-        decided.append(DagAssetsRegistered(dag_id=dag_id, uris=list(wanted), at=now))
+        decided += [AssetReaderRegistered(uri=uri, dag_id=dag_id, at=now) for uri in reads if uri not in read]
+        decided += [AssetReaderDropped(uri=uri, dag_id=dag_id, at=now) for uri in read if uri not in reads]
+        decided.append(DagAssetsRegistered(dag_id=dag_id, uris=list(wanted), inlet_uris=list(reads), at=now))
     return decided
+
+
+def _inlet_uris(tasks: Iterable[TaskDefinition]) -> tuple[str, ...]:
+    return tuple(sorted({asset.uri for task in tasks for asset in task.inlets}))
 
 
 def decide_asset_runs(state: SchedulerState, now: float, scheduler_id: str, active: MutableMapping[str, int],
@@ -274,3 +380,11 @@ def fold(state: SchedulerState, event: AssetEvent) -> None:
             consumer_dropped(sides, event)
         case DagAssetsRegistered():
             registered(sides, event)
+        case AssetReaderRegistered():
+            reader_registered(sides, event)
+        case AssetReaderDropped():
+            reader_dropped(sides, event)
+        case AssetReaderCaughtUp():
+            reader_caught_up(sides, event)
+        case InletEventDelivered():
+            inlet_delivered(sides, event)

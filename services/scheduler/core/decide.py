@@ -73,6 +73,7 @@ from services.scheduler.core.model import (
     SUCCESS,
     UP_FOR_RETRY,
     UPSTREAM_FAILED,
+    AssetSides,
     DagEntry,
     DagRun,
     RunKey,
@@ -160,7 +161,7 @@ def _decide_open_run(state: SchedulerState, run: DagRun, now: float, policy: Pol
         if timed_out is not None:
             return [*timed_out]
         return decide_run(run, dag, now, policy, dead, paused=run.dag_id in state.paused,
-                          previous=lambda: previous_success(state, dag, run))
+                          previous=lambda: previous_success(state, dag, run), assets=state.assets)
     if gone is not None:
         return [*decide_deleted_dag_run(run, gone, now, policy, dead)]
     return []
@@ -168,11 +169,12 @@ def _decide_open_run(state: SchedulerState, run: DagRun, now: float, policy: Pol
 
 def decide_run(run: DagRun, dag: DagEntry, now: float, policy: Policy,
                dead: Collection[TryKey] = (), *, paused: bool = False,
-               previous: Previous = no_previous) -> list[RunDecision]:
+               previous: Previous = no_previous, assets: AssetSides | None = None) -> list[RunDecision]:
     """Walk the run's tasks in topological order, deciding each against its upstream's outcome.
     ``previous()``: the data interval of the DAG's latest successful run before this one, for the
-    context of the tries it queues (asked only when one is queued)."""
-    queuing = Queuing(run, dag, policy.scheduler_id, previous)
+    context of the tries it queues (asked only when one is queued); ``assets``: the partition's, whose
+    latest events of its inlets a try of a task with inlets reads."""
+    queuing = Queuing(run, dag, policy.scheduler_id, previous, assets)
     view: dict[str, str] = {}
     events: list[RunDecision] = []
     if run.reopened_by is not None:

@@ -18,6 +18,9 @@ from schemas import (
     AssetEventForwarded,
     AssetEventQueued,
     AssetEventRecorded,
+    AssetReaderCaughtUp,
+    AssetReaderDropped,
+    AssetReaderRegistered,
     BackfillFinished,
     BackfillPlanned,
     CallbackCalled,
@@ -40,6 +43,7 @@ from schemas import (
     ExternalWaitAnswered,
     ExternalWaitCancelled,
     ExternalWaitRequested,
+    InletEventDelivered,
     KillTask,
     MarkTask,
     PauseDag,
@@ -139,7 +143,8 @@ _RecordedOnly: TypeAlias = PodStarted | DeadlineMissed | TaskDeadlineMissed | Ca
 _OfPools: TypeAlias = (SetPool | DeletePool | PoolSlotsRequested | PoolSlotsGranted | PoolSlotsReleased
                        | TaskPoolRequested | TaskPoolGranted | TaskPoolReleased)
 _OfAssets: TypeAlias = (AssetEventRecorded | TaskAssetEventsRecorded | AssetEventQueued | AssetEventForwarded
-                        | AssetConsumerRegistered | AssetConsumerDropped | DagAssetsRegistered)
+                        | AssetConsumerRegistered | AssetConsumerDropped | DagAssetsRegistered | AssetReaderRegistered
+                        | AssetReaderDropped | AssetReaderCaughtUp | InletEventDelivered)
 _OfExternal: TypeAlias = (ExternalWaitRequested | TaskDeferred | ExternalTaskReported | ExternalWaitAccepted
                           | ExternalWaitAnswered | ExternalWaitCancelled | TimeSensorMet | ExternalClearsSent)
 _Rarer: TypeAlias = (DagParsed | DagTombstone | PauseDag | TriggerDagRun | DagQuarantined | DagQuarantineLifted
@@ -224,7 +229,8 @@ def _fold_rarer(state: SchedulerState, event: _Rarer) -> None:
                 | TaskPoolRequested() | TaskPoolGranted() | TaskPoolReleased():
             _fold_pool(state, event)
         case AssetEventRecorded() | TaskAssetEventsRecorded() | AssetEventQueued() | AssetEventForwarded() \
-                | AssetConsumerRegistered() | AssetConsumerDropped() | DagAssetsRegistered():
+                | AssetConsumerRegistered() | AssetConsumerDropped() | DagAssetsRegistered() | AssetReaderRegistered() \
+                | AssetReaderDropped() | AssetReaderCaughtUp() | InletEventDelivered():
             assets.fold(state, event)
         case ExternalWaitRequested() | TaskDeferred() | ExternalTaskReported() | ExternalWaitAccepted() \
                 | ExternalWaitAnswered() | ExternalWaitCancelled() | TimeSensorMet() | ExternalClearsSent():

@@ -23,6 +23,7 @@ from schemas import (
     EventsTopicEvent,
     ExternalWaitRequested,
     HeartbeatsTopicEvent,
+    InletEventDelivered,
     PodFinished,
     RequestBackfill,
     TaskAdopted,
@@ -390,16 +391,24 @@ class AssetLedger:
     consumers: dict[str, dict[str, None]] = field(default_factory=dict)  # uri -> consuming dag ids
     pending: dict[str, AssetEventRecorded] = field(default_factory=dict)  # event id -> not handed on yet
     handed: dict[str, None] = field(default_factory=dict)  # event ids handed on, oldest first
+    # Readers: uri -> dag id -> whether the asset's latest events were handed to it (AssetReaderCaughtUp);
+    # and the latest events of each asset (at most INLET_EVENTS_KEPT, oldest first), for new readers.
+    readers: dict[str, dict[str, bool]] = field(default_factory=dict)
+    recent: dict[str, list[AssetEventRecorded]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
 class AssetSides:
-    """A partition's assets: the ledger of those it owns, and its DAGs' sides as producers and consumers."""
+    """A partition's assets: the ledger of those it owns, and its DAGs' sides as producers, consumers and
+    readers."""
 
     ledger: AssetLedger = field(default_factory=AssetLedger)
     outbox: dict[OutboxKey, list[AssetEventRecorded]] = field(default_factory=dict)  # successes' events to record
     registered: dict[str, tuple[str, ...]] = field(default_factory=dict)  # dag_id -> assets it is registered with
     queues: dict[str, dict[str, AssetEventQueued]] = field(default_factory=dict)  # dag_id -> event id -> queued
+    reading: dict[str, tuple[str, ...]] = field(default_factory=dict)  # dag_id -> assets it is a reader of
+    # dag_id -> uri -> event id -> the latest events of each asset it reads (at most INLET_EVENTS_KEPT)
+    inlet_events: dict[str, dict[str, dict[str, InletEventDelivered]]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

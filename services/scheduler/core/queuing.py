@@ -17,6 +17,7 @@ from typing import Any
 from schemas import TaskDefinition, TaskQueued, TryInput
 from schemas import params as dag_params
 from schemas.schedule import data_interval
+from services.scheduler.core.assets import inlet_events_json
 from services.scheduler.core.mapping import (
     Expansion,
     Unmappable,
@@ -26,7 +27,15 @@ from services.scheduler.core.mapping import (
     mapped_instances,
     mapped_over,
 )
-from services.scheduler.core.model import SUCCESS, DagEntry, DagRun, SchedulerState, TaskInstance, instance_key
+from services.scheduler.core.model import (
+    SUCCESS,
+    AssetSides,
+    DagEntry,
+    DagRun,
+    SchedulerState,
+    TaskInstance,
+    instance_key,
+)
 
 # Bytes of upstream values, conf and params one TaskQueued carries at most (tock.events takes 16 MiB records).
 INPUTS_LIMIT_BYTES = 12 * 1024 * 1024
@@ -47,6 +56,7 @@ class Queuing:
     dag: DagEntry
     scheduler_id: str
     previous: Previous = no_previous
+    assets: AssetSides | None = None  # the partition's assets: what tasks with inlets read (core/assets.py)
     # The walk's states of each expanded mapped task's instances (``task[i]`` -> state), for the rules
     # of its downstream (trigger_rules.judge), and the expansions read, so each is read once per walk.
     mapped_states: dict[str, dict[str, str]] = field(default_factory=dict, init=False)
@@ -60,13 +70,15 @@ class Queuing:
         conf, params = _bounded_json(run.conf_json), _params(definition.params_json, task.params_json, run.conf_json)
         previous_start, previous_end = self.previous_interval()
         element = self.element(task, instance.map_index)
-        budget = INPUTS_LIMIT_BYTES - len(conf) - len(params) - len(element) - len(run.asset_events_json)
+        inlets = "" if self.assets is None else inlet_events_json(self.assets, run.dag_id, task)
+        budget = (INPUTS_LIMIT_BYTES - len(conf) - len(params) - len(element) - len(run.asset_events_json)
+                  - len(inlets))
         return TaskQueued(dag_id=run.dag_id, run_id=run.run_id, task_id=task.task_id, map_index=instance.map_index,
                           map_element_json=element, try_number=instance.try_number + 1, executor=task.executor,
                           queue=task.queue,
                           scheduler_id=self.scheduler_id, run_type=run.run_type, logical_date=run.logical_date,
                           data_interval_start=start, data_interval_end=end, conf_json=conf, params_json=params,
-                          triggering_asset_events_json=run.asset_events_json,
+                          triggering_asset_events_json=run.asset_events_json, inlet_events_json=inlets,
                           prev_data_interval_start_success=previous_start,
                           prev_data_interval_end_success=previous_end,
                           inputs=inputs_of(run, self.dag, task, budget, instance.map_index), at=now)

@@ -40,6 +40,7 @@ from schemas import (
     Event,
     ExternalWaitDefinition,
     ExternalWaitRequested,
+    InletEventDelivered,
     MapDefinition,
     MapInput,
     MarkerDefinition,
@@ -76,7 +77,7 @@ from services.scheduler.core.model import (
 )
 
 FORMAT = "tock-scheduler-state"
-STATE_VERSION = 7  # bump when the meaning of the encoding changes with the same fields
+STATE_VERSION = 8  # bump when the meaning of the encoding changes with the same fields
 # v2: quarantined DAGs and the quarantines announced in tock.events (two more lists after ``waiting``).
 # v3: no echoes (our decisions are folded when read back, in log order).
 # v4: retention: request ids oldest first (not sorted), forgotten runs per DAG, a backfill's forgotten_failed.
@@ -85,12 +86,14 @@ STATE_VERSION = 7  # bump when the meaning of the encoding changes with the same
 #     registrations and queues (one more list at the end).
 # v7: external task sensors' waits on the partition's DAGs and those not read yet, and the clears markers ask
 #     of other DAGs (three more lists at the end).
+# v8: assets: each asset's readers and latest events, and its DAGs' reading and the events they read (four more
+#     lists at the end of the assets' list); task definitions have their inlets.
 MAGIC = b"TOCKSNAP\n"
 COMPRESSION_LEVEL = 1  # fast: the encoding runs on the decision thread
 
 Json: TypeAlias = Any  # a value parsed from (or written as) JSON: its shape is the positional format above
 E = TypeVar("E", TriggerDagRun, RequestBackfill, AssetEventRecorded, AssetEventQueued, ExternalWaitRequested,
-            ClearTask)
+            ClearTask, InletEventDelivered)
 
 
 class SnapshotRefused(ValueError):
@@ -176,7 +179,7 @@ _NESTED_TASK_FIELDS = ("mapped", "sensor", "external", "time_wait", "marker")  #
 
 def _packed_task_field(task: TaskDefinition, name: str) -> Json:
     value = getattr(task, name)
-    if name == "outlets":
+    if name in ("outlets", "inlets"):
         return [dataclasses.astuple(asset) for asset in value]
     return dataclasses.asdict(value) if name in _NESTED_TASK_FIELDS and value is not None else value
 
@@ -195,6 +198,7 @@ def _unpacked_task(packed: list[Json]) -> TaskDefinition:
     if fields["marker"] is not None:
         fields["marker"] = MarkerDefinition(**fields["marker"])
     fields["outlets"] = [_unpacked_asset(asset) for asset in fields["outlets"]]
+    fields["inlets"] = [_unpacked_asset(asset) for asset in fields["inlets"]]
     return TaskDefinition(**fields)
 
 
@@ -388,23 +392,37 @@ def _pack_assets(sides: AssetSides) -> list[Json]:
             [_pack_event(event) for event in ledger.pending.values()], list(ledger.handed),
             [[*key, [_pack_event(event) for event in events]] for key, events in sides.outbox.items()],
             [[dag_id, list(uris)] for dag_id, uris in sides.registered.items()],
-            [[dag_id, [_pack_event(event) for event in queue.values()]] for dag_id, queue in sides.queues.items()]]
+            [[dag_id, [_pack_event(event) for event in queue.values()]] for dag_id, queue in sides.queues.items()],
+            [[uri, list(readers.items())] for uri, readers in ledger.readers.items()],
+            [[uri, [_pack_event(event) for event in events]] for uri, events in ledger.recent.items()],
+            [[dag_id, list(uris)] for dag_id, uris in sides.reading.items()],
+            [[dag_id, [[uri, [_pack_event(event) for event in events.values()]] for uri, events in by_uri.items()]]
+             for dag_id, by_uri in sides.inlet_events.items()]]
 
 
 def _unpack_assets(packed: list[Json]) -> AssetSides:
-    consumers, pending, handed, outbox, registered, queues = packed
+    consumers, pending, handed, outbox, registered, queues, readers, recent, reading, inlet_events = packed
     recorded = (_unpack_as(AssetEventRecorded, text) for text in pending)
     ledger = AssetLedger({uri: dict.fromkeys(dag_ids) for uri, dag_ids in consumers},
-                         {event.event_id: event for event in recorded}, dict.fromkeys(handed))
+                         {event.event_id: event for event in recorded}, dict.fromkeys(handed),
+                         {uri: dict(map(tuple, caught_up)) for uri, caught_up in readers},
+                         {uri: [_unpack_as(AssetEventRecorded, text) for text in events] for uri, events in recent})
     return AssetSides(ledger, {tuple(row[:5]): [_unpack_as(AssetEventRecorded, text) for text in row[5]]
                                for row in outbox},
                       {dag_id: tuple(uris) for dag_id, uris in registered},
                       {dag_id: {event.event_id: event for event in map(_queued_event, queue)}
-                       for dag_id, queue in queues})
+                       for dag_id, queue in queues},
+                      {dag_id: tuple(uris) for dag_id, uris in reading},
+                      {dag_id: {uri: {event.event_id: event for event in map(_delivered_event, events)}
+                                for uri, events in by_uri} for dag_id, by_uri in inlet_events})
 
 
 def _queued_event(text: str) -> AssetEventQueued:
     return _unpack_as(AssetEventQueued, text)
+
+
+def _delivered_event(text: str) -> InletEventDelivered:
+    return _unpack_as(InletEventDelivered, text)
 
 
 # -- cadence -----------------------------------------------------------------------------------
