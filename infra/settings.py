@@ -192,7 +192,7 @@ class Settings(BaseSettings):
     fault_stop_before_commit: Path | None = Field(
         default=None, description="fault injection for tests only: while this file exists, a scheduler or "
                                   "monitor stops itself (SIGSTOP) between sending its offsets and committing its "
-                                  "transaction")
+                                  "transaction (if the file names an event type: a transaction writing one)")
 
     @property
     def available_executors(self) -> tuple[str, ...]:

@@ -88,10 +88,12 @@ class TaskLaunched(EventBase):
     at: float
 
 
-@event(EVENTS, route=BY_DAG, version=2)
+@event(EVENTS, route=BY_DAG, version=3)
 class TaskStarted(EventBase):
     """The runner began the try. executor/queue are as the worker saw them (informational).
-    v2 added map_index (-1: not mapped)."""
+    v2 added map_index (-1: not mapped).
+    v3 added handle: the try's handle on its executor as the runner knows it (infra/executors/handles.py),
+    the one its launch gave it, so a try whose TaskLaunched was never committed can still be adopted."""
 
     dag_id: str
     run_id: str
@@ -104,6 +106,7 @@ class TaskStarted(EventBase):
     executor: str = ""
     queue: str = ""
     log_path: str = ""
+    handle: str = ""
     at: float
 
 

@@ -36,12 +36,12 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 
 from celery import Celery
 from kombu.exceptions import KombuError, OperationalError
 
 from infra.executors.celery_redis import transport_for
+from infra.executors.handles import celery_task_id
 from infra.executors.messages import TryMessage
 from infra.executors.requests import TryRequest
 from infra.settings import Settings
@@ -50,7 +50,6 @@ log = logging.getLogger("tock.executor.celery")
 
 NAME = "celery"
 RUN_TRY_TASK = "tock.run_try"  # the task the worker registers (services/worker)
-_NAMESPACE = uuid.UUID("6f1c3b52-7a0e-4c59-9b7e-2a4d7c0e9f11")
 SEND_BACKOFF_FIRST, SEND_BACKOFF_MOST = 0.5, 5.0
 PROBE_TTL, PROBE_WAIT = 2.0, 1.0  # how long a workers' answer is reused; how long to wait for one
 
@@ -90,9 +89,6 @@ def celery_app(settings: Settings, name: str = "tock") -> Celery:
     return app
 
 
-def celery_task_id(prefix: str, request: TryRequest) -> str:
-    """The try's Celery task id: the same for every send of the same try."""
-    return str(uuid.uuid5(_NAMESPACE, "\x1f".join([prefix, *map(str, request.key)])))
 
 
 class CeleryExecutor:

@@ -43,6 +43,7 @@ from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
 from infra.executors.base import LaunchRefused, LaunchResult
+from infra.executors.handles import pod_name
 from infra.executors.kube_watch import PodView, PodWatcher
 from infra.executors.requests import TryRequest
 from infra.kube_client import kube_api
@@ -68,19 +69,6 @@ RUNNER_SETTINGS = ("topic_prefix", "partitions", "task_heartbeat_seconds", "task
 def installation_label(prefix: str) -> str:
     """The installation's label value: its topic prefix, hashed into a valid label value."""
     return "i" + hashlib.sha1(prefix.encode()).hexdigest()[:12]
-
-
-def pod_name(prefix: str, request: TryRequest) -> str:
-    """``tock-<dag>-<task>-<try>-<hash>``: readable, valid DNS-1123, at most 63 characters, and
-    unique per try (the hash covers the prefix and the whole try key, run id included)."""
-    digest = hashlib.sha1("\x1f".join([prefix, *map(str, request.key)]).encode()).hexdigest()[:10]
-    tail = f"-{request.try_number}-{digest}"
-    stem = _dns(f"{request.dag_id}-{request.task_id}")[:63 - len("tock-") - len(tail)].strip("-")
-    return f"tock-{stem}{tail}" if stem else f"tock{tail}"
-
-
-def _dns(text: str) -> str:
-    return re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", text.lower())).strip("-")
 
 
 def _label(text: str) -> str:

@@ -29,6 +29,7 @@ import socket
 import subprocess
 from collections.abc import Sequence
 
+from infra.executors.handles import local_handle
 from infra.executors.messages import TryMessage
 from infra.executors.requests import TryRequest
 from infra.procfs import process_runs
@@ -67,7 +68,7 @@ class LocalExecutor:
             launcher.stdin.write(lines)
             launcher.stdin.flush()
             answers = [launcher.stdout.readline().split() for _ in requests]
-            return [f"{int(pid)}@{self.hostname}:{int(start)}" for pid, start in answers]
+            return [local_handle(int(pid), self.hostname, int(start)) for pid, start in answers]
         except (OSError, ValueError) as error:
             self.close()
             raise LauncherFailed(f"the local launcher failed to start {len(requests)} tries: {error}") from error

@@ -15,6 +15,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any, NamedTuple, TypeVar, TypeVarTuple
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
@@ -183,11 +184,13 @@ class TransactionalSession(Closing):
             for record in raw:
                 produce(self.producer, topic_name(self._settings.topic_prefix, record.logical_topic), record.value,
                         record.key, record.partition)
+            written = set()
             for item in events:
                 self._append(item)
+                written.add(type(item[0] if isinstance(item, tuple) else item).__name__)
             if reader is not None:
                 self._send_offsets(reader, reader.positions() if offsets is None else offsets)
-            self._injected_stop()
+            self._injected_stop(written)
             self._retrying(self.producer.commit_transaction, self._timeout)
         except KafkaException as exc:
             self._fail(exc.args[0])
@@ -200,11 +203,12 @@ class TransactionalSession(Closing):
                 self._abandon_producer(wedged)
             raise
 
-    def _injected_stop(self) -> None:
+    def _injected_stop(self, written: set[str]) -> None:
         """Fault injection for tests (TOCK_FAULT_STOP_BEFORE_COMMIT): freeze this process inside
-        its transaction, after the offsets were sent and before the commit, while the file exists."""
+        its transaction, after the offsets were sent and before the commit, while the file exists (and,
+        when the file names an event type, only in a transaction that writes one)."""
         marker = self._settings.fault_stop_before_commit
-        if marker is not None and marker.exists():
+        if marker is not None and marker.exists() and _names_one_of(marker, written):
             log.warning("fault injection: %s exists, stopping inside the transaction", marker)
             os.kill(os.getpid(), signal.SIGSTOP)
 
@@ -363,3 +367,11 @@ class TransactionalSession(Closing):
             raise TransactionAborted(f"transactional producer not ready yet: {exc}") from None
         self._needs_init = False
         log.info("%s: new transactional producer ready", self.transactional_id)
+
+
+def _names_one_of(marker: Path, written: set[str]) -> bool:
+    try:
+        wanted = marker.read_text().strip()
+    except OSError:
+        return False
+    return not wanted or wanted in written

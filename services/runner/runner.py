@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
+from infra.executors.handles import own_handle
 from infra.executors.requests import TryRequest
 from infra.group_watcher import GroupWatcher
 from infra.log import KafkaEventLog
@@ -156,8 +157,9 @@ class _Runner:
         key = request.key
         self.requests[key] = request
         self.runner_ids[key] = runner_id = f"{self.settings.host}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        handle = own_handle(self.executor, self.settings.topic_prefix, request, self.settings.host)
         self.events.append(TaskStarted(**_ids(request), runner_id=runner_id, hostname=self.settings.host,
-                                       pid=os.getpid(), executor=self.executor, queue=queue,
+                                       pid=os.getpid(), executor=self.executor, queue=queue, handle=handle,
                                        log_path=str(TryPaths(self.settings.home, request).log), at=time.time()),
                            on_delivery=self._started_delivered(key))
 

@@ -111,6 +111,10 @@ def test_a_dag_with_local_celery_and_kubernetes_tasks_succeeds(make_settings, ku
     started = {event.task_id: (event.executor, event.hostname) for event in tail.of_type(TaskStarted, run_id=run_id)}
     assert started == {"local_task": ("local", settings.host), "celery_task": ("celery", "host-a"),
                        "pod_task": ("kubernetes", "node-a")}
+    # Each runner names its own handle as its executor's launch named it (what adopts a try whose
+    # TaskLaunched was never committed): the local runner's process, the Celery task id, the pod name.
+    handles = {event.task_id: event.handle for event in tail.of_type(TaskLaunched, run_id=run_id)}
+    assert {event.task_id: event.handle for event in tail.of_type(TaskStarted, run_id=run_id)} == handles
     [launched] = [event for event in tail.of_type(TaskLaunched, run_id=run_id) if event.executor == "kubernetes"]
     [pod_started] = tail.of_type(PodStarted, run_id=run_id)
     assert (pod_started.pod_name, pod_started.node) == (launched.handle, "node-a")

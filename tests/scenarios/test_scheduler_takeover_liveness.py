@@ -306,3 +306,56 @@ def test_scheduler_frozen_inside_its_transaction_then_thawed_launches_nothing_tw
         # Alive, and never given the partition back: it acted on nothing of the run since the thaw.
         assert [event for event in tail.events if getattr(event, "run_id", None) == run_id and event.at >= thawed_at
                 and "a" in (getattr(event, "scheduler_id", None), getattr(event, "by_scheduler", None))] == []
+
+
+# -- 6. a scheduler killed between a launch and the commit of its TaskLaunched --------------------
+
+UNRECORDED = '''
+from tock import DAG, BashTask
+
+with DAG("{dag_id}") as dag:
+    BashTask("only", 'echo "$TOCKRUN_TASK_ID $TOCKRUN_TRY_NUMBER" >> {ran}; {wait}')
+'''
+
+
+@pytest.mark.timeout(600)
+def test_a_try_whose_launch_was_never_recorded_is_adopted_by_its_own_handle(rare_heartbeat_settings, tmp_path):
+    """The scheduler launches the try, then freezes inside the transaction that records its TaskLaunched
+    (the fault file names that event) and is killed there: the log never holds the launch. The runner's
+    claim (TaskStarted) names its own handle, so the successor probes it, finds it alive and adopts it,
+    and the try is neither launched again nor declared dead."""
+    settings = rare_heartbeat_settings
+    ran, release, freeze = tmp_path / "ran.txt", tmp_path / "release", tmp_path / "freeze"
+    path = write_dag(tmp_path, "unrecorded", UNRECORDED.format(dag_id="unrecorded", ran=ran,
+                                                             wait=WAIT_FOR_RELEASE.format(release=release)))
+    partition = partition_for("unrecorded", settings.partitions)
+    freeze.write_text("TaskLaunched")
+    frozen = Processes(settings.model_copy(update={"fault_stop_before_commit": freeze}), tmp_path / "logs")
+    processes, tail = Processes(settings, tmp_path / "logs"), LogTail(settings)
+    try:
+        publish_dags(settings, path)
+        scheduler_a = frozen.scheduler("a")
+        wait_for_takeover(frozen, "scheduler-a", partition, 120)
+        run_id = trigger(settings, "unrecorded")
+        wait_until_stopped(scheduler_a, 120)
+        [claim] = tail.wait_for(lambda _events: tail.of_type(TaskStarted, run_id=run_id), 60, "the runner's claim")
+        kill_hard(scheduler_a.pid)
+        scheduler_a.wait(30)
+        processes.scheduler("b")
+        [adopted] = tail.wait_for(lambda _events: tail.of_type(TaskAdopted, run_id=run_id), 180,
+                                  "the successor to adopt the try")
+        release.touch()
+        finished = tail.run_finished(run_id, 120)
+    finally:
+        release.touch()
+        freeze.unlink(missing_ok=True)
+        frozen.close()
+        processes.close()
+        tail.close()
+    assert logged_at(frozen.log_of("scheduler-a"), "fault injection")  # it froze on the launch's commit
+    assert finished.state == "success"
+    assert claim.handle and (adopted.handle, adopted.from_scheduler, adopted.by_scheduler) == (claim.handle, "a", "b")
+    assert tail.of_type(TaskLaunched, run_id=run_id) == []  # the frozen launch never committed; none again
+    assert each_try_once(tail.events, TaskStarted) == Counter({(run_id, "only", 1): 1})
+    assert not tail.of_type(TaskDeclaredDead, run_id=run_id)
+    assert ran.read_text().splitlines() == ["only 1"]

@@ -53,9 +53,9 @@ def launched(task_id: str, try_number: int = 1, at: float = 3.0, handle: str = "
 
 
 def started(task_id: str, try_number: int = 1, at: float = 4.0, executor: str = "", queue: str = "",
-            runner_id: str = "r") -> TaskStarted:
+            runner_id: str = "r", handle: str = "") -> TaskStarted:
     return TaskStarted(dag_id="etl", run_id=RUN, task_id=task_id, try_number=try_number, runner_id=runner_id,
-                       hostname="h", pid=10, executor=executor, queue=queue, at=at)
+                       hostname="h", pid=10, executor=executor, queue=queue, handle=handle, at=at)
 
 
 def heartbeat(task_id: str, try_number: int = 1, at: float = 5.0, runner_id: str = "r") -> TaskHeartbeat:

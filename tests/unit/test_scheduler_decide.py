@@ -221,6 +221,28 @@ class TestAdoption:
             evolve(state, event)
         assert orphans(state, ME) == []
 
+    def test_a_try_whose_launch_was_never_recorded_is_adopted_by_its_claimants_own_handle(self):
+        # "old" launched "a" and died before its TaskLaunched committed; the runner's claim names its handle.
+        state = state_of(parsed(edges={"a": []}), created(), queued("a", owner="old"),
+                         started("a", handle="12@h:9"))
+        [orphan] = orphans(state, ME)
+        assert (orphan.key, orphan.handle, orphan.owner) == (("etl", RUN, "a"), "12@h:9", "old")
+        [adopted] = decide_adoption(state, 60.0, ME, {("etl", RUN, "a"): True})
+        assert (adopted.handle, adopted.from_scheduler, adopted.by_scheduler) == ("12@h:9", "old", ME)
+
+    def test_the_claimants_handle_stays_whatever_launch_is_read_before_or_after_it(self):
+        # A successor launched the try again: its runner stood down; the claimant's process does the work.
+        after = state_of(parsed(edges={"a": []}), created(), queued("a"), started("a", handle="12@h:9"),
+                         launched("a", handle="13@h:10"))
+        before = state_of(parsed(edges={"a": []}), created(), queued("a"), launched("a", handle="13@h:10"),
+                          started("a", handle="12@h:9"))
+        for state in (after, before):
+            instance = state.runs[("etl", RUN)].tasks["a"]
+            assert (instance.handle, instance.launched_at is not None) == ("12@h:9", True)
+        older_runner = state_of(parsed(edges={"a": []}), created(), queued("a"), launched("a", handle="13@h:10"),
+                                started("a"))  # a TaskStarted v2 states no handle: the launch's stays
+        assert older_runner.runs[("etl", RUN)].tasks["a"].handle == "13@h:10"
+
 
 class TestCommands:
     def test_trigger_creates_a_run_with_an_id_derived_from_the_request(self):

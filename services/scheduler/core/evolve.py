@@ -406,8 +406,9 @@ def _queued(state: SchedulerState, event: TaskQueued) -> None:
 
 def _launched(state: SchedulerState, event: TaskLaunched) -> None:
     instance, key = _current(state, event)
-    if instance is not None and not instance.handle:  # the first launch names the handle, once
-        instance.handle, instance.launched_at = event.handle, event.at
+    if instance is not None and instance.launched_at is None:  # the first launch is recorded once
+        instance.launched_at = event.at
+        instance.handle = instance.handle or event.handle  # the claimant's own handle, read first, stays
         now_live(state, key, instance)
 
 
@@ -418,6 +419,10 @@ def _started(state: SchedulerState, event: TaskStarted) -> None:
     instance, key = _current(state, event)
     if instance is not None and not instance.runner_id:
         instance.state, instance.started_at, instance.runner_id = RUNNING, event.at, event.runner_id
+        # The claimant's own handle (its launch's) names the process doing the work, even when no TaskLaunched
+        # was committed (its scheduler died after the launch) or another launch's was: a successor probes and
+        # adopts that one. A runner older than TaskStarted v3 states none: the launch's stays.
+        instance.handle = event.handle or instance.handle
         now_live(state, key, instance)
 
 
