@@ -42,6 +42,7 @@ COMMAND_MODULES = [
     "tock_cli.pool_commands",
     "tock_cli.asset_commands",
     "tock_cli.asset_watcher_commands",
+    "tock_cli.port_commands",
 ]
 
 
@@ -74,6 +75,7 @@ COMMANDS: dict[str, list[str]] = {
     "pools": ["tock_cli.pool_commands"],
     "assets": ["tock_cli.asset_commands"],
     "asset-watcher": ["tock_cli.asset_watcher_commands"],
+    "port": ["tock_cli.port_commands"],
     **dict.fromkeys(["dags", "runs", "tasks", "commands", "projections", "schedulers"], _GROUPS),
 }
 _registered: set[str] = set()
