@@ -150,13 +150,15 @@ class TaskSucceeded(EventBase):
     at: float
 
 
-@event(EVENTS, route=BY_DAG, version=4)
+@event(EVENTS, route=BY_DAG, version=5)
 class TaskFailed(EventBase):
     """The try failed: the user code raised, exited non-zero, crashed or timed out.
 
     v2 added ``traceback`` (v1 records decode with it empty).
     v3 added ``rendered_json``: its templated fields as rendered, secrets masked ("" none).
     v4 added map_index (-1: not mapped).
+    v5 added ``retryable``: false when the user code raised AirflowFailException (or AirflowSensorTimeout),
+    so no retry follows whatever retries the task has left, as in Airflow.
     """
 
     dag_id: str
@@ -168,6 +170,7 @@ class TaskFailed(EventBase):
     error: str
     traceback: str = ""
     rendered_json: str = ""
+    retryable: bool = True
     at: float
 
 

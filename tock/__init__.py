@@ -9,7 +9,13 @@ from tock.context import Context, get_current_context
 from tock.dag import DAG, DagDefinitionError, fingerprint
 from tock.deadline import Deadline
 from tock.decorators import task
-from tock.exceptions import AirflowRescheduleException, AirflowSensorTimeout, AirflowSkipException
+from tock.exceptions import (
+    AirflowException,
+    AirflowFailException,
+    AirflowRescheduleException,
+    AirflowSensorTimeout,
+    AirflowSkipException,
+)
 from tock.external import ExternalTaskMarker, ExternalTaskSensor
 from tock.loading import load_dags
 from tock.operators import (
@@ -41,7 +47,8 @@ from tock.variables import Variable
 from tock.watchers import AssetWatcher, KafkaMessageQueueTrigger, MessageQueueTrigger
 from tock.weight_rules import WeightRule
 
-__all__ = ["DAG", "AirflowNotFoundException", "AirflowRescheduleException", "AirflowRuntimeError", "Asset",
+__all__ = ["DAG", "AirflowException", "AirflowFailException",
+           "AirflowNotFoundException", "AirflowRescheduleException", "AirflowRuntimeError", "Asset",
            "AssetAlias", "AssetAll", "AssetAny", "AssetWatcher", "KafkaMessageQueueTrigger", "MessageQueueTrigger",
            "AirflowSensorTimeout", "AirflowSkipException", "BaseHook", "BaseSensorOperator", "DateTimeSensor",
            "FileSensor", "PokeReturnValue", "PythonSensor", "TimeDeltaSensor",

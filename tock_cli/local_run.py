@@ -44,6 +44,7 @@ from services.scheduler.core import Policy, SchedulerState, decide, evolve
 from services.scheduler.core.mapping import mapped_instances
 from services.scheduler.core.model import DEFERRED, DagRun, TaskInstance
 from tock.dag import DAG, fingerprint
+from tock.exceptions import retryable
 from tock.params import ParamValidationError
 from tock.secrets import SecretsBackend, SecretsChain, install
 from tock.values import decode_values
@@ -163,7 +164,7 @@ def _run_try(dag: DAG, queued: TaskQueued, xcom_max_bytes: int, report: Report) 
         report(f"[{_name(queued)}] try {queued.try_number}: failed\n{''.join(traceback.format_exception(error))}")
         return [started, TaskFailed(**ids, runner_id=RUNNER, error=f"{type(error).__name__}: {error}",
                                     traceback="".join(traceback.format_exception(error)),
-                                    rendered_json=progress.rendered_json, at=time.time())]
+                                    rendered_json=progress.rendered_json, retryable=retryable(error), at=time.time())]
     if result.exit_code or result.signal:
         why = f"user code exited with code {result.exit_code}" if result.exit_code else \
             f"user code killed by signal {result.signal}"

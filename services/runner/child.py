@@ -32,6 +32,7 @@ from infra.task_environment import TaskEnvironment
 from schemas import TaskQueued
 from services.runner.core.claim import TryKey
 from services.runner.task_code import TryProgress, TryResult, run_task_code
+from tock.exceptions import retryable
 from tock.secrets import SecretsBackend, SecretsChain, accesses, install, masked_output, masker
 
 ERROR_LIMIT = 2_000       # characters of a failed try's error (TaskFailed.error), note included
@@ -167,7 +168,7 @@ def _report(report_fd: int, error: BaseException, rendered_json: str = "") -> No
     print(text, file=sys.stderr)
     message = _described(lambda: f"{type(error).__name__}: {error}", f"{type(error).__name__}: (unprintable)")
     _write(report_fd, {"error": cut_to_first(hide(message), ERROR_LIMIT), "traceback": _bounded_traceback(hide(text)),
-                       "rendered": rendered_json, "accessed": accesses()})
+                       "rendered": rendered_json, "accessed": accesses(), "retryable": retryable(error)})
 
 
 def _write(report_fd: int, report: dict[str, object]) -> None:

@@ -274,7 +274,7 @@ def _outcome_event(request: TryRequest, runner_id: str, outcome: Outcome):
     if outcome.killed:
         return TaskKilled(**_ids(request), runner_id=runner_id, reason=outcome.error, at=time.time())
     return TaskFailed(**_ids(request), runner_id=runner_id, error=outcome.error, traceback=outcome.traceback,
-                      rendered_json=outcome.rendered_json, at=time.time())
+                      rendered_json=outcome.rendered_json, retryable=outcome.retryable, at=time.time())
 
 
 def _described(outcome: Outcome) -> str:

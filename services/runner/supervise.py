@@ -41,6 +41,7 @@ class Outcome:
     succeeded: bool
     error: str = ""  # for a killed try: the kill request's reason
     traceback: str = ""
+    retryable: bool = True  # False: its user code raised AirflowFailException (TaskFailed.retryable)
     killed: bool = False  # its user code was killed as the log asked
     values_json: str = ""    # what a succeeded try passes on (TaskSucceeded.values_json)
     rendered_json: str = ""  # its templated fields as rendered
@@ -268,7 +269,8 @@ def _outcome(status: int, timed_out: bool, timeout: float | None, report: dict) 
             return Outcome(False, f"the try's report could not be read ({report['error'][:200]})")
         return _ran_to_its_end(report, rendered)
     if "error" in report:
-        return Outcome(False, report["error"], report.get("traceback", ""), rendered_json=rendered)
+        return Outcome(False, report["error"], report.get("traceback", ""), rendered_json=rendered,
+                       retryable=report.get("retryable") is not False)
     if os.WIFSIGNALED(status):
         name = signal.Signals(os.WTERMSIG(status)).name
         return Outcome(False, f"user code killed by signal {name} ({os.WTERMSIG(status)})", rendered_json=rendered)

@@ -485,3 +485,27 @@ def test_followed_returns_only_direct_downstream_ids_sorted(chosen):
     answer = followed(branch, chosen)
     assert answer == sorted(answer) and set(answer) <= branch.downstream_task_ids
     assert set(chosen) & branch.downstream_task_ids <= set(answer)
+
+
+def test_airflow_fail_exception_fails_the_run_with_no_retry_and_airflow_exception_is_retried():
+    from tock import AirflowException, AirflowFailException
+    from tock_cli.local_run import run_dag
+
+    with DAG("failing", retries=2, retry_delay=0) as dag:
+        @task
+        def for_good():
+            raise AirflowFailException("no retry helps")
+
+        @task
+        def flaky(ti=None):
+            if ti.try_number < 2:
+                raise AirflowException("away")
+            return ti.try_number
+
+        for_good()
+        flaky()
+    lines: list[str] = []
+    assert run_dag(dag, report=lines.append).state == "failed"
+    assert [line.split(":")[0] for line in lines if line.startswith("[for_good] try")] == ["[for_good] try 1"] * 2
+    assert any(line.startswith("[flaky] try 2: success") for line in lines), lines
+    assert issubclass(AirflowFailException, AirflowException) and issubclass(AirflowSkipException, AirflowException)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from schemas import (
@@ -189,6 +191,20 @@ class TestClaims:
         state = state_of(parsed(), created(), queued("a"), launched("a", handle="1@h:1"),
                          launched("a", handle="2@h:2"))
         assert state.runs[("etl", RUN)].tasks["a"].handle == "1@h:1"
+
+
+class TestFailingForGood:
+    def test_a_try_that_raised_airflow_fail_exception_is_not_retried_whatever_retries_are_left(self):
+        state = state_of(parsed(edges={"a": []}, retries=3), created(), queued("a"), started("a"),
+                         replace(failed("a"), retryable=False))
+        decided = decide(state, now=7.0, policy=POLICY)
+        assert not [event for event in decided if isinstance(event, TaskRetryScheduled)]
+        assert [(type(event).__name__, event.state) for event in decided if isinstance(event, DagRunFinished)] == [
+            ("DagRunFinished", "failed")]
+
+    def test_another_failure_is_retried(self):
+        state = state_of(parsed(edges={"a": []}, retries=3), created(), queued("a"), started("a"), failed("a"))
+        assert [type(event).__name__ for event in decide(state, now=7.0, policy=POLICY)] == ["TaskRetryScheduled"]
 
 
 class TestAdoption:

@@ -109,6 +109,18 @@ with DAG("flow", params={"factor": 2}) as dag:
         return [word, templates_dict["day"]]
 
     templated("{{ ds_nodash }}-{{ ti.try_number }}")
+
+    @task
+    def fails_for_good():
+        from tock import AirflowFailException
+        raise AirflowFailException("the input is wrong: no retry helps")
+
+    @task
+    def fails_once():
+        from tock import AirflowException
+        raise AirflowException("the service was away")
+
+    fails_for_good(); fails_once()
 '''
 
 LOGICAL = datetime(2026, 5, 4, 3, 2, 1, tzinfo=UTC)
@@ -272,3 +284,10 @@ def test_a_try_queued_before_contexts_were_recorded_runs_with_none(tmp_path, dag
     supervise_all([(request, str(paths.log))], 10.0, lambda _running: None,
                   lambda _request, outcome: outcomes.append(outcome))
     assert outcomes[0].succeeded
+
+
+def test_airflow_fail_exception_fails_the_try_saying_it_must_not_be_retried(tmp_path, dag_file):
+    for_good, _log = run(tmp_path / "a", dag_file, "fails_for_good")
+    once, _log = run(tmp_path / "b", dag_file, "fails_once")
+    assert (for_good.succeeded, for_good.retryable, once.succeeded, once.retryable) == (False, False, False, True)
+    assert "AirflowFailException: the input is wrong" in for_good.error

@@ -457,6 +457,8 @@ def _ended(state: SchedulerState, event: TryEnded) -> None:
         if isinstance(event, TaskSucceeded):
             assets.succeeded(state.assets, event, _task_of(state, event.dag_id, event.task_id))
         end_try(state, state.runs[key[:2]], instance, outcome, event.at)
+        if isinstance(event, TaskFailed) and not event.retryable:  # AirflowFailException: no retry
+            instance.retryable = False
 
 
 def _empty_succeeded(state: SchedulerState, event: TaskEmptySucceeded) -> None:
