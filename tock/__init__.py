@@ -7,6 +7,8 @@ from tock.chaining import chain, cross_downstream
 from tock.connections import BaseHook, Connection
 from tock.context import Context, get_current_context
 from tock.dag import DAG, DagDefinitionError, fingerprint
+from tock.dag_decorator import dag
+from tock.dag_param import DagParam
 from tock.deadline import Deadline
 from tock.decorators import task
 from tock.exceptions import (
@@ -47,7 +49,7 @@ from tock.variables import Variable
 from tock.watchers import AssetWatcher, KafkaMessageQueueTrigger, MessageQueueTrigger
 from tock.weight_rules import WeightRule
 
-__all__ = ["DAG", "AirflowException", "AirflowFailException",
+__all__ = ["DAG", "DagParam", "dag", "AirflowException", "AirflowFailException",
            "AirflowNotFoundException", "AirflowRescheduleException", "AirflowRuntimeError", "Asset",
            "AssetAlias", "AssetAll", "AssetAny", "AssetWatcher", "KafkaMessageQueueTrigger", "MessageQueueTrigger",
            "AirflowSensorTimeout", "AirflowSkipException", "BaseHook", "BaseSensorOperator", "DateTimeSensor",

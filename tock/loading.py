@@ -9,9 +9,8 @@ import sys
 import types
 from pathlib import Path
 
-from tock import dag as dag_module
 from tock.callbacks import DAG_FILE_MODULE_PREFIX
-from tock.dag import DAG, DagDefinitionError
+from tock.dag import DAG, DagDefinitionError, _collectors
 
 _counter = itertools.count()
 
@@ -33,13 +32,13 @@ def load_dags_from_source(file_path: str, source: bytes) -> list[DAG]:
     module = types.ModuleType(_module_name(file_path))
     module.__file__ = file_path
     collected: list[DAG] = []
-    dag_module._collectors.append(collected)
+    _collectors.append(collected)
     sys.modules[module.__name__] = module  # for code that looks itself up (dataclasses, typing)
     try:
         exec(code, module.__dict__)  # noqa: S102 - running DAG files is the point
     finally:
         sys.modules.pop(module.__name__, None)
-        dag_module._collectors.remove(collected)
+        _collectors.remove(collected)
     return _validated(file_path, collected)
 
 

@@ -47,6 +47,7 @@ import jinja2.nativetypes
 import jinja2.sandbox
 
 from tock import macros
+from tock.dag_param import DagParam
 
 if TYPE_CHECKING:
     from tock.dag import DAG
@@ -218,6 +219,8 @@ class _Renderer:
     def render(self, value: Any, place: str) -> Any:
         if isinstance(value, str):
             return self._string(value, place)
+        if isinstance(value, DagParam):  # a @dag function's parameter: the run's value of that param
+            return value.resolve(self.context)
         if not isinstance(value, list | tuple | set | frozenset | dict) or id(value) in self.open:
             return value
         self.open.add(id(value))
