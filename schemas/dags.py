@@ -149,7 +149,9 @@ class TaskDefinition:
     """One task of a DAG as the scheduler and the runner need it."""
 
     task_id: str
-    kind: str  # "python" (a @task function), "bash", "empty", "sensor", "external_sensor" or "time_sensor"
+    # "python" (a @task function), "bash", "empty", "sensor", "external_sensor", "time_sensor" or "operator"
+    # (a BaseOperator subclass: its try calls execute)
+    kind: str
     command: str = ""  # the bash command; empty for python tasks
     upstream: list[str] = field(default_factory=list)
     retries: int = 0

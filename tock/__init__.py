@@ -3,6 +3,7 @@ setup/teardown, get_current_context, Deadline...)."""
 
 from tock import macros
 from tock.assets import Asset, AssetAlias, AssetAll, AssetAny
+from tock.base_operator import BaseOperator
 from tock.chaining import chain, cross_downstream
 from tock.connections import BaseHook, Connection
 from tock.context import Context, get_current_context
@@ -49,7 +50,7 @@ from tock.variables import Variable
 from tock.watchers import AssetWatcher, KafkaMessageQueueTrigger, MessageQueueTrigger
 from tock.weight_rules import WeightRule
 
-__all__ = ["DAG", "DagParam", "dag", "AirflowException", "AirflowFailException",
+__all__ = ["DAG", "BaseOperator", "DagParam", "dag", "AirflowException", "AirflowFailException",
            "AirflowNotFoundException", "AirflowRescheduleException", "AirflowRuntimeError", "Asset",
            "AssetAlias", "AssetAll", "AssetAny", "AssetWatcher", "KafkaMessageQueueTrigger", "MessageQueueTrigger",
            "AirflowSensorTimeout", "AirflowSkipException", "BaseHook", "BaseSensorOperator", "DateTimeSensor",

@@ -226,7 +226,7 @@ def _template_option_problems(templates_dict: Any, templates_exts: Any) -> list[
 # Airflow's templated fields and template file extensions, per kind of task (tock/templating.py).
 TEMPLATE_FIELDS = {"bash": ("bash_command", "env", "cwd"), "python": ("templates_dict", "op_args", "op_kwargs"),
                    "empty": (), "sensor": ("templates_dict", "op_args", "op_kwargs"),  # @task.sensor's as @task's
-                   "external_sensor": (), "time_sensor": ()}
+                   "external_sensor": (), "time_sensor": (), "operator": ()}  # a BaseOperator's: its class's
 # Options only a Python task has (a group's default_args gives them to its Python tasks only).
 PYTHON_ONLY_OPTIONS = ("templates_dict", "templates_exts", "multiple_outputs")
 BASH_TEMPLATE_EXT = (".sh", ".bash")

@@ -20,6 +20,7 @@ from typing import Any
 
 from schemas import TaskQueued
 from tock import macros
+from tock.base_operator import OPERATOR
 from tock.branching import followed
 from tock.context import Context, build_context, context_arguments, current, resolve_references
 from tock.exceptions import AirflowSkipException
@@ -80,6 +81,8 @@ def run_task_code(task: Task, run_id: str, try_number: int, queued: TaskQueued |
             result = _run_bash(task, rendered, xcom_max_bytes, progress.rendered_json)
         elif task.kind == "sensor":
             result = _run_sensor(task, context, rendered, xcom_max_bytes, progress.rendered_json)
+        elif task.kind == OPERATOR:
+            result = _run_operator(task, context, rendered, xcom_max_bytes, progress.rendered_json)
         else:
             result = _run_python(task, context, rendered, xcom_max_bytes, progress.rendered_json)
     if not (result.skipped or result.poked or result.exit_code or result.signal):
@@ -144,6 +147,20 @@ def _run_sensor(task: Task, context: Context, rendered: Mapping[str, Any], xcom_
                          timed_out=poked.timed_out)
     values = _passed_on(task, poked.value, ti.pushed)
     return TryResult(_encoded(task, values, xcom_max_bytes), rendered_json)
+
+
+def _run_operator(task: Task, context: Context, rendered: Mapping[str, Any], xcom_max_bytes: int,
+                  rendered_json: str) -> TryResult:
+    """A BaseOperator subclass's try: its ``execute`` on a copy of it with its templated fields rendered."""
+    ti = context["ti"]
+    operator = copy.copy(task)
+    for name, value in rendered.items():
+        setattr(operator, name, value)
+    try:
+        returned = operator.execute(context)  # type: ignore[attr-defined]  # a BaseOperator defines execute
+    except AirflowSkipException as skip:
+        return _skipped(task, skip, ti.pushed, xcom_max_bytes, rendered_json)
+    return TryResult(_encoded(task, _passed_on(task, returned, ti.pushed), xcom_max_bytes), rendered_json)
 
 
 def _poke(task: Task, context: Context, rendered: Mapping[str, Any]) -> Any:
