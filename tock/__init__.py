@@ -25,8 +25,10 @@ from tock.operators import (
     BashOperator,
     BranchPythonOperator,
     EmptyOperator,
+    ExternalPythonOperator,
     LatestOnlyOperator,
     PythonOperator,
+    PythonVirtualenvOperator,
     ShortCircuitOperator,
 )
 from tock.params import Param, ParamsDict, ParamValidationError
@@ -50,7 +52,8 @@ from tock.variables import Variable
 from tock.watchers import AssetWatcher, KafkaMessageQueueTrigger, MessageQueueTrigger
 from tock.weight_rules import WeightRule
 
-__all__ = ["DAG", "BaseOperator", "DagParam", "dag", "AirflowException", "AirflowFailException",
+__all__ = ["DAG", "BaseOperator", "ExternalPythonOperator", "PythonVirtualenvOperator",
+           "DagParam", "dag", "AirflowException", "AirflowFailException",
            "AirflowNotFoundException", "AirflowRescheduleException", "AirflowRuntimeError", "Asset",
            "AssetAlias", "AssetAll", "AssetAny", "AssetWatcher", "KafkaMessageQueueTrigger", "MessageQueueTrigger",
            "AirflowSensorTimeout", "AirflowSkipException", "BaseHook", "BaseSensorOperator", "DateTimeSensor",

@@ -11,6 +11,7 @@ from schemas.dags import SENSOR_TIMEOUT, SensorDefinition
 from tock.mapping import PartialTaskFunction
 from tock.tasks import Task, TaskOptions, _new_task
 from tock.trigger_rules import TriggerRule
+from tock.virtualenv import Interpreter
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ class Role:
     is_teardown: bool = False
     on_failure_fail_dagrun: bool = False
     sensor: SensorDefinition | None = None  # @task.sensor: how it waits between pokes (tock/sensors.py)
+    interpreter: Interpreter | None = None  # @task.virtualenv / @task.external_python (tock/virtualenv.py)
 
 
 class TaskFunction:
@@ -169,6 +171,21 @@ class TaskDecorator:
         waits = sensor_definition(name, poke_interval=poke_interval, timeout=timeout, soft_fail=soft_fail, mode=mode,
                                   exponential_backoff=exponential_backoff, max_wait=max_wait, deferrable=deferrable)
         return _decorator(function, task_id, options, Role(sensor=waits), "@task.sensor")
+
+    def virtualenv(self, function: Callable[..., Any] | None = None, *, task_id: str | None = None,
+                   requirements: Any = None, python_version: Any = None, system_site_packages: bool = False,
+                   pip_install_options: Any = None, **options: Any) -> Decorated:
+        """``@task.virtualenv``: the function runs in a virtualenv with ``requirements`` (pip's lines),
+        built from PyPI once per content and cached (tock/virtualenv.py); it imports what it uses inside
+        itself. ``python_version`` ("3.12"): a ``python3.12`` on the worker's PATH instead of this one."""
+        made = Interpreter.virtualenv(requirements, python_version, system_site_packages, pip_install_options)
+        return _decorator(function, task_id, options, Role(interpreter=made), "@task.virtualenv")
+
+    def external_python(self, function: Callable[..., Any] | None = None, *, python: str, task_id: str | None = None,
+                        **options: Any) -> Decorated:
+        """``@task.external_python(python="/opt/venv/bin/python")``: the function runs in that interpreter."""
+        return _decorator(function, task_id, options, Role(interpreter=Interpreter.external_python(python)),
+                          "@task.external_python")
 
 
 task = TaskDecorator()

@@ -49,6 +49,33 @@ class PythonOperator(Task):
         return f"<{type(self).__name__} {self.dag.dag_id}.{self.task_id}>"
 
 
+class PythonVirtualenvOperator(PythonOperator):
+    """``PythonVirtualenvOperator(task_id, python_callable, requirements=[...], python_version=None,
+    system_site_packages=False, pip_install_options=None, op_args=..., op_kwargs=...)``: ``python_callable``
+    runs in a virtualenv of its requirements, built once per content and cached (tock/virtualenv.py)."""
+
+    def __init__(self, task_id: str, python_callable: Callable[..., Any], requirements: Any = None,
+                 python_version: Any = None, system_site_packages: bool = False, pip_install_options: Any = None,
+                 **kwargs: Any) -> None:
+        from tock.virtualenv import Interpreter
+
+        made = Interpreter.virtualenv(requirements, python_version, system_site_packages, pip_install_options)
+        super().__init__(task_id, python_callable, **kwargs)
+        self.interpreter = made
+
+
+class ExternalPythonOperator(PythonOperator):
+    """``ExternalPythonOperator(task_id, python="/opt/venv/bin/python", python_callable=...)``: the callable
+    runs in that interpreter (tock/virtualenv.py)."""
+
+    def __init__(self, task_id: str, python: str, python_callable: Callable[..., Any], **kwargs: Any) -> None:
+        from tock.virtualenv import Interpreter
+
+        made = Interpreter.external_python(python)
+        super().__init__(task_id, python_callable, **kwargs)
+        self.interpreter = made
+
+
 class BranchPythonOperator(PythonOperator):
     """A ``PythonOperator`` whose callable returns the task ids (or task group ids) to follow, a list of
     them, or None; the other tasks directly downstream are skipped (``tock.branching.followed``)."""

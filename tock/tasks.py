@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from tock.dag import DAG
     from tock.mapping import MapSpec, OperatorPartial
     from tock.task_group import TaskGroup
+    from tock.virtualenv import Interpreter
 
 # What a dependency may link: a task, its value, a task group, or a list of them.
 Linkable = TypeVar("Linkable", bound="Task | XComArg | TaskGroup | Iterable[Task | XComArg | TaskGroup]")
@@ -309,6 +310,8 @@ class Task(Links):
     external: ExternalWaitDefinition | None = None  # an external task sensor (tock/external.py): what it awaits
     time_wait: TimeWaitDefinition | None = None  # a time sensor with its moment known (kind "time_sensor")
     marker: MarkerDefinition | None = None  # an ExternalTaskMarker (tock/external.py): what it clears
+    # A Python task whose function runs in another interpreter (tock/virtualenv.py): a virtualenv, or a path.
+    interpreter: Interpreter | None = None
     # An operator's arguments ``.expand()`` may map over -> the attribute each sets (tock/mapping.py);
     # the required ones a mapped operator is built with until each instance's element gives them.
     mappable_arguments: ClassVar[dict[str, str]] = {}

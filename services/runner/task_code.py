@@ -30,6 +30,7 @@ from tock.secrets.accessors import ConnectionAccessor, VariableAccessor
 from tock.tasks import Task
 from tock.templating import render_template_fields, rendered_for_record
 from tock.values import RETURN_VALUE, encode_values
+from tock.virtualenv import run_in
 
 SKIPPED_WITHOUT_REASON = "the task raised AirflowSkipException"
 
@@ -120,7 +121,10 @@ def call_python(task: Task, context: Context, rendered: Mapping[str, Any]) -> An
     args = tuple(resolve_references(value, ti) for value in rendered["op_args"])
     kwargs = {key: resolve_references(value, ti) for key, value in dict(rendered["op_kwargs"]).items()}
     assert task.python_callable is not None  # a python task has its function
-    return task.python_callable(*args, **kwargs, **context_arguments(task.python_callable, args, kwargs, context))
+    named = context_arguments(task.python_callable, args, kwargs, context)
+    if task.interpreter is not None:  # @task.virtualenv, @task.external_python: in that interpreter
+        return run_in(task.interpreter, task.python_callable, args, {**kwargs, **named})
+    return task.python_callable(*args, **kwargs, **named)
 
 
 def _skipped(task: Task, skip: AirflowSkipException, pushed: dict[str, Any], xcom_max_bytes: int,
