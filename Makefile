@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export TOCK_HOME ?= $(CURDIR)/.tock
 STAMP := $(VENV)/.installed
 
-.PHONY: run run-kubernetes test bench services stop clean venv unit kube browser lint soak
+.PHONY: run run-kubernetes test bench services stop clean venv unit kube browser lint soak conformance-record
 
 venv: $(STAMP)
 
@@ -62,6 +62,12 @@ unit: venv
 SOAK_MINUTES ?= 30
 soak: venv kube
 	@SOAK_MINUTES=$(SOAK_MINUTES) $(BIN)/python -m tests.soak
+
+# Run every conformance DAG (tests/conformance/dags, Airflow 3 syntax) on a real Airflow 3.3.2 (its own
+# virtualenv, built once into ~/.cache/tock/airflow-3.3.2) and record what it did in
+# tests/conformance/recorded.json; `make test` compares Tock's runs of them with it.
+conformance-record: venv
+	@$(BIN)/python -m tests.conformance.record "$$(bash infra/scripts/airflow-venv.sh)"
 
 bench: services kube
 	$(BIN)/python -m tests.benchmarks
