@@ -9,7 +9,7 @@ its own topic and ``is_active`` is derived from times, never from arrival order.
 from __future__ import annotations
 
 from projections.records import Key, Record, Row, as_json, logical_topic
-from schemas import DAGS, DagParsed, DagRemoved, PauseDag
+from schemas import DAGS, DagDefinition, DagParsed, DagRemoved, PauseDag, TaskDefinition
 from schemas import params as param_rules
 
 TABLE = "dag"
@@ -20,6 +20,7 @@ def empty(dag_id: str) -> Row:
             "start_date": None, "timezone": "UTC", "end_date": None, "catchup": None, "max_active_runs": None,
             "deadline": None,
             "tags_json": "[]", "tasks_json": "[]", "params_json": "[]", "task_groups_json": "[]",
+            "description": None, "dag_display_name": dag_id, "owners": "", "owner_links_json": "{}", "doc_md": None,
             "parsed_at": None, "removed_at": None,
             "is_active": False, "is_paused": False, "paused_at": None}
 
@@ -53,7 +54,8 @@ def _parsed(row: Row, event: DagParsed) -> Row:
     tasks = [{"task_id": task.task_id, "kind": task.kind, "upstream": task.upstream,
               "executor": task.executor, "queue": task.queue, "retries": task.retries,
               "task_group": task.task_group, "trigger_rule": task.trigger_rule, "is_setup": task.is_setup,
-              "is_teardown": task.is_teardown, "chooses": task.chooses, "mapped": task.mapped is not None}
+              "is_teardown": task.is_teardown, "chooses": task.chooses, "mapped": task.mapped is not None,
+              "owner": task.owner, **_docs(task)}
              for task in definition.tasks]
     groups = [{"group_id": group.group_id, "parent_id": group.parent_id, "tooltip": group.tooltip}
               for group in definition.task_groups]
@@ -63,8 +65,22 @@ def _parsed(row: Row, event: DagParsed) -> Row:
             "catchup": definition.catchup, "max_active_runs": definition.max_active_runs,
             "deadline": definition.deadline, "tags_json": as_json(definition.tags),
             "tasks_json": as_json(tasks), "task_groups_json": as_json(groups),
-            "params_json": _params_json(definition.params_json),
+            "params_json": _params_json(definition.params_json), **_shown(definition),
             "parsed_at": max(event.at, row["parsed_at"] or event.at)}
+
+
+def _shown(definition: DagDefinition) -> Row:
+    """What the UI shows of the DAG: its description, display name (its dag_id unless it has one), its tasks'
+    distinct owners (Airflow's Owner column: comma separated), its owners' links and its docs."""
+    return {"description": definition.description,
+            "dag_display_name": definition.dag_display_name or definition.dag_id,
+            "owners": ", ".join(sorted({task.owner for task in definition.tasks})),
+            "owner_links_json": as_json(definition.owner_links), "doc_md": definition.doc_md}
+
+
+def _docs(task: TaskDefinition) -> Row:
+    """A task's docs, only those it has (most have none: the row stays small)."""
+    return {name: text for name, text in (("doc_md", task.doc_md), ("doc", task.doc)) if text is not None}
 
 
 def _params_json(params_json: str) -> str:

@@ -45,7 +45,10 @@ def _specs() -> dict[str, tuple[tuple[str, ...], list[Column]]]:
                               Column("catchup", Boolean), Column("max_active_runs", Integer),
                               Column("tags_json", Text), Column("tasks_json", Text), Column("params_json", Text),
                               Column("task_groups_json", Text),
-                              Column("is_active", Boolean), Column("is_paused", Boolean)]),
+                              Column("is_active", Boolean), Column("is_paused", Boolean),
+                              # What the UI shows (projections/dag.py): owners are the tasks' (comma separated).
+                              *_strings("dag_display_name", "owners"), Column("description", Text),
+                              Column("doc_md", Text), Column("owner_links_json", Text)]),
         "dag_run": (("dag_id", "run_id"), [*_strings("dag_id", "run_id", "state", "run_type",
                                                       "dag_fingerprint", "scheduler_id"),
                                             Column("conf_json", Text), Column("reason", Text),

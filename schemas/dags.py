@@ -211,6 +211,11 @@ class TaskDefinition:
     outlet_aliases: list[str] = field(default_factory=list)
     # The assets it reads (Airflow's ``inlets``): their latest events reach its tries' ``inlet_events``.
     inlets: list[AssetDefinition] = field(default_factory=list)
+    # Who owns it (Airflow's ``owner``, default "airflow": the UI's Owner column) and its docs (Airflow's
+    # ``doc_md``, Markdown, and ``doc``, plain text; None: none).
+    owner: str = "airflow"
+    doc_md: str | None = None
+    doc: str | None = None
 
 
 @record
@@ -258,9 +263,15 @@ class DagDefinition:
     # as JSON ({"asset": uri} | {"alias": name} | {"all": [...]} | {"any": [...]}); "" not. Its assets.
     asset_condition_json: str = ""
     schedule_assets: list[AssetDefinition] = field(default_factory=list)
+    # What the UI shows of it (Airflow's names): a one-line ``description``, its docs in Markdown (``doc_md``),
+    # a link per owner (owner name -> an http(s) or mailto URL) and the name it is shown by ("": its dag_id).
+    description: str | None = None
+    doc_md: str | None = None
+    owner_links: dict[str, str] = field(default_factory=dict)
+    dag_display_name: str = ""
 
 
-@event(DAGS, route=BY_DAG, version=21)
+@event(DAGS, route=BY_DAG, version=22)
 class DagParsed(EventBase):
     """The latest definition of a DAG; written only when its fingerprint changed.
     v2: the definition has on_failure and on_deadline_missed (webhook URLs).
@@ -284,7 +295,9 @@ class DagParsed(EventBase):
     v18: a wait may follow its task's successful try (``external.after_success``).
     v19: a time sensor's task definition says the moment it waits for (``time_wait``).
     v20: an ExternalTaskMarker's task definition says what it clears (``marker``).
-    v21: task definitions have their ``inlets`` (the assets whose events their tries read)."""
+    v21: task definitions have their ``inlets`` (the assets whose events their tries read).
+    v22: the definition has its ``description``, ``doc_md``, ``owner_links`` and ``dag_display_name``; task
+    definitions their ``owner``, ``doc_md`` and ``doc``."""
 
     dag_id: str
     file_path: str

@@ -19,6 +19,7 @@ from tock.assets import BaseAsset, outlets_of, schedule_condition
 from tock.callbacks import DAG_CALLBACKS, callbacks_of
 from tock.deadline import Deadline, deadline_of
 from tock.mapping import definition_of
+from tock.metadata import dag_metadata_problems, markdown_of
 from tock.params import ParamsDict, definition_problems, params_of, to_params_json
 from tock.tasks import ID_PATTERN, Task, TaskOptions, default_args_problem, defaults_for_kind, seconds_of
 from tock.templating import TemplateOptions
@@ -82,6 +83,9 @@ class DAG:
     run still running that long after it started fails, its running tries killed and the rest skipped.
     ``default_args``: task options (retries, priority_weight, queue...) for every task of the DAG that does
     not set them (a task group's default_args go over the DAG's).
+    What the UI shows, as Airflow's (tock/metadata.py): ``description``, ``doc_md`` (Markdown, or the name of a
+    ``.md`` file beside the DAG file), ``owner_links`` (task owner -> an http(s) or mailto link) and
+    ``dag_display_name`` (default: the dag_id).
     """
 
     def __init__(self, dag_id: str, schedule: str | BaseAsset | list[BaseAsset] | None = None,
@@ -99,7 +103,9 @@ class DAG:
                  render_template_as_native_obj: bool = False, end_date: datetime | date | None = None,
                  on_success_callback: Any = None, on_failure_callback: Any = None,
                  max_active_tasks: int = 16, dagrun_timeout: float | timedelta | None = None,
-                 default_args: dict[str, Any] | None = None) -> None:
+                 default_args: dict[str, Any] | None = None, description: str | None = None,
+                 doc_md: str | None = None, owner_links: dict[str, str] | None = None,
+                 dag_display_name: str | None = None) -> None:
         # The file that defines the DAG, so errors can name it.
         self.fileloc: str | None = sys._getframe(1).f_code.co_filename
         self.dag_id = dag_id
@@ -114,6 +120,10 @@ class DAG:
                                                            "on_failure_callback": on_failure_callback},
                                                           DAG_CALLBACKS))
         self.default_args = self._default_args(default_args)
+        self.description, self.doc_md = description, doc_md
+        self.dag_display_name = dag_id if dag_display_name is None else dag_display_name
+        self.owner_links: dict[str, str] = {} if owner_links is None else owner_links
+        self._check_metadata()
         self.finished_runs_kept = self._runs_kept(finished_runs_kept)
         self._set_limits(max_active_tasks, dagrun_timeout)
         self.template_options = self._guard(lambda: TemplateOptions.of(
@@ -210,6 +220,13 @@ class DAG:
             self._fail("default_args: " + "; ".join(problems))
         return dict(default_args)
 
+    def _check_metadata(self) -> None:
+        """Refuse a description, doc_md, owner_links or dag_display_name of the wrong type, or a bad owner link
+        (checked again when the definition is made: a DAG file may set them after the DAG, ``dag.doc_md = ...``)."""
+        problems = dag_metadata_problems(self.description, self.doc_md, self.owner_links, self.dag_display_name)
+        if problems:
+            self._fail("; ".join(problems))
+
     def defaults_for(self, kind: str) -> dict[str, Any]:
         """The default_args a task of ``kind`` takes (Python-only options go to Python tasks only)."""
         return defaults_for_kind(self.default_args, kind)
@@ -250,6 +267,10 @@ class DAG:
             self._fail(f"duplicate task id {task_id!r}")
         if task_id in self.task_groups:
             self._fail(f"task id {task_id!r} is the id of a task group")
+        self.check_options(task_id, options)
+
+    def check_options(self, task_id: str, options: TaskOptions) -> None:
+        """Refuse a task's options if one is invalid, naming the task and the problems."""
         problems = options.problems()
         if problems:
             self._fail(f"task {task_id!r}: " + "; ".join(problems))
@@ -280,6 +301,7 @@ class DAG:
     def to_definition(self, file_path: str) -> DagDefinition:
         """The serializable definition the DAG processor publishes."""
         self.validate()
+        self._check_metadata()
         from tock.setup_teardown import indirect_setups
 
         setups = indirect_setups(self)
@@ -298,6 +320,8 @@ class DAG:
                                                                                     sort_keys=True),
             schedule_assets=[] if self.asset_condition is None else [asset.definition() for asset in
                                                                      self.asset_condition.iter_assets()],
+            description=self.description, doc_md=markdown_of(self.doc_md, self.fileloc),
+            owner_links=dict(self.owner_links), dag_display_name=self.dag_display_name or self.dag_id,
         )
 
     def test(self, run_after: datetime | None = None, logical_date: datetime | None = None,
@@ -350,6 +374,7 @@ def _task_definition(task: Task, setups: list[str]) -> TaskDefinition:
         outlets=[asset.definition() for asset in outlets_of(task.options.outlets, task.task_id)[0]],
         outlet_aliases=[alias.name for alias in outlets_of(task.options.outlets, task.task_id)[1]],
         inlets=[asset.definition() for asset in outlets_of(task.options.inlets, task.task_id)[0]],
+        owner=task.options.owner, doc_md=task.options.doc_md, doc=task.options.doc,
     )
 
 

@@ -7,6 +7,7 @@ DAG and runs the function's body inside it. Each of the function's parameters is
 must be given by the run's conf. Inside the body the parameter is a ``DagParam``: passed to a task (an
 argument of a ``@task`` call, a PythonOperator's ``op_args`` / ``op_kwargs``), it is the run's value of
 that param when the try runs; a string field (``bash_command``) reads it as ``{{ params.name }}``.
+Without ``doc_md``, the function's docstring is the DAG's docs (as in Airflow).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ def dag(dag_id: Any = None, **dag_kwargs: Any) -> Any:
                 default = given.get(parameter.name, parameter.default)
                 params[parameter.name] = Param() if default is inspect.Parameter.empty else default
             with DAG(dag_id or function.__name__, **{**dag_kwargs, "params": params}) as made:
+                if function.__doc__ and not made.doc_md:  # Airflow's rule: the function's docstring
+                    made.doc_md = function.__doc__
                 function(**{parameter.name: DagParam(parameter.name) for parameter in named})
             return made
 

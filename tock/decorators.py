@@ -65,6 +65,8 @@ class TaskFunction:
                 raise ValueError(f"task {self.task_id!r}: Trigger rule not configurable for teardown tasks. "
                                  "(a teardown's is all_done_setup_success)")
             given = {**given, "trigger_rule": TriggerRule.ALL_DONE_SETUP_SUCCESS.value}
+        if self.function.__doc__ and given.get("doc_md") is None and given.get("doc") is None:
+            given = {**given, "doc_md": self.function.__doc__}  # Airflow's: the docstring is the task's docs
         kind = "python" if self.role.sensor is None else "sensor"
         created = _new_task(None, self.task_id, kind, given, unique=True, python_callable=self.function,
                             args=args, kwargs=kwargs, **vars(self.role))

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from schemas.dags import ExternalWaitDefinition, MarkerDefinition, SensorDefinition, TimeWaitDefinition
 from tock.callbacks import TASK_CALLBACKS, callbacks_of
+from tock.metadata import DEFAULT_OWNER, TaskDoc, task_metadata_problems
 from tock.params import NOTSET
 from tock.trigger_rules import TriggerRule, trigger_rule_problem, trigger_rule_value
 from tock.values import RETURN_VALUE
@@ -92,6 +93,15 @@ class TaskOptions:
     # (``inlets``: recorded, not scheduled on).
     outlets: Any = None
     inlets: Any = None
+    # Airflow's descriptive arguments and those Tock takes only where Airflow would do nothing Tock lacks
+    # (tock/metadata.py): its owner and docs; depends_on_past only False; email only with no mail to send.
+    owner: str = DEFAULT_OWNER
+    doc_md: str | None = None
+    doc: str | None = None
+    depends_on_past: bool = False
+    email: str | Collection[str] | None = None
+    email_on_failure: bool = True
+    email_on_retry: bool = True
 
     def problems(self) -> list[str]:
         """What is wrong with these options, in words (empty when valid)."""
@@ -122,6 +132,7 @@ class TaskOptions:
         found.extend(_max_map_length_problems(self.max_map_length))
         found.extend(_pool_problems(self.pool, self.pool_slots))
         found.extend(_asset_problems(self.outlets, self.inlets))
+        found.extend(task_metadata_problems(self))
         return found
 
     def _limit_problems(self) -> list[str]:
@@ -461,6 +472,10 @@ class Task(Links):
     @property
     def templates_dict(self) -> dict[str, Any] | None:
         return self.options.templates_dict
+
+    # Its docs (Airflow's): its options', which setting them afterwards (``t1.doc_md = ...``) replaces.
+    doc_md = TaskDoc()
+    doc = TaskDoc()
 
     def set_downstream(self, others: Task | XComArg | TaskGroup | Iterable[Task | XComArg | TaskGroup]) -> None:
         """Make ``others`` downstream of this task (a group: its roots)."""

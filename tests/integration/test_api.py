@@ -49,6 +49,9 @@ def test_read_endpoints(client):
     assert client.get("/health").json() == {"status": "ok", "database": "ok"}
     assert [dag["dag_id"] for dag in _items(client, "/api/v1/dags", active=True)] == ["etl"]
     assert client.get("/api/v1/dags/etl").json()["schedule"] == "@hourly"
+    shown = client.get("/api/v1/dags/etl").json()  # what the UI shows (DagParsed v22): the defaults here
+    assert (shown["dag_display_name"], shown["owners"], shown["description"], shown["owner_links"]) == (
+        "etl", "airflow", None, {})
     assert [run["run_id"] for run in _items(client, "/api/v1/runs", state="success")] == ["manual__1"]
     assert _items(client, "/api/v1/dags/etl/runs", state="failed") == []
     assert client.get(RUN).json()["conf"] == {"x": 1}

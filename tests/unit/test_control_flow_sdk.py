@@ -300,8 +300,8 @@ def test_group_default_args_fill_options_a_task_does_not_set():
 
 
 @pytest.mark.parametrize(("build", "message"), [
-    (lambda: TaskGroup("g", default_args={"owner": "me", "retries": 1}),
-     r"task group 'g': default_args has 'owner', which is not a task option"),
+    (lambda: TaskGroup("g", default_args={"sla": 60, "retries": 1}),
+     r"task group 'g': default_args has 'sla', which is not a task option"),
     (lambda: TaskGroup("a.b"), r"task group id 'a.b' must be letters, digits, '_' and '-' \(no dots\)"),
     (lambda: (TaskGroup("g"), TaskGroup("g")), "task group id 'g' has already been added to the DAG"),
     (lambda: (EmptyOperator(task_id="g"), TaskGroup("g")), "task group id 'g' has already been added"),

@@ -122,7 +122,7 @@ def test_a_bad_argument_of_a_decorated_task_names_it_too():
     ({"dagrun_timeout": 0}, "dagrun_timeout must be positive (or None: no timeout), got 0"),
     ({"dagrun_timeout": "1h"}, "dagrun_timeout must be seconds or a timedelta, not '1h'"),
     ({"dagrun_timeout": timedelta(seconds=-1)}, "dagrun_timeout must not be negative, got -1.0"),
-    ({"default_args": {"owner": "me"}}, "default_args has 'owner', which is not a task option"),
+    ({"default_args": {"sla": 60}}, "default_args has 'sla', which is not a task option"),
     ({"default_args": {"priority_weight": "x"}}, "default_args: priority_weight must be an integer, got 'x'"),
     ({"default_args": ["retries"]}, "default_args must be a dict, got ['retries']"),
 ])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from projections.view import fold
 from schemas import (
     DagFileProcessed,
@@ -31,6 +33,18 @@ def test_a_parsed_dag_is_active_with_its_definition():
     row = _rows(dag_parsed("etl", 10.0))["dag"][("etl",)]
     assert (row["is_active"], row["schedule"], row["file_path"]) == (True, "@hourly", "/dags/etl.py")
     assert '"extract"' in row["tasks_json"]
+
+
+def test_a_parsed_dags_row_has_what_the_ui_shows():
+    parsed = dag_parsed("etl", 10.0)
+    definition = dataclasses.replace(parsed.definition, description="nightly", doc_md="# ETL",
+                                     owner_links={"ann": "mailto:ann@example.com"}, dag_display_name="ETL",
+                                     tasks=[dataclasses.replace(parsed.definition.tasks[0], owner="ann"),
+                                            *parsed.definition.tasks[1:]])
+    row = _rows(dataclasses.replace(parsed, definition=definition))["dag"][("etl",)]
+    assert (row["description"], row["doc_md"], row["dag_display_name"], row["owners"]) == (
+        "nightly", "# ETL", "ETL", "airflow, ann")
+    assert row["owner_links_json"] == '{"ann":"mailto:ann@example.com"}'
 
 
 def test_a_removed_or_tombstoned_dag_is_inactive_until_parsed_again():

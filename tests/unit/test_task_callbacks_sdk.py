@@ -113,8 +113,8 @@ def test_a_refused_dag_callback_and_default_args_name_the_dag_and_argument():
     with pytest.raises(DagDefinitionError, match="DAG 'bad': default_args: on_retry_callback: a lambda"):
         with DAG("bad", default_args={"on_retry_callback": lambda context: None}):
             BashTask("a", "true")
-    with pytest.raises(DagDefinitionError, match="DAG 'bad': default_args has 'owner', which is not a task option"):
-        DAG("bad", default_args={"owner": "me"})
+    with pytest.raises(DagDefinitionError, match="DAG 'bad': default_args has 'sla', which is not a task option"):
+        DAG("bad", default_args={"sla": 60})
 
 
 DAG_FILE = '''

@@ -10,6 +10,8 @@ from schemas import schedule as cron
 
 Row = dict[str, Any]
 NEVER_RAN = "none"  # the "last run" filter's value for a DAG without runs
+OWNER_SEPARATOR = ", "  # the dag row's owners, as Airflow's Owner column joins them
+LINKED = ("http://", "https://", "mailto:")  # the only owner links a page makes (the SDK refuses others)
 LAST_STATES = ("running", "success", "failed", NEVER_RAN)
 PAUSED_CHOICES = ("all", "active", "paused")
 
@@ -40,7 +42,7 @@ def last_state(dag: Row) -> str:
 
 
 def matches(dag: Row, wanted: DagFilter) -> bool:
-    if wanted.search and wanted.search.lower() not in dag["dag_id"].lower():
+    if wanted.search and not _named(dag, wanted.search.lower()):
         return False
     if wanted.tag and wanted.tag not in (dag.get("tags") or []):
         return False
@@ -49,6 +51,23 @@ def matches(dag: Row, wanted: DagFilter) -> bool:
     if wanted.paused != "all" and bool(dag["is_paused"]) != (wanted.paused == "paused"):
         return False
     return True
+
+
+def _named(dag: Row, search: str) -> bool:
+    """Whether the DAG's id or display name contains ``search`` (lower case)."""
+    return search in dag["dag_id"].lower() or search in (dag.get("dag_display_name") or "").lower()
+
+
+def owner_list(dag: Row) -> list[dict[str, str]]:
+    """The DAG's owners as a page shows them: each name, and its link ("" none) when ``owner_links`` gives
+    an http(s) or mailto one."""
+    links = dag.get("owner_links") or {}
+    names = [name for name in (dag.get("owners") or "").split(OWNER_SEPARATOR) if name]
+    return [{"name": name, "link": _link(links.get(name))} for name in names]
+
+
+def _link(link: Any) -> str:
+    return link if isinstance(link, str) and link.lower().startswith(LINKED) else ""
 
 
 def filtered(dags: list[Row], wanted: DagFilter) -> list[Row]:

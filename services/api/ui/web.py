@@ -22,7 +22,7 @@ from sqlalchemy import Engine
 from projections import queries
 from services.api import accounts
 from services.api.auth import Principal
-from services.api.core import login_limits, views
+from services.api.core import dag_list, login_limits, views
 from services.api.ui import grid_html, logouts, sessions
 
 templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
@@ -32,6 +32,7 @@ templates.env.filters["duration"] = views.duration
 templates.env.filters["pretty_json"] = views.pretty_json
 templates.env.globals["row_cells"] = grid_html.row_cells
 templates.env.globals["group_cells"] = grid_html.group_cells
+templates.env.globals["owner_list"] = dag_list.owner_list
 web = APIRouter(include_in_schema=False)
 
 
