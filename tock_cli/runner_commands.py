@@ -29,7 +29,11 @@ def run_task(ctx: typer.Context,
              queue: str = typer.Option("", help="Queue name, reported in TaskStarted (informational)."),
              queued_at: float = typer.Option(0.0, help="The `at` of the try's TaskQueued (seconds since the epoch): "
                                                        "where the claim starts reading; 0 reads the whole partition."),
-             map_index: int = typer.Option(-1, "--map-index", help="Which instance of a mapped task (-1: not mapped).")
+             map_index: int = typer.Option(-1, "--map-index", help="Which instance of a mapped task (-1: not mapped)."),
+             queued_offset: int = typer.Option(-1, "--queued-offset", min=-1,
+                                               help="The offset of the try's TaskQueued in its partition of "
+                                                    "tock.events: where the claim starts reading (-1: unknown, "
+                                                    "found from --queued-at).")
              ) -> None:
     """Run one try: report TaskStarted, heartbeats and the outcome to Kafka; output to a log file.
 
@@ -38,5 +42,5 @@ def run_task(ctx: typer.Context,
     from services.runner import TryRequest, run_try
 
     request = TryRequest(dag_id, run_id, task_id, try_number, str(dag_file.resolve()), execution_timeout, queued_at,
-                         map_index=map_index)
+                         map_index=map_index, queued_offset=queued_offset)
     raise typer.Exit(run_try(settings_of(ctx), request, executor=executor, queue=queue))

@@ -99,6 +99,8 @@ def _command(request: TryRequest, queue: str) -> list[str]:
         command += ["--execution-timeout", repr(request.execution_timeout)]
     if request.map_index >= 0:
         command += ["--map-index", str(request.map_index)]
+    if request.queued_offset >= 0:
+        command += ["--queued-offset", str(request.queued_offset)]
     return command
 
 

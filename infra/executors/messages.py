@@ -34,8 +34,9 @@ class TryMessage:
 
     def to_dict(self) -> dict[str, Any]:
         fields = asdict(self.request)
-        if fields["map_index"] < 0:  # an unmapped try's message stays what a runner of the last release reads
-            del fields["map_index"]
+        for name in ("map_index", "queued_offset"):  # at -1, left out: what a runner of an earlier release reads
+            if fields[name] < 0:
+                del fields[name]
         return {"try": fields, "executor": self.executor, "queue": self.queue}
 
     def to_json(self) -> str:

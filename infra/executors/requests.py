@@ -18,6 +18,9 @@ class TryRequest:
     queued_at: float = 0.0  # the ``at`` of the try's TaskQueued: where its claim starts reading (0: unknown)
     pod_override: str | None = None  # the task's pod_override, JSON (the Kubernetes executor applies it)
     map_index: int = -1  # which instance of a mapped task (-1: not mapped)
+    # The offset of the try's TaskQueued in its partition of tock.events (-1: unknown): its claim reads
+    # from exactly there, and decodes no other try's TaskQueued on the way.
+    queued_offset: int = -1
 
     @property
     def instance(self) -> str:

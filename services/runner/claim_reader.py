@@ -2,7 +2,11 @@
 the tries it won for kill requests and deaths (a TaskDeclaredDead of a won try is obeyed as a kill
 request: dead means stopped, services/runner/core/claim.py).
 
-It starts where the tries were queued: ``offsets_for_times(queued_at - 1 s)``. ``queued_at``
+It starts where the tries were queued. The scheduler that launched a try hands it the offset of its
+TaskQueued (``queued_offset``) when it read that record itself: the read starts at the earliest such
+offset of the partition and decodes only these TaskQueued (in a burst of thousands of tries of one DAG,
+none of the others'). Otherwise (a scheduler that restored the try from a snapshot, or an earlier
+release's) it starts at ``offsets_for_times(queued_at - 1 s)``. ``queued_at``
 is the scheduler's clock and tock.events is stamped by the broker's (LogAppendTime, so that a
 runner's clock judges nothing): with the two in step, the offset found is at or before the
 TaskQueued, and every TaskStarted or TaskKillRequested of the try comes after that, whatever
@@ -79,15 +83,19 @@ class ClaimReader(Closing):
             log.warning("claim reader could not reach the broker yet: %s", error)
 
     def claim(self, own: Mapping[TryKey, str], queued_at: Mapping[TryKey, float],
-              refused: Callable[[], Collection[TryKey]] = frozenset) -> Claims:
+              refused: Callable[[], Collection[TryKey]] = frozenset,
+              queued_offsets: Mapping[TryKey, int] | None = None) -> Claims:
         """Read until every try of ``own`` (try -> our runner id) is decided; waits out a broker outage.
         Then watch the tries won for kill requests, until :meth:`stop_watching`.
 
         ``refused()``: our tries whose TaskStarted the broker refused, no longer waited for.
+        ``queued_offsets``: the offset of a try's TaskQueued, where known (a negative one is not known).
         """
         self.stop_watching()
+        exact = {key: offset for key, offset in (queued_offsets or {}).items() if key in own and offset >= 0}
         for margin in _MARGINS:
-            decided = self._claim_from(margin, own, queued_at, refused)
+            # A read that began past a TaskQueued (never, from its own offset) looks again by time alone.
+            decided = self._claim_from(margin, own, queued_at, refused, exact if margin == _MARGINS[0] else {})
             if decided is not None:
                 claims, read = decided
                 self._watch(claims.won, read)
@@ -98,12 +106,15 @@ class ClaimReader(Closing):
         raise AssertionError("the last margin reads from the beginning, which is never too late")
 
     def _claim_from(self, margin: float | None, own: Mapping[TryKey, str], queued_at: Mapping[TryKey, float],
-                    refused: Callable[[], Collection[TryKey]]) -> tuple[Claims, list[ClaimRead]] | None:
-        """Read from ``margin`` seconds before each partition's earliest queued_at until every try is
-        decided; None if the read began too late (past a try's TaskQueued)."""
-        starts = self._start_offsets(queued_at, margin)
+                    refused: Callable[[], Collection[TryKey]],
+                    exact: Mapping[TryKey, int]) -> tuple[Claims, list[ClaimRead]] | None:
+        """Read from ``margin`` seconds before each partition's earliest queued_at (from the earliest
+        TaskQueued offset where every try of the partition has one) until every try is decided; None if
+        the read began too late (past a try's TaskQueued)."""
+        starts = self._start_offsets(queued_at, margin, exact)
         if starts is None:
             return None
+        positions = {(partition_for(key[0], self._settings.partitions), offset) for key, offset in exact.items()}
         self._consumer.assign([TopicPartition(self._topic, partition, offset) for partition, offset in starts.items()])
         partitions = self._settings.partitions
         anchored = {key for key in own if starts[partition_for(key[0], partitions)] == OFFSET_BEGINNING}
@@ -111,7 +122,8 @@ class ClaimReader(Closing):
         queued: dict[TryKey, TaskQueued] = {}  # each try's TaskQueued, its context (read from the beginning too)
         claims, waiting = Claims(pending=frozenset(own)), Every(10.0)
         while not claims.decided:
-            batch = _records(self._available(), _CLAIM_TYPES, own, {key[0].encode() for key in own.keys() - queued})
+            batch = _records(self._available(), _CLAIM_TYPES, own,
+                             {key[0].encode() for key in own.keys() - queued - exact.keys()}, positions)
             # Earlier batches held nothing of a try not anchored yet (its TaskQueued anchors it, and a claim
             # record before that ended this read), so the new batch alone says whether it is read too late.
             if unanchored(batch, own.keys() - anchored):
@@ -158,19 +170,23 @@ class ClaimReader(Closing):
         if not won:
             self._consumer.unassign()
 
-    def _start_offsets(self, queued_at: Mapping[TryKey, float], margin: float | None) -> dict[int, int] | None:
-        """Per partition, the first offset appended at or after its earliest queued_at less ``margin``
-        (None: from the beginning); None if a partition holds nothing since then (its TaskQueued is
-        older: the broker's clock is behind)."""
-        earliest = earliest_queued(queued_at, self._settings.partitions)
+    def _start_offsets(self, queued_at: Mapping[TryKey, float], margin: float | None,
+                       exact: Mapping[TryKey, int]) -> dict[int, int] | None:
+        """Per partition, the earliest TaskQueued offset of its tries if ``exact`` has all of them;
+        else the first offset appended at or after its earliest queued_at less ``margin`` (None: from
+        the beginning); None if a partition holds nothing since then (its TaskQueued is older: the
+        broker's clock is behind)."""
+        known = exact_starts(queued_at.keys(), exact, self._settings.partitions)
+        earliest = {partition: at for partition, at in earliest_queued(queued_at, self._settings.partitions).items()
+                    if partition not in known}
         if margin is None:
-            return dict.fromkeys(earliest, OFFSET_BEGINNING)
+            return {**dict.fromkeys(earliest, OFFSET_BEGINNING), **known}
         asks = [TopicPartition(self._topic, partition, int((at - margin) * 1000))
                 for partition, at in earliest.items() if at > 0]
         found = {tp.partition: tp.offset for tp in self._offsets_for_times(asks)}
         if any(offset < 0 for offset in found.values()):
             return None
-        return {partition: found.get(partition, OFFSET_BEGINNING) for partition in earliest}
+        return {**{partition: found.get(partition, OFFSET_BEGINNING) for partition in earliest}, **known}
 
     def _offsets_for_times(self, asks: list[TopicPartition]) -> list[TopicPartition]:
         waiting = Every(10.0)
@@ -209,17 +225,31 @@ def earliest_queued(queued_at: Mapping[TryKey, float], partitions: int) -> dict[
     return earliest
 
 
+def exact_starts(tries: Iterable[TryKey], exact: Mapping[TryKey, int], partitions: int) -> dict[int, int]:
+    """Per partition whose every try has its TaskQueued offset in ``exact``, the earliest of them."""
+    starts: dict[int, int] = {}
+    unknown: set[int] = set()
+    for key in tries:
+        partition = partition_for(key[0], partitions)
+        if key in exact:
+            starts[partition] = min(exact[key], starts.get(partition, exact[key]))
+        else:
+            unknown.add(partition)
+    return {partition: offset for partition, offset in starts.items() if partition not in unknown}
+
+
 def _records(messages: Iterable[Message], types: frozenset[str], tries: Collection[TryKey],
-             queued_of: Collection[bytes] = ()) -> list[ClaimRead]:
+             queued_of: Collection[bytes] = (), queued_at: Collection[tuple[int, int]] = ()) -> list[ClaimRead]:
     """The records of these types and tries among the messages, in order (others' bodies stay undecoded),
-    with the TaskQueued of the DAGs keyed ``queued_of``."""
+    with the TaskQueued of the DAGs keyed ``queued_of`` and those at ``queued_at`` (partition, offset)."""
     found = []
     for message in messages:
         if message.error() is not None:
             log.debug("claim read: %s", message.error())
             continue
         kind = peek_type(message.value())
-        if kind in types or (kind == _QUEUED and message.key() in queued_of):
+        if kind in types or (kind == _QUEUED and (message.key() in queued_of
+                                                   or (message.partition(), message.offset()) in queued_at)):
             event = _decoded(message.value())
             if event is not None and try_key(event) in tries:
                 found.append(event)

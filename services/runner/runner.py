@@ -148,7 +148,8 @@ class _Runner:
         for request, queue in tries:
             self._announce(request, queue)
         queued_at = {key: request.queued_at for key, request in self.requests.items()}
-        claims = self.clients.claims.claim(self.runner_ids, queued_at, self._refused)
+        offsets = {key: request.queued_offset for key, request in self.requests.items()}
+        claims = self.clients.claims.claim(self.runner_ids, queued_at, self._refused, offsets)
         self._log_lost(claims)
         self.queued = claims.queued
         return claims.won

@@ -225,7 +225,8 @@ class Launcher:
         task = dag.tasks.get(instance.task_id)
         request = TryRequest(key[0], key[1], instance.task_id, instance.try_number, dag.definition.file_path,
                              task.execution_timeout if task else None, instance.queued_at or 0.0,
-                             task.pod_override_json if task else None, instance.map_index)
+                             task.pod_override_json if task else None, instance.map_index,
+                             memory.queued_offset(key, instance.try_number))
         return Launch(memory.partition, instance.executor, instance.try_number, request, instance.queue)
 
     def _launch_on(self, name: str, launches: list[Launch]) -> list[tuple[int, TaskLaunched | TaskFailed]]:

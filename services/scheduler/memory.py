@@ -19,10 +19,11 @@ from infra.log import LogRecord, replay
 from infra.log.read_back import AwaitedDecisions
 from infra.settings import Settings
 from infra.topics import topic_name
-from schemas import DAGS, EVENTS, HEARTBEATS
+from schemas import DAGS, EVENTS, HEARTBEATS, TaskLaunched, TaskQueued
 from services.scheduler.core import DagTombstone, SchedulerState, UnknownEvent, evolve
 from services.scheduler.core.forgotten import Retention
 from services.scheduler.core.heard import as_heard
+from services.scheduler.core.model import TryKey, instance_key
 from services.scheduler.core.snapshot import Snapshot, SnapshotRefused, decode_snapshot, encode_snapshot
 from services.scheduler.snapshot_store import latest_snapshot
 
@@ -49,6 +50,9 @@ class PartitionMemory:
     positions: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REPLAYED_TOPICS, 0))
     awaiting: AwaitedDecisions = field(init=False)  # our committed decisions on tock.events, in order
     folded_since_snapshot: int = 0  # records read since the last snapshot (or the takeover)
+    # Each try queued and not launched yet: (try number, offset of its TaskQueued), handed to its runner
+    # so that its claim reads from there (a memory restored from a snapshot knows none older than it).
+    queued_offsets: dict[TryKey, tuple[int, int]] = field(default_factory=dict)
     snapshot_at: float = 0.0        # when the last snapshot was committed (or the takeover done)
 
     def fold_record(self, logical: str, record: LogRecord) -> Any | None:
@@ -62,7 +66,19 @@ class PartitionMemory:
             event = DagTombstone(record.key)
         elif logical == EVENTS:
             self.awaiting.read_back(event)  # if ours: folded now, in its place in the log
+            self._note_queued(event, record.offset)
         return self.fold(as_heard(event, record.appended_at))  # a runner's report on the broker's clock
+
+    def _note_queued(self, event: Any, offset: int) -> None:
+        if isinstance(event, TaskQueued):
+            self.queued_offsets[_try_key(event)] = (event.try_number, offset)
+        elif isinstance(event, TaskLaunched):
+            self.queued_offsets.pop(_try_key(event), None)
+
+    def queued_offset(self, key: TryKey, try_number: int) -> int:
+        """The offset of this try's TaskQueued, if this memory read it (-1: unknown)."""
+        noted = self.queued_offsets.get(key)
+        return noted[1] if noted is not None and noted[0] == try_number else -1
 
     def fold(self, event: Any) -> Any | None:
         try:
@@ -82,6 +98,10 @@ class PartitionMemory:
     def settled(self, now: float) -> bool:
         """Whether every decision of ours is folded (so deciding again sees them)."""
         return self.awaiting.settled(now)
+
+
+def _try_key(event: TaskQueued | TaskLaunched) -> TryKey:
+    return (event.dag_id, event.run_id, instance_key(event.task_id, event.map_index))
 
 
 def snapshot_of(memory: PartitionMemory) -> bytes:

@@ -192,3 +192,40 @@ def wait_for(read, timeout: float, what: str):
         assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
         time.sleep(0.02)
     return dict(found)
+
+
+def appended_offsets(settings, events) -> list[int]:
+    """Append the events in order (by a plain producer: Tock's reports only failures); the offset of each."""
+    producer = Producer({"bootstrap.servers": settings.bootstrap, "linger.ms": 0, "enable.idempotence": True})
+    offsets: dict[int, int] = {}
+    for index, event in enumerate(events):
+        producer.produce(topic_name(settings.topic_prefix, EVENTS), encode(event), event.dag_id,
+                         partition_for(event.dag_id, settings.partitions),
+                         on_delivery=lambda error, message, index=index: offsets.__setitem__(
+                             index, -1 if error else message.offset()))
+    assert producer.flush(30) == 0
+    return [offsets[index] for index in range(len(events))]
+
+
+def test_from_its_task_queued_offset_the_claim_reads_from_exactly_there(kafka_settings):
+    # A record of the try before its TaskQueued cannot be (runners are launched after it is committed):
+    # one put there shows where the read began. By offset, at the TaskQueued; by time, before it.
+    key = ("alpha", "r1", "t", 1)
+    others = [task_queued(("alpha", "r1", f"other{index}", 1), time.time()) for index in range(50)]
+    offsets = appended_offsets(kafka_settings, [*others[:25], started(key, "before-the-queue"),
+                                                task_queued(key, time.time()), *others[25:], started(key, "me")])
+    with ClaimReader(kafka_settings) as reader:
+        claims = reader.claim({key: "me"}, {key: time.time()}, queued_offsets={key: offsets[26]})
+    assert claims.won == {key} and claims.queued[key].task_id == "t"
+    assert dict(claim(kafka_settings, {key: "me"}, {key: 0.0}).lost) == {key: "before-the-queue"}
+
+
+def test_a_partition_with_a_try_of_unknown_offset_is_read_by_time_for_all_its_tries(kafka_settings):
+    known, unknown = ("alpha", "r1", "t", 1), ("alpha", "r1", "u", 1)
+    offsets = appended_offsets(kafka_settings, [started(unknown, "rival"), task_queued(unknown, time.time()),
+                                                task_queued(known, time.time()), started(known, "me"),
+                                                started(unknown, "me-u")])
+    with ClaimReader(kafka_settings) as reader:
+        claims = reader.claim({known: "me", unknown: "me-u"}, {known: 0.0, unknown: 0.0},
+                              queued_offsets={known: offsets[2], unknown: -1})
+    assert (claims.won, dict(claims.lost)) == ({known}, {unknown: "rival"})
