@@ -124,6 +124,7 @@ class Scheduler:
         self._committing.goodbye((None, SchedulerStopped(scheduler_id=self.scheduler_id, at=time.time())))
 
     def _close(self) -> None:
+        self._snapshots.close()
         self._clients.close()
         self.launcher.close()  # its stopping thread, before the executors it calls
         for executor in self.executors.values():
@@ -146,7 +147,8 @@ class Scheduler:
         gather_evidence(self.evidence, self.holdings, now, self.policy)
         decisions = (self._deciding.adoptions(now) + self._deciding.decisions(now, touched, self.evidence)
                      + self._deciding.heartbeat(now))
-        snapshots = self._snapshots.due(now)
+        self._snapshots.begin(now)
+        snapshots = self._snapshots.finished()
         committing = self._committing
         # A takeover is done when a commit carries its adoptions, even none: without that commit
         # the loop spun (no wait while adoptions are due) until some other decision came along.

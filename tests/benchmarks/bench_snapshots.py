@@ -30,7 +30,9 @@ from infra.topics import topic_name
 from schemas import EVENTS, SNAPSHOTS, DagRunCreated, TriggerDagRun
 from services.runner import local_launcher_command
 from services.scheduler.core.snapshot import decode_snapshot
+from services.scheduler.memory import snapshot_of
 from services.scheduler.shell import Scheduler
+from services.scheduler.snapshot_encoding import SnapshotEncoder
 from tests import synthetic_history as synthetic
 from tests.benchmarks.common import bench_settings, figure
 from tests.benchmarks.w3_takeover import drop_topics, load
@@ -105,6 +107,22 @@ def stop(scheduler: Scheduler, thread: threading.Thread) -> None:
     thread.join(120)
 
 
+def decision_pause(memory) -> None:
+    """What a periodic snapshot of this memory costs the decision thread: encoding it in-process (before
+    issue 26) against forking the child that encodes it (now), and how long the child takes."""
+    started = time.perf_counter()
+    snapshot_of(memory)
+    figure("periodic snapshot, encoded on the decision thread: its pause", time.perf_counter() - started, "s")
+    encoder = SnapshotEncoder()
+    started = time.perf_counter()
+    encoder.start(0, memory)
+    figure("periodic snapshot, forked to a child: the decision thread's pause", time.perf_counter() - started, "s",
+           "no pause")
+    while not (done := encoder.collect()):
+        time.sleep(0.005)
+    figure("  ... the child's encoding, beside the decisions", done[0].seconds, "s")
+
+
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("tock.scheduler").setLevel(logging.INFO)
@@ -124,9 +142,11 @@ def run(settings) -> None:
     write_history(settings, EVENTS_WANTED)
     full, full_thread, full_seconds = take_over(settings, "full", "first")
     figure("takeover by full replay: assignment -> decisions", full_seconds, "s")
-    stop(full, full_thread)  # the goodbye commit writes the snapshot
+    memory = full.holdings.memories[0]  # kept: a stop may forget it
+    stop(full, full_thread)  # the goodbye commit writes the snapshot (encoded in-process: it is stopping)
     encode = full.metrics.registry.get_sample_value("tock_scheduler_snapshot_seconds_sum")
-    figure("snapshot encode (CPU, on the decision thread)", encode or 0.0, "s")
+    figure("snapshot encode at the goodbye (CPU, on the decision thread)", encode or 0.0, "s")
+    decision_pause(memory)
     found = latest_value(settings, SNAPSHOTS, 0, "0")
     if found is None:
         raise SystemExit("  !! no snapshot was written by the graceful stop (see the scheduler's log above)")
