@@ -18,6 +18,7 @@ from infra.log import EventReader
 from infra.settings import Settings
 from infra.topics import topic_name
 from projections.committer import BatchCommitter, Stopped, retry_outages
+from projections.contract.views import create_views
 from projections.db import create_tables, open_engine, schema_problems
 from projections.metrics import ProjectorMetrics
 from projections.records import logical_topic
@@ -154,6 +155,10 @@ def run_projector(settings: Settings, stop: threading.Event, *, limits: BatchLim
 
 
 def _prepared(engine: Engine) -> list[str]:
-    """Create the missing tables; how the existing ones differ from this version's."""
+    """Create the missing tables; how the existing ones differ from this version's. When they do not
+    differ, create (or grow) the versioned views over them (projections/contract)."""
     create_tables(engine)
-    return schema_problems(engine)
+    problems = schema_problems(engine)
+    if not problems:
+        create_views(engine)
+    return problems

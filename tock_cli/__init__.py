@@ -43,6 +43,7 @@ COMMAND_MODULES = [
     "tock_cli.asset_commands",
     "tock_cli.asset_watcher_commands",
     "tock_cli.port_commands",
+    "tock_cli.schema_commands",
 ]
 
 
@@ -76,6 +77,7 @@ COMMANDS: dict[str, list[str]] = {
     "assets": ["tock_cli.asset_commands"],
     "asset-watcher": ["tock_cli.asset_watcher_commands"],
     "port": ["tock_cli.port_commands"],
+    "schemas": ["tock_cli.schema_commands"],
     **dict.fromkeys(["dags", "runs", "tasks", "commands", "projections", "schedulers"], _GROUPS),
 }
 _registered: set[str] = set()

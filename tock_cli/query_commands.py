@@ -161,6 +161,7 @@ def projections_rebuild(ctx: typer.Context, verify: bool = typer.Option(
         False, "--verify", help="Do not swap: fold the log up to the live tables' offsets and compare them "
                                 "row for row; exit 1 on any difference.")) -> None:
     """Replay every topic from offset 0 into fresh tables and swap them in (or --verify the live ones)."""
+    from projections.contract.views import ViewInUse
     from projections.rebuild import rebuild
     from projections.rebuild import verify as verify_tables
 
@@ -171,8 +172,37 @@ def projections_rebuild(ctx: typer.Context, verify: bool = typer.Option(
         else:
             reached = rebuild(settings_of(ctx), engine)
             typer.echo(f"rebuilt the projections from {sum(reached.values())} log positions and swapped them in")
+    except ViewInUse as error:
+        typer.echo(f"tock projections rebuild: {error}", err=True)
+        raise typer.Exit(1) from None
     finally:
         engine.dispose()
+
+
+WRITE_OPTION = typer.Option(False, "--write", help="Write the Markdown to --docs and record each version's declared "
+                                                    "shape in projections/contract/v<N>.json; refuses (exit 1) a "
+                                                    "change that does not only grow.")
+
+
+@projections_app.command("contract")
+def projections_contract(write: bool = WRITE_OPTION, docs: str = typer.Option(
+        "docs/tables.md", "--docs", help="With --write: where the Markdown goes.")) -> None:
+    """Print the tables integrators may query (the versioned views tock_v<N>_<table>) as Markdown."""
+    from pathlib import Path
+
+    from projections.contract.docs import render
+    from projections.contract.frozen import record_growth
+
+    if not write:
+        typer.echo(render(), nl=False)
+        return
+    refusals = record_growth()
+    if refusals:
+        for line in refusals:
+            typer.echo(f"tock projections contract: {line}", err=True)
+        raise typer.Exit(1)
+    Path(docs).write_text(render())
+    typer.echo(f"wrote {docs} and the frozen shape of each version")
 
 
 def _report_verification(differences: list[str]) -> None:
