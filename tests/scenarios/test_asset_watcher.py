@@ -44,16 +44,21 @@ def _create_topic(settings, topic: str) -> None:
         future.result(30)
 
 
-def _feed(settings, topic: str, done: threading.Event) -> None:
-    """The user's producer: 1,000 records over about ten seconds, keys spreading them over the partitions."""
-    producer = Producer({"bootstrap.servers": settings.bootstrap, "linger.ms": 5})
-    for number in range(RECORDS):
-        producer.produce(topic, key=f"order-{number}".encode(), value=json.dumps({"order": number}).encode())
-        if number % 20 == 19:
-            producer.flush(30)
-            time.sleep(0.2)
-    producer.flush(30)
-    done.set()
+def _feed(settings, topic: str, numbers: range) -> threading.Thread:
+    """The user's producer, in the background: these records, 20 every 0.2 s, keys spreading them over the
+    partitions."""
+    def produce() -> None:
+        producer = Producer({"bootstrap.servers": settings.bootstrap, "linger.ms": 5})
+        for number in numbers:
+            producer.produce(topic, key=f"order-{number}".encode(), value=json.dumps({"order": number}).encode())
+            if number % 20 == 19:
+                producer.flush(30)
+                time.sleep(0.2)
+        producer.flush(30)
+
+    feeding = threading.Thread(target=produce, daemon=True)
+    feeding.start()
+    return feeding
 
 
 def _watch_events(tail, topic: str) -> list[AssetEventRecorded]:
@@ -73,15 +78,19 @@ def _committed_everything(settings, topic: str) -> bool:
         consumer.close()
 
 
-def _freeze_inside_a_transaction_then_kill(processes, watcher, marker) -> None:
+def _freeze_inside_a_transaction_then_kill(watcher, marker, feed) -> threading.Thread:
     """The watcher stops itself (SIGSTOP) inside its next transaction, after sending its offsets and
-    before committing (TOCK_FAULT_STOP_BEFORE_COMMIT); then it is killed with -9 as it is."""
+    before committing (TOCK_FAULT_STOP_BEFORE_COMMIT); then it is killed with -9 as it is. ``feed()``
+    starts the records that make sure there is a next transaction (on a loaded machine the watcher may
+    have caught up with everything fed before by the time the test's tail has read 200 or 500 events)."""
     marker.touch()
+    feeding = feed()
     wait_until(lambda: psutil.Process(watcher.pid).status() == psutil.STATUS_STOPPED, 60,
                "the watcher to freeze inside its transaction")
     kill_hard(watcher.pid)
     watcher.wait(30)
     marker.unlink()
+    return feeding
 
 
 def test_a_watched_topic_fed_1000_records_with_its_watcher_killed_twice_makes_1000_events(make_settings, system,
@@ -100,17 +109,20 @@ def test_a_watched_topic_fed_1000_records_with_its_watcher_killed_twice_makes_10
     def watcher():
         return processes.start("asset-watcher", "--name", "w0", name="asset-watcher")
 
-    fed = threading.Event()
-    feeding = threading.Thread(target=_feed, args=(settings, topic, fed), daemon=True)
-    feeding.start()
+    # 1,000 records in three parts: each kill's freeze is in a transaction of the part fed as it comes.
+    feedings = [_feed(settings, topic, range(0, 300))]
     first = watcher()
     tail.wait_for(lambda _events: len(_watch_events(tail, topic)) >= 200, 180, "200 asset events")
-    _freeze_inside_a_transaction_then_kill(processes, first, marker)
+    feedings.append(_freeze_inside_a_transaction_then_kill(first, marker,
+                                                           lambda: _feed(settings, topic, range(300, 600))))
     second = watcher()
     tail.wait_for(lambda _events: len(_watch_events(tail, topic)) >= 500, 180, "500 asset events")
-    _freeze_inside_a_transaction_then_kill(processes, second, marker)
+    feedings.append(_freeze_inside_a_transaction_then_kill(second, marker,
+                                                           lambda: _feed(settings, topic, range(600, RECORDS))))
     watcher()
-    assert fed.wait(120), "the feed to finish"
+    for feeding in feedings:
+        feeding.join(120)
+        assert not feeding.is_alive(), "the feed to finish"
     wait_until(lambda: _committed_everything(settings, topic), 180, "the watchers to commit every record")
     tail.wait_for(lambda _events: len(_watch_events(tail, topic)) >= RECORDS, 60, "1,000 asset events")
 

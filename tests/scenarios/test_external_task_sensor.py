@@ -122,22 +122,25 @@ from datetime import timedelta
 from tock import DAG, BashTask, TimeDeltaSensor
 
 with DAG("timed") as timed:
-    TimeDeltaSensor(task_id="wait", delta=timedelta(seconds=8)) >> BashTask("after", "true")
+    TimeDeltaSensor(task_id="wait", delta=timedelta(seconds={delta})) >> BashTask("after", "true")
 '''
+# Past the scheduler's start-up and first decision however loaded the machine is (a moment already past when
+# the sensor may run succeeds at once, with no deferral: CI at load 40 once took longer than 8 s to get there).
+TIMED_DELTA = 30
 
 
 def test_a_time_sensor_is_a_timer_with_no_try_that_survives_its_scheduler_killed(make_settings, system, tmp_path):
-    settings, processes, tail = start_with_dags(make_settings, system, tmp_path, TIMED)
+    settings, processes, tail = start_with_dags(make_settings, system, tmp_path, TIMED.format(delta=TIMED_DELTA))
     first = processes.scheduler("first")
     logical_date = float(int(time.time()))
     run_id = trigger(settings, "timed", logical_date)
     [deferred] = tail.wait_for(lambda _events: tail.of_type(TaskDeferred, dag_id="timed"), 60, "the deferral")
-    assert deferred.until == logical_date + 8
+    assert deferred.until == logical_date + TIMED_DELTA
     kill_hard(first.pid)
     processes.scheduler("second")
     assert tail.run_finished(run_id, 120).state == "success"
     [met] = tail.of_type(TimeSensorMet, dag_id="timed")
-    assert met.at >= logical_date + 8 and met.try_number == 1
+    assert met.at >= logical_date + TIMED_DELTA and met.try_number == 1
     assert tail.of_type(TaskQueued, dag_id="timed", task_id="wait") == []  # no try, no poke
 
 
