@@ -6,7 +6,8 @@ BIN := $(VENV)/bin
 export TOCK_HOME ?= $(CURDIR)/.tock
 STAMP := $(VENV)/.installed
 
-.PHONY: run run-kubernetes test bench services stop clean venv unit kube browser lint soak conformance-record
+.PHONY: run run-kubernetes test bench services stop clean venv unit kube browser lint soak conformance-record \
+        asyncapi-cli catalog
 
 venv: $(STAMP)
 
@@ -42,7 +43,15 @@ kube:
 browser:
 	@bash infra/scripts/chromium.sh install >/dev/null
 
-test: lint services kube browser
+# The AsyncAPI CLI the event catalog's test validates with (@asyncapi/cli from npm, once into ~/.cache/tock).
+asyncapi-cli:
+	@bash infra/scripts/asyncapi-cli.sh >/dev/null
+
+# Regenerate the event catalog (docs/asyncapi.json) after changing an event, a routing rule or a topic.
+catalog: venv
+	$(BIN)/tock schemas catalog --output docs/asyncapi.json
+
+test: lint services kube browser asyncapi-cli
 	@BIN=$(BIN) bash infra/scripts/run-tests.sh
 	@echo "browser screenshots: $(TOCK_HOME)/screenshots"
 
@@ -52,6 +61,7 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m schemas.generate_union --check
+	$(BIN)/tock schemas catalog --output docs/asyncapi.json --check
 
 unit: venv
 	$(BIN)/pytest -q -p no:cacheprovider tests/unit

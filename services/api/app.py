@@ -30,6 +30,7 @@ from services.api import models
 from services.api.assets import asset_commands, asset_reads
 from services.api.auth import VIEWER, Principal, authenticate, bearer_scheme
 from services.api.backfills import status
+from services.api.catalog import catalog
 from services.api.commands import CommandLog, commands
 from services.api.executors import executors
 from services.api.logs import FollowSlots, logs
@@ -123,7 +124,7 @@ def create_app(settings: Settings) -> FastAPI:
     _add_metrics(app)
     _add_documents(app)
     app.include_router(open_reads)
-    for router in (reads, status, logs, executors):
+    for router in (reads, status, logs, executors, catalog):
         app.include_router(router, dependencies=[Depends(VIEWER)],
                            responses={401: {"description": "missing or wrong bearer token"}})
     app.include_router(commands)
