@@ -7,7 +7,7 @@ export TOCK_HOME ?= $(CURDIR)/.tock
 STAMP := $(VENV)/.installed
 
 .PHONY: run run-kubernetes test bench services stop clean venv unit kube browser lint soak conformance-record \
-        asyncapi-cli catalog
+        asyncapi-cli catalog bench-airflow
 
 venv: $(STAMP)
 
@@ -81,6 +81,13 @@ conformance-record: venv
 
 bench: services kube
 	$(BIN)/python -m tests.benchmarks
+
+# Tock beside Apache Airflow 3.3.2 (LocalExecutor, its metadata database in the project's PostgreSQL):
+# W1, W2 and the parse workload on both, alternating, in one run; each figure for both with the load
+# average, and the ratios Airflow / Tock, saved to $(TOCK_HOME)/bench-airflow.json (`make bench` prints
+# them). Airflow's venv (with psycopg2-binary and asyncpg) is built once into ~/.cache/tock/airflow-3.3.2.
+bench-airflow: services
+	@$(BIN)/python -m tests.benchmarks.bench_airflow --airflow-python "$$(bash infra/scripts/airflow-venv.sh)"
 
 stop:
 	-@test -x $(BIN)/tock && $(BIN)/tock kube stop

@@ -38,13 +38,15 @@ from tests.benchmarks.common import REPO, bench_settings, figure, spread, timed_
 from tests.benchmarks.w3_takeover import TRIES, bench_w3_real, bench_w3_synthetic, drop_topics
 from tests.scenarios.scheduler_support import LogTail, environment, publish_dags
 
+# max_active_tasks as TOCK_PARALLELISM (64): the DAG's default (16, Airflow's max_active_tasks_per_dag) would
+# hold 200 independent tasks to 16 at once, and measure that limit rather than the scheduler.
 FAN_OUT = '''
 from tock import DAG, task
 
 def noop():
     pass
 
-with DAG("fan_out") as dag:
+with DAG("fan_out", max_active_tasks=64) as dag:
     for index in range(200):
         task(noop, task_id=f"noop_{index}")()
 '''
@@ -72,7 +74,7 @@ from tock import DAG, task
 def value(index):
     return {"index": index, "rows": [index] * 8, "note": "x" * 64}
 
-with DAG("fan_out_values") as dag:
+with DAG("fan_out_values", max_active_tasks=64) as dag:
     for index in range(200):
         task(value, task_id=f"value_{index}")(index)
 '''
