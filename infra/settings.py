@@ -54,6 +54,10 @@ class Settings(BaseSettings):
     dag_scan_interval: float = Field(default=0.5, gt=0, description="seconds between scans of the DAGs folder")
     dag_reparse_interval: float = Field(default=30.0, gt=0, description="seconds after which a DAG file is parsed "
                                         "again even if its bytes are unchanged")
+    dag_forced_reparse_every: int = Field(default=10, ge=1, le=10_000,
+                                          description="a DAG file whose bytes and imported DAG-folder modules "
+                                          "are unchanged is parsed again only every this many re-parse intervals "
+                                          "(1: every interval)")
     parse_retry_backoff: float = Field(default=5.0, gt=0, description="seconds before a failed parse is retried; "
                                        "doubles per failure up to TOCK_DAG_REPARSE_INTERVAL")
     parallelism: int = Field(default=32, ge=1,

@@ -46,9 +46,14 @@ class ProcessorKilled(EventBase):
     at: float
 
 
-@event(PARSING, route=BY_FILE)
+@event(PARSING, route=BY_FILE, version=2)
 class DagFileProcessed(EventBase):
-    """A file parsed cleanly and defined these DAGs."""
+    """A file parsed cleanly and defined these DAGs.
+
+    v2 adds ``imports``: the modules of the DAGs folder the parse imported (path -> hash of
+    the bytes compiled), so an unchanged file whose imports are unchanged too need not be
+    parsed again every interval; None: not recorded (then it is).
+    """
 
     file_path: str
     processor_id: str
@@ -56,6 +61,7 @@ class DagFileProcessed(EventBase):
     dag_ids: list[str]
     duration: float
     at: float
+    imports: dict[str, str] | None = None
 
 
 @event(PARSING, route=BY_FILE)

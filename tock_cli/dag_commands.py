@@ -17,8 +17,9 @@ def dag_processor(ctx: typer.Context) -> None:
     """Parse the DAG files of TOCK_DAGS_FOLDER continuously and publish their definitions.
 
     Each file is parsed in a child process (TOCK_PARSE_PARALLELISM at once, each within
-    TOCK_PARSE_TIMEOUT seconds) when it is new or changed, again every
-    TOCK_DAG_REPARSE_INTERVAL seconds, and after a failure with backoff (from
+    TOCK_PARSE_TIMEOUT seconds) when it is new or changed, at once when a DAGs-folder module
+    it imported changes, again every TOCK_DAG_FORCED_REPARSE_EVERY x TOCK_DAG_REPARSE_INTERVAL
+    seconds while nothing it imports changed, and after a failure with backoff (from
     TOCK_PARSE_RETRY_BACKOFF); a changed helper module (a .py file defining no DAG)
     re-parses the folder. The folder is scanned every TOCK_DAG_SCAN_INTERVAL seconds.
     Stops cleanly on SIGTERM / SIGINT.

@@ -17,7 +17,7 @@ import struct
 
 from schemas import DagParsed, DecodeError, decode, encode
 from services.dag_processor.core import ParseResult
-from services.dag_processor.parsing import MAX_ERROR, MAX_TRACEBACK
+from services.dag_processor.parsing import MAX_ERROR, MAX_IMPORTS_SIZE, MAX_TRACEBACK
 
 LENGTH = struct.Struct(">Q")
 MAX_REPORT = 16 << 20  # bytes of JSON a child may send; more is the file's parse error
@@ -27,7 +27,7 @@ MAX_REPORT = 16 << 20  # bytes of JSON a child may send; more is the file's pars
 MAX_DEFINITION = 950_000
 MAX_DAG_IDS = 500_000
 MAX_HASH = 256
-_FIELDS = ("file_hash", "error", "traceback", "dags")
+_FIELDS = ("file_hash", "error", "traceback", "dags", "imports")
 
 
 class MalformedReport(ValueError):
@@ -41,7 +41,8 @@ def encode_report(result: ParseResult) -> bytes:
     if problem is not None:
         return encode_report(ParseResult(result.file_hash, error=problem))
     body = json.dumps({"file_hash": result.file_hash, "error": result.error, "traceback": result.traceback,
-                       "dags": [base64.b64encode(rec).decode("ascii") for rec in records]},
+                       "dags": [base64.b64encode(rec).decode("ascii") for rec in records],
+                       "imports": None if result.imports is None else [list(pair) for pair in result.imports]},
                       separators=(",", ":")).encode()
     if len(body) > MAX_REPORT:
         return encode_report(ParseResult(result.file_hash, error=too_large(len(body))))
@@ -94,7 +95,7 @@ def _result(body: bytes) -> ParseResult:
         raise MalformedReport(f"not JSON: {str(error)[:200]}") from None
     if not isinstance(report, dict) or sorted(report) != sorted(_FIELDS):
         raise MalformedReport("not an object with the fields " + ", ".join(_FIELDS))
-    file_hash, error, traceback, dags = (report[name] for name in _FIELDS)
+    file_hash, error, traceback, dags, imports = (report[name] for name in _FIELDS)
     if not (isinstance(file_hash, str) and len(file_hash) <= MAX_HASH and isinstance(error, str | None)
             and isinstance(traceback, str) and isinstance(dags, list)):
         raise MalformedReport("a field has the wrong type or size")
@@ -104,7 +105,21 @@ def _result(body: bytes) -> ParseResult:
     problem = unpublishable([parsed.definition.dag_id for parsed, _ in decoded], [size for _, size in decoded])
     if problem is not None:
         return ParseResult(file_hash, error=problem)
-    return ParseResult(file_hash, dags=tuple((parsed.definition, parsed.fingerprint) for parsed, _ in decoded))
+    return ParseResult(file_hash, dags=tuple((parsed.definition, parsed.fingerprint) for parsed, _ in decoded),
+                       imports=_imports(imports))
+
+
+def _imports(imports: object) -> tuple[tuple[str, str], ...] | None:
+    """The modules the parse imported (path, hash), checked like the rest: the child ran the file's code."""
+    if imports is None:
+        return None
+    if not (isinstance(imports, list)
+            and all(isinstance(pair, list) and len(pair) == 2 and all(isinstance(item, str) for item in pair)
+                    and len(pair[1]) <= MAX_HASH for pair in imports)):
+        raise MalformedReport("imports is not a list of [path, hash] pairs")
+    if sum(len(path) + len(digest) + 8 for path, digest in imports) > MAX_IMPORTS_SIZE:
+        raise MalformedReport(f"imports take more than {MAX_IMPORTS_SIZE:,} bytes")
+    return tuple((path, digest) for path, digest in imports)
 
 
 def _definition(item: object) -> tuple[DagParsed, int]:

@@ -27,6 +27,7 @@ from services.dag_processor.children import ChildHandle, fork_parser
 from services.dag_processor.metrics import DagProcessorMetrics
 from services.dag_processor.parsing import parse_dag_file
 from services.dag_processor.scanning import DagFolderScanner
+from services.dag_processor.warm_up import warm_up_parser
 
 log = logging.getLogger("tock.dag_processor")
 
@@ -62,8 +63,13 @@ class DagProcessor:
 
     def run(self) -> None:
         """Serve until ``stop()``; then kill and reap the children and flush the log."""
-        log.info("DAG processor watching %s (parallelism %d, timeout %gs, re-parse every %gs)",
-                 self._scanner.folder, self.config.parallelism, self.config.timeout, self.config.reparse_interval)
+        log.info("DAG processor watching %s (parallelism %d, timeout %gs, re-parse every %gs, unchanged files "
+                 "every %d intervals)", self._scanner.folder, self.config.parallelism, self.config.timeout,
+                 self.config.reparse_interval, self.config.forced_reparse_every)
+        try:
+            warm_up_parser()  # before the first fork: every child inherits what it builds
+        except Exception:  # only makes children cheaper: never a reason not to serve
+            log.warning("warming up the parser failed; each parse child builds its caches itself", exc_info=True)
         try:
             while not self._stopping:
                 self.step()
@@ -116,9 +122,10 @@ class DagProcessor:
         return max(0.0, min([self._next_scan, *deadlines]) - now)
 
     def _start(self, start: core.StartParse) -> None:
-        prepare = partial(_prepare_child, str(self._scanner.folder))
+        folder = str(self._scanner.folder)
         try:
-            handle = fork_parser(partial(parse_dag_file, start.file_path), prepare, fork=self._fork)
+            handle = fork_parser(partial(parse_dag_file, start.file_path, folder), partial(_prepare_child, folder),
+                                 fork=self._fork)
         except OSError as error:  # out of processes or memory: try again on a later turn
             log.error("cannot fork a parser for %s: %s", start.file_path, error)
             return
@@ -187,7 +194,8 @@ class DagProcessor:
 def processor_config(settings: Settings) -> core.ProcessorConfig:
     return core.ProcessorConfig(parallelism=settings.parse_parallelism, timeout=settings.parse_timeout,
                                 reparse_interval=settings.dag_reparse_interval,
-                                retry_backoff=settings.parse_retry_backoff, executors=settings.available_executors)
+                                retry_backoff=settings.parse_retry_backoff, executors=settings.available_executors,
+                                forced_reparse_every=settings.dag_forced_reparse_every)
 
 
 def _prepare_child(dags_folder: str) -> None:

@@ -86,7 +86,8 @@ def test_an_unchanged_file_that_timed_out_once_is_parsed_again_after_the_backoff
 
 def test_an_unchanged_file_is_parsed_again_every_interval_and_its_same_definition_not_republished(
         processor_settings, dags_folder, running):
-    settings = processor_settings(dag_reparse_interval=1)
+    # Every interval: with the default forced re-parse every 10 intervals, three parses take 20 s and more.
+    settings = processor_settings(dag_reparse_interval=1, dag_forced_reparse_every=1)
     processor = running(settings)
     good = dags_folder / "good_a.py"
     processed = wait_for(lambda: (found := of_file(parsing_events(settings), good, DagFileProcessed))[2:] and found,
@@ -97,6 +98,19 @@ def test_an_unchanged_file_is_parsed_again_every_interval_and_its_same_definitio
     stop_cleanly(processor)
     published = [record.event for record in replay(settings, DAGS) if isinstance(record.event, DagParsed)]
     assert [event.dag_id for event in published] == ["good_a"]
+
+
+def test_an_unchanged_file_is_parsed_again_only_every_forced_interval(processor_settings, dags_folder, running):
+    # Interval 1 s, forced every 4: after the first parse, the next comes at about 4 s, not 1 s.
+    settings = processor_settings(dag_reparse_interval=1, dag_forced_reparse_every=4)
+    processor = running(settings)
+    good = dags_folder / "good_a.py"
+    processed = wait_for(lambda: (found := of_file(parsing_events(settings), good, DagFileProcessed))[1:] and found,
+                         60, "two parses of the unchanged good_a.py")
+    stop_cleanly(processor)
+    gaps = [later.at - earlier.at for earlier, later in zip(processed, processed[1:], strict=False)]
+    assert all(gap >= 4.0 for gap in gaps), gaps
+    assert processed[0].imports == {}  # it imports nothing of the folder: nothing else to watch
 
 
 HELPER_USER = """\

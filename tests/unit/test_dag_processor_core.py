@@ -337,7 +337,8 @@ actions = st.lists(st.one_of(
 class World:
     """Drives the core as the shell does, with simulated children, and records every event."""
 
-    def __init__(self) -> None:
+    def __init__(self, config: ProcessorConfig = CONFIG) -> None:
+        self.config = config
         self.state, self.events, self.now, self.files = ProcessorState(), [], 0.0, {}
         self.running: list[str] = []  # processor ids of children still alive in the "OS"
         self.started = 0
@@ -357,26 +358,33 @@ class World:
                 self.decide()
             case ("exit", index, code) if self.running:
                 processor_id = self.running.pop(index % len(self.running))
-                outcome = result(("etl", "f1")) if code == 0 else None
-                for event in decide_exit(self.state, processor_id, code, outcome, self.now, CONFIG):
+                outcome = self.imported(result(("etl", "f1"))) if code == 0 else None
+                for event in decide_exit(self.state, processor_id, code, outcome, self.now, self.config):
                     self.emit(event)
             case ("late_exit", number) if f"p{number}" not in self.running:  # killed or never started
-                for event in decide_exit(self.state, f"p{number}", 0, result(("etl", "f2")), self.now, CONFIG):
+                for event in decide_exit(self.state, f"p{number}", 0, self.imported(result(("etl", "f2"))),
+                                         self.now, self.config):
                     self.emit(event)
 
+    def imported(self, outcome: ParseResult) -> ParseResult:
+        # With skipping on, each parse says it imported the other files of the folder as the scan saw them.
+        if self.config.forced_reparse_every == 1:
+            return outcome
+        return dataclasses.replace(outcome, imports=tuple(sorted(self.files.items())))
+
     def decide(self) -> None:
-        for decision in decide(self.state, self.now, self.files, CONFIG):
+        for decision in decide(self.state, self.now, self.files, self.config):
             if isinstance(decision, StartParse):
                 processor_id = f"p{self.started}"
                 self.started += 1
                 self.running.append(processor_id)
-                self.emit(processor_started(decision, processor_id, 1000 + self.started, self.now, CONFIG))
+                self.emit(processor_started(decision, processor_id, 1000 + self.started, self.now, self.config))
             else:
                 self.emit(decision)
 
 
-def played(program) -> World:
-    world = World()
+def played(program, config: ProcessorConfig = CONFIG) -> World:
+    world = World(config)
     for action in program:
         world.act(action)
     return world
@@ -390,10 +398,14 @@ def ends_by_processor(events) -> dict[str, int]:
     return counts
 
 
+SKIPPING_WORLD = ProcessorConfig(parallelism=2, timeout=10.0, reparse_interval=30.0, retry_backoff=5.0,
+                                 executors=("local",), forced_reparse_every=10)
+
+
 @settings(max_examples=300, deadline=None)
-@given(actions)
-def test_the_table_is_the_fold_of_the_emitted_events_and_holds_only_live_children(program):
-    world = World()
+@given(actions, st.sampled_from([CONFIG, SKIPPING_WORLD]))
+def test_the_table_is_the_fold_of_the_emitted_events_and_holds_only_live_children(program, config):
+    world = World(config)
     for action in program:
         world.act(action)
         assert world.state == fold(world.events)
@@ -405,9 +417,9 @@ def test_the_table_is_the_fold_of_the_emitted_events_and_holds_only_live_childre
 
 
 @settings(max_examples=300, deadline=None)
-@given(actions)
-def test_every_started_child_ends_exactly_once_and_each_parse_has_one_outcome(program):
-    world = played(program)
+@given(actions, st.sampled_from([CONFIG, SKIPPING_WORLD]))
+def test_every_started_child_ends_exactly_once_and_each_parse_has_one_outcome(program, config):
+    world = played(program, config)
     for event in decide_shutdown(world.state, world.now):
         world.emit(event)
     starts = [event.processor_id for event in world.events if isinstance(event, ProcessorStarted)]
@@ -422,9 +434,9 @@ def test_every_started_child_ends_exactly_once_and_each_parse_has_one_outcome(pr
 
 
 @settings(max_examples=200, deadline=None)
-@given(actions, st.integers(0, 200))
-def test_folding_in_pieces_equals_folding_in_one_go(program, cut):
-    world = played(program)
+@given(actions, st.integers(0, 200), st.sampled_from([CONFIG, SKIPPING_WORLD]))
+def test_folding_in_pieces_equals_folding_in_one_go(program, cut, config):
+    world = played(program, config)
     cut = min(cut, len(world.events))
     assert fold(world.events[cut:], fold(world.events[:cut])) == fold(world.events)
 
@@ -434,3 +446,93 @@ def test_removal_events_round_trip_through_the_fold():
                                                   duration=0, at=0)])
     state = fold([DagRemoved(dag_id="etl", file_path=A, at=1), DagFileRemoved(file_path=A, at=1)], state)
     assert state == ProcessorState()
+
+
+# ------------------------------------------------------------ skipping files whose bytes and imports are unchanged
+
+SKIPPING = dataclasses.replace(CONFIG, parallelism=10, forced_reparse_every=10)  # forced every 300 s
+COMMON, PKG = "/dags/common.py", "/dags/pkg/mod.py"
+WITH_IMPORTS = {A: "h1", COMMON: "c1", PKG: "m1"}
+
+
+def processed_importing(path: str, imports: dict[str, str] | None, at: float, file_hash: str = "h1",
+                        dag_ids=("etl",)) -> DagFileProcessed:
+    return dataclasses.replace(processed(path, file_hash, dag_ids, at=at), imports=imports)
+
+
+def folder_with(outcome_of_a: DagFileProcessed) -> ProcessorState:
+    """The helper modules parsed on their own (they define no DAG), then A with ``outcome_of_a``."""
+    return fold(parse(COMMON, 0.0, processed_importing(COMMON, {}, at=0.1, file_hash="c1", dag_ids=()))
+                + parse(PKG, 0.0, processed_importing(PKG, {}, at=0.1, file_hash="m1", dag_ids=()))
+                + parse(A, 0.2, outcome_of_a))
+
+
+def parses_of_a(state: ProcessorState, now: float, files: dict[str, str]) -> bool:
+    return A in [decision.file_path for decision in decide(state, now, files, SKIPPING)
+                 if isinstance(decision, StartParse)]
+
+
+@pytest.mark.parametrize(("now", "expected"), [
+    (30.5, False), (60.5, False), (150.0, False), (300.49, False),  # every interval passes: unchanged, skipped
+    (300.5, True),  # the 10th interval: parsed again whatever the hashes say (the clock, env, other files)
+])
+def test_a_file_whose_bytes_and_imports_are_unchanged_is_parsed_again_only_every_k_intervals(now, expected):
+    state = folder_with(processed_importing(A, {COMMON: "c1", PKG: "m1"}, at=0.5))
+    assert parses_of_a(state, now, WITH_IMPORTS) is expected
+
+
+def test_a_file_that_imports_nothing_from_the_folder_is_skipped_as_well():
+    state = fold(parse(A, 0.0, processed_importing(A, {}, at=0.5)))
+    assert not parses_of_a(state, 30.5, {A: "h1"})
+    assert parses_of_a(state, 300.5, {A: "h1"})
+
+
+@pytest.mark.parametrize("changed", [{COMMON: "c2"}, {PKG: "m2"}])
+def test_new_content_in_an_imported_module_parses_the_file_at_the_next_turn(changed):
+    state = folder_with(processed_importing(A, {COMMON: "c1", PKG: "m1"}, at=0.5))
+    assert parses_of_a(state, 1.0, {**WITH_IMPORTS, **changed})
+    state = fold(parse(A, 1.0, processed_importing(A, {**WITH_IMPORTS, **changed}, at=1.1)), state)
+    assert not parses_of_a(state, 31.5, {**WITH_IMPORTS, **changed})  # its new imports recorded: skipped again
+
+
+def test_an_import_missing_from_the_scan_parses_the_file_every_interval():
+    # Deleted, or where the scan does not look (a symlinked directory): the hashes cannot tell.
+    state = folder_with(processed_importing(A, {COMMON: "c1", "/elsewhere/lib.py": "l1"}, at=0.5))
+    assert not parses_of_a(state, 30.49, WITH_IMPORTS)
+    assert parses_of_a(state, 30.5, WITH_IMPORTS)
+
+
+def test_imports_not_recorded_parse_the_file_every_interval_as_before():
+    # A DagFileProcessed v1, or a parse that imported too much to publish.
+    state = fold(parse(A, 0.0, processed_importing(A, None, at=0.5)))
+    assert parses_of_a(state, 30.5, {A: "h1"})
+
+
+def test_a_failing_file_keeps_its_backoff_up_to_one_interval_whatever_it_imported():
+    state = folder_with(processed_importing(A, {COMMON: "c1"}, at=0.5))
+    state = fold(parse(A, 300.5, failed(A, at=301.0)), state)
+    assert not parses_of_a(state, 305.99, WITH_IMPORTS)
+    assert parses_of_a(state, 306.0, WITH_IMPORTS)
+    state = fold(parse(A, 306.0, processed_importing(A, {COMMON: "c1"}, at=306.5)), state)
+    assert not parses_of_a(state, 336.5, WITH_IMPORTS)  # clean again: skipped again
+
+
+def test_changed_bytes_and_a_changed_helper_still_parse_a_skipped_file_at_once():
+    state = folder_with(processed_importing(A, {}, at=0.5))  # imports no helper, as far as it recorded
+    assert parses_of_a(state, 31.5, {**WITH_IMPORTS, A: "h2"})
+    state = fold(parse(COMMON, 2.0, processed_importing(COMMON, {}, at=2.1, file_hash="c2", dag_ids=())), state)
+    assert parses_of_a(state, 2.2, {**WITH_IMPORTS, COMMON: "c2"})  # the helper rule: the folder is parsed again
+
+
+def test_the_imports_a_child_reports_are_in_its_file_processed_and_in_the_fold():
+    state = fold([started(A)])
+    report = dataclasses.replace(result(("etl", "f1")), imports=((COMMON, "c1"), (PKG, "m1")))
+    events = decide_exit(state, "p1", 0, report, 1.0, SKIPPING)
+    [file_processed] = [event for event in events if isinstance(event, DagFileProcessed)]
+    assert file_processed.imports == {COMMON: "c1", PKG: "m1"}
+    assert fold(events, state).files[A].imports == {COMMON: "c1", PKG: "m1"}
+
+
+def test_a_failed_parse_keeps_the_imports_of_the_last_clean_one():
+    state = fold(parse(A, 0.0, processed_importing(A, {COMMON: "c1"}, at=0.5)) + parse(A, 1.0, failed(A, at=1.1)))
+    assert state.files[A].imports == {COMMON: "c1"} and state.files[A].failures == 1

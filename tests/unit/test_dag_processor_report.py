@@ -42,7 +42,7 @@ def framed(body: bytes) -> bytes:
 
 
 def report_json(**fields) -> bytes:
-    report = {"file_hash": "h1", "error": None, "traceback": "", "dags": [], **fields}
+    report = {"file_hash": "h1", "error": None, "traceback": "", "dags": [], "imports": None, **fields}
     return framed(json.dumps(report).encode())
 
 

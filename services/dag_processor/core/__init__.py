@@ -10,8 +10,12 @@ moment its ProcessorKilled is applied.
 When a file is parsed (``due_at``):
 
 - at once when its content is new or changed;
-- ``reparse_interval`` after its last clean parse, even if its bytes are unchanged
-  (a DAG file may read other things: a config file, the date);
+- at once when a module of the DAGs folder that its last clean parse imported has new
+  content (the child records each imported module's hash: ``FileRecord.imports``);
+- when its bytes and its imports are unchanged: ``reparse_interval`` x
+  ``forced_reparse_every`` after its last clean parse (a DAG file may read what the scan
+  cannot see: a config file, the environment, the date); every ``reparse_interval`` if
+  its imports are not known or one of them is out of the scan's sight (see :func:`reparse_delay`);
 - after a failed parse (error, timeout, crash), ``retry_backoff`` later, doubling per
   failure in a row, up to ``reparse_interval``;
 - when a helper module changed: see :func:`_helper_changed`.
@@ -80,6 +84,7 @@ class FileRecord:
     finished_at: float = 0.0  # when its last outcome was written
     failures: int = 0  # failed parses in a row
     defines_dags: bool | None = None  # whether its last clean parse defined a DAG; None: never parsed cleanly
+    imports: Mapping[str, str] | None = None  # DAGs-folder modules its last clean parse imported; None: unknown
 
     @property
     def is_helper(self) -> bool:
@@ -109,6 +114,7 @@ class ProcessorConfig:
     reparse_interval: float
     retry_backoff: float
     executors: tuple[str, ...]
+    forced_reparse_every: int = 1  # re-parse intervals between parses of a file whose bytes and imports are unchanged
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +133,7 @@ class ParseResult:
     dags: tuple[tuple[DagDefinition, str], ...] = ()
     error: str | None = None
     traceback: str = ""
+    imports: tuple[tuple[str, str], ...] | None = None  # (path, hash) of each DAGs-folder module imported
 
 
 # ---------------------------------------------------------------- evolve
@@ -143,7 +150,8 @@ def evolve(state: ProcessorState, event: ProcessorEvent) -> ProcessorState:
         case ProcessorFinished() | ProcessorKilled():
             return replace(state, children=_without(state.children, event.processor_id))
         case DagFileProcessed():
-            return _with_outcome(state, event.file_path, event.file_hash, event.at, bool(event.dag_ids))
+            state = _with_outcome(state, event.file_path, event.file_hash, event.at, bool(event.dag_ids))
+            return _with_imports(state, event.file_path, event.imports)
         case DagParseFailed():
             return _with_outcome(state, event.file_path, event.file_hash, event.at, None)
         case DagFileRemoved():
@@ -180,6 +188,11 @@ def _with_outcome(state: ProcessorState, path: str, file_hash: str, at: float,
     if _helper_changed(before, after):
         changed_at = max(changed_at, after.started_at)
     return replace(state, files={**state.files, path: after}, helpers_changed_at=changed_at)
+
+
+def _with_imports(state: ProcessorState, path: str, imports: Mapping[str, str] | None) -> ProcessorState:
+    record = replace(state.files[path], imports=None if imports is None else dict(imports))
+    return replace(state, files={**state.files, path: record})
 
 
 def _helper_changed(before: FileRecord, after: FileRecord) -> bool:
@@ -262,11 +275,12 @@ def decide_removals(state: ProcessorState, now: float,
                     files: Mapping[str, str]) -> list[DagRemoved | DagFileRemoved]:
     """Files gone from the folder, and their DAGs; a file still being parsed waits for its outcome."""
     busy = state.files_in_parse()
+    # Sorted after filtering: this runs every turn, and almost always finds nothing gone.
     gone_dags = [DagRemoved(dag_id=dag_id, file_path=known.file_path, at=now)
-                 for dag_id, known in sorted(state.dags.items())
-                 if known.file_path not in files and known.file_path not in busy]
+                 for dag_id, known in sorted((dag_id, known) for dag_id, known in state.dags.items()
+                                             if known.file_path not in files and known.file_path not in busy)]
     gone_files = [DagFileRemoved(file_path=path, at=now)
-                  for path in sorted(state.files) if path not in files and path not in busy]
+                  for path in sorted(path for path in state.files if path not in files and path not in busy)]
     return [*gone_dags, *gone_files]
 
 
@@ -277,18 +291,42 @@ def decide_starts(state: ProcessorState, now: float, files: Mapping[str, str], f
         return []
     busy = state.files_in_parse()
     due = [(when, path) for path, file_hash in files.items()
-           if path not in busy and (when := due_at(state, state.files.get(path), file_hash, config)) <= now]
+           if path not in busy and (when := due_at(state, state.files.get(path), file_hash, config, files)) <= now]
     return [StartParse(path, files[path]) for _, path in heapq.nsmallest(free, due)]
 
 
-def due_at(state: ProcessorState, record: FileRecord | None, file_hash: str, config: ProcessorConfig) -> float:
-    """When a file should next be parsed (-inf: at once; its content is new)."""
+def due_at(state: ProcessorState, record: FileRecord | None, file_hash: str, config: ProcessorConfig,
+           files: Mapping[str, str]) -> float:
+    """When a file should next be parsed (-inf: at once; its content is new), given the
+    latest scan (``files``: path -> content hash)."""
     if record is None or record.file_hash != file_hash:
         return float("-inf")
-    when = record.finished_at + (retry_delay(record.failures, config) if record.failures else config.reparse_interval)
+    delay = retry_delay(record.failures, config) if record.failures else reparse_delay(record, files, config)
+    when = record.finished_at + delay
     if record.started_at < state.helpers_changed_at and not record.is_helper:
         return min(when, state.helpers_changed_at)
     return when
+
+
+def reparse_delay(record: FileRecord, files: Mapping[str, str], config: ProcessorConfig) -> float:
+    """Seconds from a clean parse to the next of the same bytes.
+
+    0 if a module it imported has other content in the scan now. If every module it
+    imported has the content it was compiled from, nothing the scan sees changed: only
+    every ``forced_reparse_every`` intervals (for what it cannot see). If its imports are
+    unknown (not recorded), or one is missing from the scan (deleted, or where the scan
+    does not look, e.g. a symlinked directory), every interval, as before skipping existed.
+    """
+    if record.imports is None:
+        return config.reparse_interval
+    unseen = False
+    for path, compiled in record.imports.items():  # a loop, not a comprehension: this runs per file per turn
+        now = files.get(path)
+        if now is None:
+            unseen = True
+        elif now != compiled:
+            return 0.0
+    return config.reparse_interval * (1 if unseen else config.forced_reparse_every)
 
 
 def retry_delay(failures: int, config: ProcessorConfig) -> float:
@@ -345,8 +383,9 @@ def decide_outcome(state: ProcessorState, child: Child, result: ParseResult, now
         return [DagParseFailed(file_path=child.file_path, processor_id=child.processor_id, file_hash=file_hash,
                                error=error, traceback=result.traceback if result.error else "", at=now)]
     dag_ids = [definition.dag_id for definition, _ in result.dags]
+    imports = None if result.imports is None else dict(result.imports)
     processed = DagFileProcessed(file_path=child.file_path, processor_id=child.processor_id, file_hash=file_hash,
-                                 dag_ids=sorted(dag_ids), duration=now - child.started_at, at=now)
+                                 dag_ids=sorted(dag_ids), duration=now - child.started_at, at=now, imports=imports)
     changed = [DagParsed(dag_id=definition.dag_id, file_path=child.file_path, fingerprint=print_,
                          definition=definition, at=now)
                for definition, print_ in result.dags
