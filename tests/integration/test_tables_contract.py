@@ -89,9 +89,9 @@ def test_a_rebuild_swaps_the_tables_in_under_the_same_views(projection_settings,
         connection.execute(text(f"CREATE VIEW my_runs AS SELECT run_id, state FROM {runs_view}"))
     rebuilt = CliRunner().invoke(app, ["projections", "rebuild"], env=environment(projection_settings))
     if engine.dialect.name == "postgresql":  # a view is bound to its table there: the rebuild says what to do
-        assert rebuilt.exit_code == 1
-        assert isinstance(rebuilt.exception, ViewInUse)
-        assert "drop your objects that depend on it" in str(rebuilt.exception)
+        assert rebuilt.exit_code == 1 and not isinstance(rebuilt.exception, ViewInUse)  # a message, no traceback
+        assert "tock projections rebuild: cannot drop the view" in rebuilt.output
+        assert "drop your objects that depend on it" in rebuilt.output
         _assert_documented_columns(engine)  # the failed swap changed nothing
         with engine.begin() as connection:
             connection.execute(text("DROP VIEW my_runs"))
