@@ -39,12 +39,18 @@ import time
 
 from celery import Celery
 from kombu.exceptions import KombuError, OperationalError
+from redis.exceptions import RedisError
 
 from infra.executors.celery_redis import transport_for
 from infra.executors.handles import celery_task_id
 from infra.executors.messages import TryMessage
 from infra.executors.requests import TryRequest
 from infra.settings import Settings
+
+# What a call to Celery's broker raises when Redis is away: kombu wraps some of redis's errors, not all (a
+# control broadcast during a Redis restart raised redis's ConnectionError, which is no OSError, and ended a
+# scheduler in the chaos soak).
+BROKER_ERRORS = (OperationalError, KombuError, OSError, RedisError)
 
 log = logging.getLogger("tock.executor.celery")
 
@@ -115,7 +121,7 @@ class CeleryExecutor:
         for request, queue in requests:
             try:
                 handles.append(self._send(request, queue))
-            except (OperationalError, KombuError, OSError) as error:
+            except BROKER_ERRORS as error:
                 self._failed(len(requests) - len(handles), error)
                 break
         else:
@@ -133,7 +139,7 @@ class CeleryExecutor:
         Redis (bounded by the connection timeouts), so the scheduler calls it off its main thread."""
         try:
             self._app.control.revoke(handle, terminate=True, signal="SIGTERM")
-        except (OperationalError, KombuError, OSError) as error:
+        except BROKER_ERRORS as error:
             log.warning("revoking Celery task %s failed (%s); asked again later, and the runner obeys the log",
                         handle, error)
             return False
@@ -148,7 +154,7 @@ class CeleryExecutor:
         if time.monotonic() - self._probed_at > PROBE_TTL:
             try:
                 replies = self._app.control.inspect(timeout=PROBE_WAIT).active() or {}
-            except (OperationalError, KombuError, OSError) as error:
+            except BROKER_ERRORS as error:
                 log.warning("asking the Celery workers what they run failed (%s); heartbeats decide", error)
                 replies = {}
             self._running = frozenset(task["id"] for tasks in replies.values() for task in tasks or ())
