@@ -7,6 +7,7 @@ from datetime import datetime
 from pathlib import Path
 
 import tock
+from schemas.tasks import instance_name
 from tock import load_dags
 from tock.values import decode_values
 from tock_cli.local_run import run_dag
@@ -46,10 +47,6 @@ def outcome(state: str, instances: list[tuple[str, int, str, int, str]], effects
         tasks[instance_name(task_id, map_index)] = {"state": instance_state, "try_number": try_number,
                                                     "values": decode_values(values_json) if values_json else {}}
     return {"state": state, "tasks": dict(sorted(tasks.items())), **(effects or {})}
-
-
-def instance_name(task_id: str, map_index: int) -> str:
-    return task_id if map_index < 0 else f"{task_id}[{map_index}]"
 
 
 def compared(airflow: dict, ours: dict, effects: bool = True) -> list[tuple[str, str, object, object]]:

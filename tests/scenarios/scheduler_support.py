@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient
 from infra.log import EventReader, LogRecord
 from infra.settings import Settings
 from infra.topics import ensure_topics
-from schemas import EVENTS, DagParsed, DagRunFinished, TriggerDagRun
+from schemas import EVENTS, DagDefinition, DagParsed, DagRunFinished, TriggerDagRun
 from services.scheduler.core import manual_run_id
 from tests.shared_log import shared_event_log
 from tock import fingerprint, load_dags
@@ -94,11 +94,13 @@ def start_with_dags(make_settings: Callable[..., Settings], parts: dict, tmp_pat
     return settings, parts["processes"], parts["tail"]
 
 
-def publish_dags(settings: Settings, path: Path) -> list[str]:
-    """Publish the DAGs of a file as the DAG processor would (DagParsed on tock.dags)."""
+def publish_dags(settings: Settings, path: Path,
+                 adjusted: Callable[[DagDefinition], DagDefinition] = lambda definition: definition) -> list[str]:
+    """Publish the DAGs of a file as the DAG processor would (DagParsed on tock.dags), each definition
+    ``adjusted`` first (a test's deployment choice, such as the executor its tasks run on)."""
     ids, event_log = [], shared_event_log(settings)
     for dag in load_dags(path):
-        definition = dag.to_definition(str(path))
+        definition = adjusted(dag.to_definition(str(path)))
         event_log.append(DagParsed(dag_id=dag.dag_id, file_path=str(path), fingerprint=fingerprint(definition),
                                    definition=definition, at=time.time()))
         ids.append(dag.dag_id)

@@ -22,7 +22,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from infra.settings import Settings
 from projections import queries
 from projections.db import open_engine
-from schemas import DagParsed, TaskLaunched, TriggerDagRun
+from schemas import DagDefinition, TaskLaunched, TriggerDagRun
+from schemas.tasks import instance_name
 from services.scheduler.core import manual_run_id
 from tests.conformance.cases import (
     CASES,
@@ -33,16 +34,16 @@ from tests.conformance.cases import (
     RECORDED,
     TRIGGERED_ONLY,
 )
-from tests.conformance.tock_side import compared, instance_name, outcome, ported_file
+from tests.conformance.tock_side import compared, outcome, ported_file
 from tests.scenarios.kube_support import kube_settings, on_every_executor
 from tests.scenarios.scheduler_support import (
     LogTail,
     Processes,
     create_topics,
+    publish_dags,
     shared_event_log,
     wait_until,
 )
-from tock import fingerprint, load_dags
 
 pytestmark = pytest.mark.scenario
 
@@ -92,17 +93,15 @@ def _publish_ported(settings: Settings, folder: Path, executors: dict[str, str])
     """Each file ported with `tock port` and its DAGs published as the DAG processor would; a DAG named in
     ``executors`` with every task on that executor, the others as they are."""
     folder.mkdir()
-    event_log = shared_event_log(settings)
+
+    def on_its_executor(definition: DagDefinition) -> DagDefinition:
+        executor = executors.get(definition.dag_id)
+        if executor is None:
+            return definition
+        return replace(definition, tasks=[replace(task, executor=executor) for task in definition.tasks])
+
     for source in sorted(DAGS.glob("*.py")):
-        path = ported_file(source, folder)
-        for dag in load_dags(path):
-            definition = dag.to_definition(str(path))
-            if dag.dag_id in executors:
-                definition = replace(definition, tasks=[replace(task, executor=executors[dag.dag_id])
-                                                        for task in definition.tasks])
-            event_log.append(DagParsed(dag_id=dag.dag_id, file_path=str(path), fingerprint=fingerprint(definition),
-                                       definition=definition, at=time.time()))
-    event_log.flush()
+        publish_dags(settings, ported_file(source, folder), on_its_executor)
 
 
 def _run_and_compare(settings: Settings, tail: LogTail, cases: dict[str, dict]) -> dict[str, list]:

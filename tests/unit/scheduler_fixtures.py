@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from infra.log import LogRecord
 from schemas import (
+    EVENTS,
     DagDefinition,
     DagParsed,
     DagRunCreated,
@@ -86,3 +88,8 @@ def state_of(*events) -> SchedulerState:
 
 def names(events: list) -> list[str]:
     return [type(event).__name__ + (f":{event.task_id}" if hasattr(event, "task_id") else "") for event in events]
+
+
+def log_record(event, offset: int) -> LogRecord:
+    """The record of tock.events an event was read from, at this offset (what a memory folds)."""
+    return LogRecord(topic=EVENTS, partition=0, offset=offset, key=event.dag_id, event=event, timestamp=0.0)

@@ -8,14 +8,14 @@ from infra.executors import build_executors
 from infra.executors.kubernetes import _command
 from infra.executors.messages import TryMessage
 from infra.executors.requests import TryRequest
-from infra.log import LogRecord, partition_for
+from infra.log import partition_for
 from infra.settings import Settings
 from schemas import EVENTS, TaskLaunched, TaskQueued
 from services.runner import local_launcher_command
 from services.runner.claim_reader import exact_starts
 from services.scheduler.launching import Launcher
 from services.scheduler.memory import PartitionMemory
-from tests.unit.scheduler_fixtures import created, parsed
+from tests.unit.scheduler_fixtures import created, log_record, parsed
 from tests.unit.scheduler_fixtures import queued as scheduler_queued
 
 PARTITIONS = 12
@@ -69,20 +69,16 @@ def launched(task_id: str, try_number: int) -> TaskLaunched:
                         handle="1@h:1", scheduler_id="s", at=2.0)
 
 
-def record(event, offset: int) -> LogRecord:
-    return LogRecord(topic=EVENTS, partition=0, offset=offset, key=event.dag_id, event=event, timestamp=0.0)
-
-
 def test_the_memory_knows_the_offset_of_each_try_queued_and_not_launched_yet():
     memory = PartitionMemory(0)
-    memory.fold_record(EVENTS, record(queued("t", 1), 10))
-    memory.fold_record(EVENTS, record(queued("m", 1, map_index=3), 11))
+    memory.fold_record(EVENTS, log_record(queued("t", 1), 10))
+    memory.fold_record(EVENTS, log_record(queued("m", 1, map_index=3), 11))
     assert memory.queued_offset(("d", "r", "t"), 1) == 10
     assert memory.queued_offset(("d", "r", "m|3"), 1) == 11
     assert memory.queued_offset(("d", "r", "t"), 2) == -1  # another try of it: not this offset
-    memory.fold_record(EVENTS, record(launched("t", 1), 12))
+    memory.fold_record(EVENTS, log_record(launched("t", 1), 12))
     assert memory.queued_offset(("d", "r", "t"), 1) == -1
-    memory.fold_record(EVENTS, record(queued("t", 2), 20))
+    memory.fold_record(EVENTS, log_record(queued("t", 2), 20))
     assert memory.queued_offset(("d", "r", "t"), 2) == 20
 
 
@@ -93,7 +89,7 @@ def test_the_scheduler_s_launch_of_a_try_carries_the_offset_of_the_task_queued_i
         launcher = Launcher(executors, settings.executor_parallelism, "s1")
         memory = PartitionMemory(0)
         for offset, event in enumerate([parsed("etl", {"a": []}), created("etl"), scheduler_queued("a")]):
-            memory.fold_record(EVENTS, record(event, offset))
+            memory.fold_record(EVENTS, log_record(event, offset))
         launch = launcher._prepare(memory, ("etl", "manual__r1", "a"))
         assert launch is not None and launch.request.queued_offset == 2
     finally:

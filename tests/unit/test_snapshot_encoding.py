@@ -13,14 +13,13 @@ from services.scheduler.memory import PartitionMemory, snapshot_of
 from services.scheduler.metrics import SchedulerMetrics
 from services.scheduler.snapshot_encoding import SnapshotEncoder
 from services.scheduler.snapshots import Snapshots
-from tests.unit.scheduler_fixtures import created, parsed, queued
-from tests.unit.test_claim_offsets import record
+from tests.unit.scheduler_fixtures import created, log_record, parsed, queued
 
 
 def memory_with(*events) -> PartitionMemory:
     memory = PartitionMemory(3)
     for offset, event in enumerate(events):
-        memory.fold_record(EVENTS, record(event, offset))
+        memory.fold_record(EVENTS, log_record(event, offset))
     return memory
 
 
@@ -40,7 +39,7 @@ def test_the_child_encodes_the_memory_as_it_was_at_the_fork():
     at_fork = snapshot_of(memory)
     encoder = SnapshotEncoder()
     encoder.start(3, memory)
-    memory.fold_record(EVENTS, record(queued("a"), 2))  # folded while the child encodes
+    memory.fold_record(EVENTS, log_record(queued("a"), 2))  # folded while the child encodes
     [encoded] = collected(encoder)
     assert (encoded.partition, encoded.memory_id, encoded.value) == (3, id(memory), at_fork)
     assert snapshot_of(memory) != at_fork and encoder.encoding() == frozenset()
