@@ -47,6 +47,15 @@ class Settings(BaseSettings):
     broker_heap: str = Field(default="512M", pattern=r"^\d+[MG]$", description="local broker JVM heap")
     topic_prefix: str = Field(default="", pattern=r"^[A-Za-z0-9._-]*$", description="prefix of every topic name")
     partitions: int = Field(default=12, ge=1, le=1000, description="partition count of scheduling topics")
+    schema_registry_url: str | None = Field(
+        default=None, pattern=r"^https?://\S+$",
+        description="a schema registry's Confluent-compatible API (Apicurio: http://HOST:PORT/apis/ccompat/v7): "
+                    "records are then written in its wire format, their schemas under <topic>-value subjects; "
+                    "unset = Tock's self-describing frame")
+    schema_registry_timeout: float = Field(default=120.0, gt=0, description="seconds a call to the schema "
+                                           "registry is retried while it is unreachable")
+    schema_ids: str | None = Field(default=None, description="internal: the schema ids a launching process "
+                                   "knew, passed to the tries it starts")
     db_url: str | None = Field(default=None, description="SQLAlchemy URL of the projections; unset = SQLite in home")
     dags_folder: Path | None = Field(default=None, description="DAG files; unset = <home>/dags")
     parse_timeout: float = Field(default=30.0, gt=0, description="seconds one DAG file may take to parse")

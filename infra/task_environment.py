@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from infra.executors.requests import TryRequest
+from infra.registry import IDS_VARIABLE, exported_ids
 from infra.settings import ENV_PREFIX, SECRET_ENV_PREFIXES, Settings
 
 TRY_PREFIX = "TOCKRUN_"  # the try's context, set by the runner (not settings: TOCK_* names are settings)
@@ -29,8 +30,11 @@ RUNNER_NEEDS = ("PYTHONPATH",)
 
 
 def runner_settings_json(settings: Settings) -> str:
-    """``settings`` as JSON for a runner process, without :data:`RUNNER_SECRETS` (their defaults)."""
-    return settings.model_dump_json(exclude=set(RUNNER_SECRETS))
+    """``settings`` as JSON for a runner process, without :data:`RUNNER_SECRETS` (their defaults), with
+    the schema ids this process knows (a runner then asks the registry nothing)."""
+    ids = exported_ids(settings).get(IDS_VARIABLE)
+    given = settings if ids is None else settings.model_copy(update={"schema_ids": ids})
+    return given.model_dump_json(exclude=set(RUNNER_SECRETS))
 
 
 @dataclass(frozen=True, slots=True)

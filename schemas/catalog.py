@@ -24,6 +24,7 @@ from schemas.codec import MAGIC
 from schemas.declare import DAGS, DEAD_LETTER, EVENTS, HEARTBEATS, LOGS, PARSING, SCHEDULERS, SECRETS, SNAPSHOTS, USERS
 from schemas.routing import Route
 from schemas.union import EVENT_CLASSES, Event
+from schemas.wire import WIRE_MAGIC, topic_union
 
 Json = dict[str, Any]
 
@@ -145,7 +146,18 @@ RAW_PARTITIONS: dict[str, str] = {
 
 LAYOUT = ("0x54 ('T') | name length (1 byte) | event type name (ASCII) | schema version (2 bytes, big-endian) "
           "| Avro binary body")
+WIRE_LAYOUT = ("0x00 | schema id (4 bytes, big-endian) | Avro binary of the subject's union: branch index "
+               "(zigzag varint), then the event's record")
 FRAMING: Json = {
+    "registry": {
+        "layout": WIRE_LAYOUT,
+        "magic": WIRE_MAGIC,
+        "subject": "<topic>-value (the topic-name strategy), compatibility BACKWARD",
+        "schema": "one per Tock release: the union of the current schema of every event on the topic, branches in "
+                  "event-name order (the channel lists them), each named type defined once",
+        "decoding": "any Schema Registry-aware Avro deserializer: fetch the id's schema, read the union; the "
+                    "branch's record name is the event's name (dev.tock.<Event>)",
+    },
     "layout": LAYOUT,
     "magic": MAGIC,
     "body": "Avro binary encoding of the record with the schema of that name and version (schemas/avro/<Event>/"
@@ -166,7 +178,12 @@ partitioner, librdkafka's murmur2_random), its partition key being the dag_id wh
 partition p of every topic concerns the same DAGs. Each message names its record key and partition key; keys \
 are part of the data and never change.
 
-**Records.** An event record's value is a small frame, then Avro: """ + LAYOUT + """. The frame's \
+**Records.** With a schema registry configured (TOCK_SCHEMA_REGISTRY_URL), an event record's value is in \
+the Schema Registry wire format: """ + WIRE_LAYOUT + """. The subject `{prefix}tock.<name>-value` holds, per \
+Tock release, the union of the current schemas of the topic's events (BACKWARD compatibility enforced by the \
+registry), so any registry-aware consumer decodes it; the branch's record name names the event. Without a \
+registry, and in records written before one was configured, the value is Tock's self-describing frame, then \
+Avro: """ + LAYOUT + """. That frame's \
 name and version pick the message (one message per event and version, `<Event>.v<N>`, its frozen Avro schema \
 as payload); decode the body with that schema as the writer's schema and resolve it to the one you read with: \
 every version ever written stays readable. Event records carry no Kafka headers.
@@ -255,6 +272,9 @@ def _channel(spec: TopicSettings, events: list[type[Event]]) -> Json:
 def _channel_description(spec: TopicSettings, events: list[type[Event]]) -> str:
     lines = [HOLDS[spec.logical], "", f"cleanup.policy={spec.cleanup}" + "".join(
         f", {key}={value}" for key, value in sorted({**spec.configs, **spec.upheld}.items())) + "."]
+    if events:
+        lines += ["", f"Schema Registry subject `{{prefix}}tock.{spec.logical}-value`; union branches in order: "
+                  + ", ".join(f"{name} (v{version})" for name, version in topic_union(spec.logical).branches) + "."]
     routes = sorted({cls.ROUTE.name for cls in events})
     if routes:
         lines += ["", f"Partition: {PARTITIONER}.", "", "Record key → partition key, by routing rule:"]

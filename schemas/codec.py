@@ -1,11 +1,15 @@
-"""Avro binary records with a small header naming the event type and its schema version.
+"""Avro binary records, in two frames.
 
-Layout of a record value::
+The self-describing frame names the event type and its schema version::
 
     0x54 ('T') | name length (1 byte) | event type name (ASCII) | version (2 bytes, big endian) | Avro body
 
-The body is written with the event's current schema. A record written with any
-frozen version decodes to the current declaration by Avro schema resolution.
+It is what Tock keeps inside its own files and records (snapshots, spool files, parse reports), and
+what it wrote to its topics before it spoke the Schema Registry wire format (``schemas/wire.py``),
+which :func:`encode_record` writes when a registry is configured. :func:`decode` reads both, so a
+topic with records of both kinds reads as one history (the migration is one-way: nothing rewrites
+old records). The body is written with the event's current schema; a record written with any frozen
+version decodes to the current declaration by Avro schema resolution.
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ from fastavro import parse_schema, schemaless_reader, schemaless_writer
 from fastavro.types import Schema
 
 from schemas.avro import avro_schema, frozen_schema
-from schemas.fastread import CorruptBody, compile_reader, slot
+from schemas.fastread import CorruptBody, compile_reader, slot, varint
 from schemas.union import EVENT_CLASSES, Event
+from schemas.wire import IDS, WIRE_MAGIC, UnknownSchemaId
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -83,13 +88,40 @@ def encode(event: Event) -> bytes:
     return buffer.getvalue()
 
 
+def encode_record(event: Event, topic: str) -> bytes:
+    """The value of ``event`` as a record of ``topic`` (its real name): the Schema Registry wire
+    format when a registry is configured (``schemas.wire.IDS``), else the self-describing frame."""
+    if IDS.registry is None:
+        return encode(event)
+    cls = type(event)
+    prefix = _WIRE_PREFIXES.get((topic, cls))
+    if prefix is None:
+        schema_id, union = IDS.writer(topic, cls.TOPIC)
+        prefix = _WIRE_PREFIXES[(topic, cls)] = (bytes([WIRE_MAGIC]) + _ID.pack(schema_id)
+                                                 + _zigzag(union.index(cls.__name__)))
+    encoder = _encoder(cls)
+    buffer = io.BytesIO()
+    buffer.write(prefix)
+    schemaless_writer(buffer, encoder.schema, encoder.to_record(event))
+    return buffer.getvalue()
+
+
 def decode(value: bytes | None) -> Event:
-    """The event in a record value, as the current declaration. Raises DecodeError."""
-    if not value or len(value) < 4 or value[0] != MAGIC:
+    """The event in a record value (either frame), as the current declaration. Raises DecodeError."""
+    if not value or len(value) < 4:
         raise DecodeError("not a Tock event record (bad or missing header)")
-    body_start = value[1] + 4
-    header = value[:body_start]
-    decoder = _DECODERS.get(header) or _decoder_for_header(header, len(value))
+    if value[0] == WIRE_MAGIC:
+        known = _WIRE_DECODERS.get(value[:6])  # magic, id and a one-byte branch index
+        if known is not None and value[5] < 0x80:
+            decoder, body_start = known, 6
+        else:
+            decoder, body_start = _wire_decoder(value)
+    elif value[0] == MAGIC:
+        body_start = value[1] + 4
+        header = value[:body_start]
+        decoder = _DECODERS.get(header) or _decoder_for_header(header, len(value))
+    else:
+        raise DecodeError("not a Tock event record (bad or missing header)")
     try:
         if decoder.fast is not None:
             event, end = decoder.fast(value, body_start)
@@ -109,9 +141,49 @@ def _avro_record(value: object) -> AvroRecord:
     return value
 
 
-# Decoders by raw header bytes: the common path skips parsing the header at all.
+# Decoders by raw header bytes (a wire header is its magic, id and one-byte branch index): the
+# common path skips parsing the header at all.
 _DECODERS: dict[bytes, _Decoder] = {}
+_WIRE_DECODERS: dict[bytes, _Decoder] = {}
 _ENCODERS: dict[type[Event], _Encoder] = {}
+_WIRE_PREFIXES: dict[tuple[str, type[Event]], bytes] = {}  # (topic, event type) -> magic, id, branch
+_ID = struct.Struct(">I")
+
+
+def _zigzag(number: int) -> bytes:
+    """An Avro long (zigzag varint)."""
+    value = (number << 1) ^ (number >> 63)
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _wire_branch(value: bytes) -> tuple[tuple[str, int], int]:
+    """The (event, version) of a wire-format record and where its record body starts."""
+    if len(value) < 6:
+        raise DecodeError("truncated Schema Registry frame")
+    (schema_id,) = _ID.unpack_from(value, 1)
+    try:
+        branches = IDS.branches(schema_id)
+        index, body_start = varint(value, 5)
+    except UnknownSchemaId as error:
+        raise DecodeError(str(error)) from None
+    except IndexError:
+        raise DecodeError("truncated Schema Registry frame") from None
+    if not 0 <= index < len(branches):
+        raise DecodeError(f"branch {index} of schema id {schema_id}, which has {len(branches)}")
+    return branches[index], body_start
+
+
+def _wire_decoder(value: bytes) -> tuple[_Decoder, int]:
+    (name, version), body_start = _wire_branch(value)
+    decoder = _decoder(name, version)
+    if body_start == 6:
+        _WIRE_DECODERS[value[:6]] = decoder
+    return decoder, body_start
 
 
 def _decoder_for_header(header: bytes, length: int) -> _Decoder:
@@ -125,7 +197,12 @@ def _decoder_for_header(header: bytes, length: int) -> _Decoder:
 
 
 def peek_type(value: bytes | None) -> str | None:
-    """The event type named in a record's header, without decoding the body."""
+    """The event type named in a record's header (or its schema id's branch), without decoding the body."""
+    if value and value[0] == WIRE_MAGIC:
+        try:
+            return _wire_branch(value)[0][0]
+        except DecodeError:
+            return None
     if not value or len(value) < 2 or value[0] != MAGIC:
         return None
     return value[2 : 2 + value[1]].decode("ascii", errors="replace")

@@ -8,8 +8,10 @@ import typer
 from confluent_kafka.admin import AdminClient
 
 from infra.broker import BrokerError, LocalKafkaBroker
+from infra.registry import RegistryError, register_all
 from infra.settings import MAX_BROKER_NODES
 from infra.topics import TopicMismatch, ensure_topics
+from schemas.wire import subject
 from tock_cli import settings_of
 
 broker_app = typer.Typer(help="The local development Kafka broker (KRaft; one node or a loopback cluster).",
@@ -96,3 +98,11 @@ def topics_create(ctx: typer.Context) -> None:
     for name in created:
         typer.echo(f"created {name}")
     typer.echo(f"topics ready ({settings.partitions} partitions, prefix {settings.topic_prefix!r})")
+    if settings.schema_registry_url is not None:
+        try:
+            registered = register_all(settings)
+        except RegistryError as error:
+            typer.echo(f"tock topics: {error}", err=True)
+            raise typer.Exit(1) from None
+        typer.echo(f"schemas registered at {settings.schema_registry_url}: "
+                   + ", ".join(f"{subject(name)} id {schema_id}" for name, schema_id in registered.items()))

@@ -48,6 +48,7 @@ from infra.executors.kube_watch import PodView, PodWatcher
 from infra.executors.requests import TryRequest
 from infra.kube_client import kube_api
 from infra.log import partition_for
+from infra.registry import exported_ids
 from infra.settings import Settings
 from schemas import PodFinished, PodStarted
 
@@ -108,6 +109,9 @@ def _environment(settings: Settings, override: dict) -> list[dict]:
     values = {"TOCK_KAFKA_BOOTSTRAP": settings.bootstrap}
     values.update({f"TOCK_{name.upper()}": str(getattr(settings, name)) for name in RUNNER_SETTINGS
                    if hasattr(settings, name)})
+    if settings.schema_registry_url is not None:  # the pod writes the records' wire format too
+        values["TOCK_SCHEMA_REGISTRY_URL"] = settings.schema_registry_url
+        values.update(exported_ids(settings))
     task_env = {str(name): str(value) for name, value in (override.get("env") or {}).items()}
     values.update(task_env)
     # The pod's runner passes its user code what the installation allows and what pod_override sets

@@ -9,6 +9,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError
 
+from infra.registry import attach
 from infra.settings import Settings
 
 log = logging.getLogger("tock.log")
@@ -65,6 +66,8 @@ LIBRDKAFKA_LOG.addFilter(OncePerInterval())
 
 
 def common_config(settings: Settings, client_id: str) -> dict[str, Any]:
+    # Every client of Tock's topics is made here: the codec learns the deployment's schema registry.
+    attach(settings)
     # librdkafka's own log lines go through logging too, instead of raw to stderr.
     return {"bootstrap.servers": settings.bootstrap, "client.id": client_id,
             "error_cb": error_logger(client_id), "logger": LIBRDKAFKA_LOG}

@@ -14,7 +14,8 @@ from infra.log.partitioner import partition_for
 from infra.log.records import routing_key
 from infra.settings import Settings
 from infra.topics import topic_name
-from schemas import Event, encode
+from schemas import Event
+from schemas.codec import encode_record
 
 log = logging.getLogger("tock.log")
 
@@ -49,7 +50,8 @@ def produce_event(producer: Producer, settings: Settings, event: Event, key: str
         default_key, default_partition_key = routing_key(event)
         key = default_key if key is None else key
         partition_key = default_partition_key if partition_key is None else partition_key
-    produce(producer, topic_name(settings.topic_prefix, event.TOPIC), encode(event), key,
+    topic = topic_name(settings.topic_prefix, event.TOPIC)
+    produce(producer, topic, encode_record(event, topic), key,
             partition_for(partition_key, settings.partitions), on_delivery=on_delivery)
 
 

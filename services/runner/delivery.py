@@ -17,8 +17,9 @@ from confluent_kafka import KafkaError, Message
 
 from infra.log import KafkaEventLog, partition_for, routing_key
 from infra.settings import Settings
-from infra.topics import EVENTS_MAX_BYTES
-from schemas import DecodeError, decode, encode
+from infra.topics import EVENTS_MAX_BYTES, topic_name
+from schemas import DecodeError, decode
+from schemas.codec import encode_record
 from services.runner.core.claim import TryKey
 from services.runner.every import Every
 from services.runner.spool import Spool
@@ -41,12 +42,12 @@ class Deliveries:
 
     def send_outcome(self, key: TryKey, event: Any) -> None:
         """Spool the outcome of try ``key``, then append it."""
-        value = encode(event)
+        value = self._encode(event)
         self._send(key, value, event, self._spool.keep(value))
 
     def send_command(self, event: Any) -> None:
         """Spool a command a try asked for (a TriggerDagRun), then append it; its spool file is its token."""
-        value = encode(event)
+        value = self._encode(event)
         spooled = self._spool.keep(value)
         self._send(spooled, value, event, spooled)
 
@@ -77,6 +78,9 @@ class Deliveries:
             if self._events.unacknowledged() and tell.due():
                 log.warning("waiting for the broker to acknowledge %d record(s): %s",
                             self._events.unacknowledged(), ", ".join(self.unacknowledged.values()) or "heartbeats")
+
+    def _encode(self, event: Any) -> bytes:
+        return encode_record(event, topic_name(self._settings.topic_prefix, event.TOPIC))
 
     def _send(self, token: TryKey | Path, value: bytes, event: Any, spooled: Path) -> None:
         key, partition_key = routing_key(event)

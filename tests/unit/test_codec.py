@@ -129,7 +129,8 @@ def _header(name: str, version: int) -> bytes:
     [
         (b"", schemas.DecodeError, "bad or missing header"),
         (None, schemas.DecodeError, "bad or missing header"),
-        (b"\x00\x01garbage", schemas.DecodeError, "bad or missing header"),
+        (b"\x07\x01garbage", schemas.DecodeError, "bad or missing header"),
+        (b"\x00\x00\x00\x00\x2agarbage", schemas.DecodeError, "no schema registry is configured"),
         (_header("NoSuchEvent", 1) + b"\x00", schemas.UnknownEventType, "unknown event type 'NoSuchEvent'"),
         (_header("TaskQueued", 99) + b"\x00", schemas.UnknownSchemaVersion, "TaskQueued has no frozen schema v99"),
         (_header("TaskQueued", 1) + b"\x06et", schemas.DecodeError, "corrupt TaskQueued body"),
