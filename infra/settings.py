@@ -196,6 +196,28 @@ class Settings(BaseSettings):
                                                description="namespace whose Secrets tock-variable-<key> and "
                                                            "tock-connection-<conn_id> are looked up after the "
                                                            "secrets file; unset = not at all")
+    # -- OpenLineage emitter (`tock lineage`, services/lineage) -----------------------------------------
+    lineage_transport: Literal["kafka", "file", "http"] = Field(
+        default="kafka", description="where `tock lineage` sends OpenLineage run events: a Kafka topic (exactly "
+                                     "once, in transactions with its consumed offsets), a file of JSON lines (exactly "
+                                     "once: one emitter per file), or an HTTP endpoint (at least once, identical "
+                                     "bytes on a repeat)")
+    lineage_namespace: str = Field(default="tock", min_length=1, max_length=200,
+                                   description="OpenLineage job namespace of every DAG and task job")
+    lineage_topic: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]+$",
+                                      description="Kafka topic of the lineage events, named as it is (no prefix "
+                                                  "added); unset = <TOCK_TOPIC_PREFIX>tock.lineage")
+    lineage_file: Path | None = Field(default=None, description="file the events are appended to, one JSON per "
+                                      "line; unset = <home>/lineage/openlineage.jsonl")
+    lineage_url: str | None = Field(default=None, description="base URL of the OpenLineage HTTP endpoint (e.g. "
+                                    "Marquez: http://127.0.0.1:5000); required with TOCK_LINEAGE_TRANSPORT=http")
+    lineage_http_endpoint: str = Field(default="api/v1/lineage", description="path of the HTTP endpoint under "
+                                       "TOCK_LINEAGE_URL")
+    lineage_http_timeout: float = Field(default=5.0, gt=0, le=300, description="seconds one HTTP delivery may take")
+    lineage_session_timeout: float = Field(default=10.0, ge=6, le=300,
+                                           description="seconds before a silent Kafka-transport emitter's partitions "
+                                                       "move (and its open transaction is aborted)")
+    # -- end of the OpenLineage emitter's settings ------------------------------------------------------
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     executors: str = Field(default="local,celery", pattern=r"^[a-z]+(,[a-z]+)*$",
                            description="executors this installation runs, comma-separated; a task on another "

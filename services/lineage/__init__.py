@@ -1,0 +1,1 @@
+"""``tock lineage``: the log as OpenLineage run events, through openlineage-python's transports."""
