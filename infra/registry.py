@@ -20,7 +20,7 @@ from typing import Any
 
 from infra.settings import Settings
 from infra.topics import SPECS, topic_name
-from schemas.wire import IDS, Registry
+from schemas.wire import IDS, Registry, UnknownSchemaId
 
 log = logging.getLogger("tock.registry")
 
@@ -30,6 +30,10 @@ IDS_VARIABLE = "TOCK_SCHEMA_IDS"  # settings.schema_ids: the writer ids a parent
 
 class RegistryError(RuntimeError):
     """The registry refused a request, or did not answer in time; the message says which and why."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status  # the HTTP status of a refusal (None: no answer)
 
 
 class IncompatibleSchema(RegistryError):
@@ -58,7 +62,12 @@ class HttpRegistry(Registry):
         return schema_id
 
     def schema(self, schema_id: int) -> str:
-        answer = self._call("GET", f"/schemas/ids/{schema_id}", None)
+        try:
+            answer = self._call("GET", f"/schemas/ids/{schema_id}", None)
+        except RegistryError as error:
+            if error.status == 404:  # a record naming an id no release registered: not a Tock record
+                raise UnknownSchemaId(f"the schema registry has no schema id {schema_id}") from None
+            raise
         text = answer.get("schema") if isinstance(answer, dict) else None
         if not isinstance(text, str):
             raise RegistryError(f"the registry at {self.url} has no schema text for id {schema_id}")
@@ -90,8 +99,8 @@ class HttpRegistry(Registry):
             if error.code >= 500:
                 raise _Unavailable(f"HTTP {error.code}: {detail}") from None
             kind = IncompatibleSchema if error.code == 409 else RegistryError
-            raise kind(f"the schema registry at {self.url} refused {method} {path}: HTTP {error.code}: {detail}") \
-                from None
+            raise kind(f"the schema registry at {self.url} refused {method} {path}: HTTP {error.code}: {detail}",
+                       error.code) from None
         except (urllib.error.URLError, OSError) as error:
             raise _Unavailable(str(getattr(error, "reason", error))) from None
 

@@ -73,6 +73,13 @@ def redis_url() -> str:
     return _run_script("redis.sh", "start")
 
 
+@pytest.fixture(scope="session")
+def schema_registry_url() -> str:
+    """The Confluent-compatible API of the session's real schema registry (Apicurio, its schemas in the
+    session's PostgreSQL); tests keep apart by topic prefix, which is part of every subject."""
+    return _run_script("schema-registry.sh", "start")
+
+
 @pytest.fixture(autouse=True)
 def _close_shared_logs() -> Iterator[None]:
     """Close the producers the test's helpers shared (tests/shared_log.py) when it ends."""
@@ -98,8 +105,10 @@ def topic_prefix(kafka_bootstrap: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def make_settings(tmp_path: Path, kafka_bootstrap: str, topic_prefix: str) -> Callable[..., Settings]:
-    """Settings for this test: its own home, topic prefix and SQLite file; overrides by keyword."""
+def make_settings(tmp_path: Path, kafka_bootstrap: str, topic_prefix: str,
+                  schema_registry_url: str) -> Callable[..., Settings]:
+    """Settings for this test: its own home, topic prefix and SQLite file, records in the Schema
+    Registry wire format through the session's registry; overrides by keyword."""
 
     def make(**overrides: str) -> Settings:
         values = {
@@ -107,6 +116,7 @@ def make_settings(tmp_path: Path, kafka_bootstrap: str, topic_prefix: str) -> Ca
             "TOCK_KAFKA_BOOTSTRAP": kafka_bootstrap,
             "TOCK_TOPIC_PREFIX": topic_prefix,
             "TOCK_PARTITIONS": str(TEST_PARTITIONS),
+            "TOCK_SCHEMA_REGISTRY_URL": schema_registry_url,
         }
         values.update({f"TOCK_{key.upper()}": str(value) for key, value in overrides.items()})
         return load_settings(values)

@@ -13,6 +13,7 @@ services.runner.launcher``); the first line it reads is the settings as JSON.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -61,6 +62,7 @@ class Spares:
         parent = os.getpid()
         pid = os.fork()
         if pid == 0:
+            gc.freeze()  # the launcher's heap is not the spare's to collect (as a try's child's, supervise.py)
             os.close(write_end)
             for _pid, other in self.ready:  # else a spare never sees EOF when the launcher goes
                 os.close(other)
@@ -137,6 +139,12 @@ def main() -> None:
     # tock in each child cost more than all the rest of a no-op try.
     import services.runner  # noqa: F401
     import tock  # noqa: F401
+    from services.runner.warm_up import warm_up_runner
+
+    warm_up_runner(settings)  # the codec's caches and schema ids, built once here rather than in each runner
+    # What is here now lives as long as this process: out of its collections, which would otherwise walk it
+    # and, its pages being shared with the spares, copy them.
+    gc.freeze()
 
     # A burst beyond the warm runners starts runners cold: fine, just slower.
     spares = Spares(settings, min(settings.warm_runners, settings.parallelism))

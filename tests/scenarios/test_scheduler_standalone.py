@@ -15,8 +15,13 @@ from contextlib import ExitStack
 import httpx
 import psutil
 import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.serialization import MessageField, SerializationContext
 from prometheus_client.parser import text_string_to_metric_families
 
+from infra.topics import topic_name
 from tests.scenarios.scheduler_support import REPO, create_topics, environment, wait_until, wait_until_published
 from tests.scenarios.web_ui_support import wait_for_http
 
@@ -66,6 +71,7 @@ def test_standalone_runs_the_examples_and_stops_cleanly(make_settings, tmp_path)
                                      "--timeout", "90"], env=env, capture_output=True, text=True, timeout=120)
             assert result.returncode == 0, (dag_id, result.stderr, (tmp_path / "standalone.log").read_text()[-3000:])
         _assert_metrics_served(tmp_path / "standalone.log", settings.standalone_metrics_port)
+        _assert_an_outsider_reads_every_event(settings)
         standalone.send_signal(signal.SIGTERM)
         assert standalone.wait(60) == 0
     finally:
@@ -86,6 +92,35 @@ def _assert_metrics_served(log_path, first_port: int) -> None:
         assert f"{service} metrics: {url}" in log
         names = {family.name for family in text_string_to_metric_families(httpx.get(url, timeout=5).text)}
         assert any(name.startswith(f"tock_{service.replace('-', '_')}_") for name in names), (service, names)
+
+
+def _assert_an_outsider_reads_every_event(settings) -> None:
+    """Every record the services wrote to tock.events (DAG runs, tries, commands from the CLI, outcomes from
+    runners) is in the Schema Registry wire format, and confluent-kafka's AvroDeserializer reads it."""
+    topic = topic_name(settings.topic_prefix, "events")
+    consumer = Consumer({"bootstrap.servers": settings.bootstrap, "group.id": "outsider",
+                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    deserialize = AvroDeserializer(SchemaRegistryClient({"url": settings.schema_registry_url}),
+                                   return_record_name=True)
+    try:
+        ends = {partition: consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)[1]
+                for partition in range(settings.partitions)}
+        consumer.assign([TopicPartition(topic, partition, 0) for partition in ends])
+        names: set[str] = set()
+        read = {partition: 0 for partition in ends}
+        deadline = time.monotonic() + 120
+        while any(read[partition] < end for partition, end in ends.items()) and time.monotonic() < deadline:
+            for message in consumer.consume(500, 1.0):
+                if message.error() is not None:
+                    continue
+                read[message.partition()] = message.offset() + 1
+                assert message.value()[0] == 0, (message.offset(), message.value()[:20])
+                name, _record = deserialize(message.value(), SerializationContext(topic, MessageField.VALUE))
+                names.add(name.rsplit(".", 1)[-1])
+    finally:
+        consumer.close()
+    assert {"DagRunCreated", "TriggerDagRun", "TaskQueued", "TaskStarted", "TaskSucceeded", "TaskFailed",
+            "DagRunFinished"} <= names, names
 
 
 def _admin_password(log_path, timeout: float = 60) -> str:
