@@ -58,7 +58,7 @@ class HttpRegistry(Registry):
         schema_id = answer.get("id") if isinstance(answer, dict) else None
         if not isinstance(schema_id, int):
             raise RegistryError(f"the registry at {self.url} answered a registration of {subject} without an id")
-        log.info("schema of %s: id %d", subject, schema_id)
+        log.debug("schema of %s: id %d", subject, schema_id)
         return schema_id
 
     def schema(self, schema_id: int) -> str:

@@ -60,7 +60,7 @@ ready() { curl -sf -o /dev/null --max-time 2 "http://127.0.0.1:$port/health/read
 port_taken() { (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; }
 
 ensure_database() {
-  bash "$repo/infra/scripts/postgres.sh" start >/dev/null
+  bash "$repo/infra/scripts/postgres.sh" start >/dev/null 9>&-
   local psql; psql="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)/psql"
   local query=("$psql" -h 127.0.0.1 -p "$pg_port" -U tock -d tock -tAc)
   "${query[@]}" "SELECT 1 FROM pg_database WHERE datname='$database'" | grep -q 1 \
@@ -80,7 +80,7 @@ launch() {
     -Dapicurio.datasource.jdbc.initial-size=1 -Dapicurio.datasource.jdbc.min-size=1 \
     -Dapicurio.datasource.jdbc.max-size=10 \
     -Dapicurio.import.work-dir="$state" -Dapicurio.storage.snapshot.location="$state" \
-    -jar "$cache/quarkus-app/quarkus-run.jar" >>"$log_file" 2>&1 </dev/null &
+    -jar "$cache/quarkus-app/quarkus-run.jar" >>"$log_file" 2>&1 </dev/null 9>&- &
   echo $! > "$pid_file"
 }
 
@@ -109,7 +109,8 @@ stop() {
   rm -f "$pid_file"
 }
 
-# One start or stop at a time (make test's three pytest lanes may all ask for the registry at once).
+# One start or stop at a time (make test's three pytest lanes may all ask for the registry at once). What
+# start launches gets 9>&-: a server that inherited the lock's descriptor would hold it for ever.
 locked() { mkdir -p "$state"; exec 9>"$state/registry-$port.lock"; flock 9; "$@"; }
 
 case "${1:-}" in
