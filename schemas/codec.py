@@ -88,10 +88,11 @@ def encode(event: Event) -> bytes:
     return buffer.getvalue()
 
 
-def encode_record(event: Event, topic: str) -> bytes:
-    """The value of ``event`` as a record of ``topic`` (its real name): the Schema Registry wire
-    format when a registry is configured (``schemas.wire.IDS``), else the self-describing frame."""
-    if IDS.registry is None:
+def encode_record(event: Event, topic: str, *, wire: bool) -> bytes:
+    """The value of ``event`` as a record of ``topic`` (its real name): with ``wire`` (the writer's
+    settings name a schema registry) the Schema Registry wire format, through the registry attached
+    to ``schemas.wire.IDS``; else the self-describing frame."""
+    if not wire:
         return encode(event)
     cls = type(event)
     prefix = _WIRE_PREFIXES.get((topic, cls))

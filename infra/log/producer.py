@@ -51,7 +51,7 @@ def produce_event(producer: Producer, settings: Settings, event: Event, key: str
         key = default_key if key is None else key
         partition_key = default_partition_key if partition_key is None else partition_key
     topic = topic_name(settings.topic_prefix, event.TOPIC)
-    produce(producer, topic, encode_record(event, topic), key,
+    produce(producer, topic, encode_record(event, topic, wire=settings.schema_registry_url is not None), key,
             partition_for(partition_key, settings.partitions), on_delivery=on_delivery)
 
 

@@ -80,7 +80,8 @@ class Deliveries:
                             self._events.unacknowledged(), ", ".join(self.unacknowledged.values()) or "heartbeats")
 
     def _encode(self, event: Any) -> bytes:
-        return encode_record(event, topic_name(self._settings.topic_prefix, event.TOPIC))
+        return encode_record(event, topic_name(self._settings.topic_prefix, event.TOPIC),
+                             wire=self._settings.schema_registry_url is not None)
 
     def _send(self, token: TryKey | Path, value: bytes, event: Any, spooled: Path) -> None:
         key, partition_key = routing_key(event)

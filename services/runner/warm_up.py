@@ -39,7 +39,8 @@ def warm_up_runner(settings: Settings | None = None) -> None:
     for event in _samples():
         decode(encode(event))
         if settings is not None:
-            decode(encode_record(event, topic_name(settings.topic_prefix, event.TOPIC)))
+            decode(encode_record(event, topic_name(settings.topic_prefix, event.TOPIC),
+                                    wire=settings.schema_registry_url is not None))
 
 
 def _samples() -> list[Event]:

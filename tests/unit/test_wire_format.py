@@ -68,7 +68,7 @@ def test_every_topic_union_is_a_valid_avro_schema_that_names_its_own_branches():
 @pytest.mark.parametrize("cls", EVENT_CLASSES, ids=lambda cls: cls.__name__)
 def test_each_event_round_trips_in_the_wire_format_and_any_avro_reader_reads_it(cls, registry):
     event = sample(cls)
-    value = codec.encode_record(event, TOPIC if cls.TOPIC == EVENTS else f"t1.tock.{cls.TOPIC}")
+    value = codec.encode_record(event, TOPIC if cls.TOPIC == EVENTS else f"t1.tock.{cls.TOPIC}", wire=True)
     assert value[0] == 0
     schema_id = int.from_bytes(value[1:5], "big")
     assert schemas.decode(value) == event
@@ -91,8 +91,8 @@ def test_a_topic_is_registered_once_per_process_under_its_subject(registry):
     for try_number in range(5):
         event = schemas.TaskSucceeded(dag_id="d", run_id="r", task_id="t", try_number=try_number, runner_id="x",
                                       at=1.0)
-        codec.encode_record(event, TOPIC)
-    codec.encode_record(sample(schemas.TaskQueued), TOPIC)
+        codec.encode_record(event, TOPIC, wire=True)
+    codec.encode_record(sample(schemas.TaskQueued), TOPIC, wire=True)
     assert registry.calls == 1
     assert registry.subjects == {subject(TOPIC): [1]}
 
@@ -118,7 +118,16 @@ def test_a_record_of_an_older_release_decodes_by_the_branches_the_registry_holds
 def test_both_frames_decode_side_by_side(registry):
     """The one-way migration: records written before the registry (the 'T' frame) read as before."""
     event = sample(schemas.TaskStarted)
-    assert schemas.decode(schemas.encode(event)) == schemas.decode(codec.encode_record(event, TOPIC)) == event
+    assert schemas.decode(schemas.encode(event)) == schemas.decode(codec.encode_record(event, TOPIC, wire=True))
+    assert schemas.decode(schemas.encode(event)) == event
+
+
+def test_settings_without_a_registry_write_the_self_describing_frame_in_any_process(registry):
+    """The frame follows the writer's settings, not the process: a process that met a registry through one
+    service's settings still writes what a service configured without one reads."""
+    event = sample(schemas.TaskStarted)
+    assert codec.encode_record(event, TOPIC, wire=False) == schemas.encode(event)
+    assert registry.calls == 0
 
 
 @pytest.mark.parametrize(("tail", "message"), [
@@ -128,7 +137,7 @@ def test_both_frames_decode_side_by_side(registry):
     (b"\x02\xff", "corrupt"),
 ])
 def test_bad_wire_records_are_clear_errors(registry, tail, message):
-    codec.encode_record(sample(schemas.TaskStarted), TOPIC)  # registers id 1
+    codec.encode_record(sample(schemas.TaskStarted), TOPIC, wire=True)  # registers id 1
     with pytest.raises(schemas.DecodeError, match=message):
         schemas.decode(b"\x00\x00\x00\x00\x01" + tail)
 
