@@ -26,19 +26,12 @@ from infra.topics import ensure_topics, topic_name
 from schemas.freeze import sample
 from schemas.union import EVENT_CLASSES
 from schemas.wire import registry_text, subject, topic_union
+from tests.plain_records import plain
 
 pytestmark = pytest.mark.integration
 GO_READER = Path(__file__).resolve().parents[1] / "interop" / "go"
 
 
-def _plain(value):
-    if dataclasses.is_dataclass(value):
-        return {field.name: _plain(getattr(value, field.name)) for field in dataclasses.fields(value)}
-    if isinstance(value, list):
-        return [_plain(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items()}
-    return value
 
 
 def _unnamed(value):
@@ -79,7 +72,7 @@ def test_a_registry_aware_consumer_decodes_every_event_on_every_topic(make_setti
     events = [sample(cls) for cls in EVENT_CLASSES]
     for event in events:
         log.append(event)
-    legacy = schemas.TaskStarted(**{**_plain(sample(schemas.TaskStarted)), "task_id": "written-before"})
+    legacy = schemas.TaskStarted(**{**plain(sample(schemas.TaskStarted)), "task_id": "written-before"})
     key, partition_key = routing_key(legacy)
     log.append_raw(legacy.TOPIC, schemas.encode(legacy), key, partition_for(partition_key, settings.partitions))
     log.flush()
@@ -97,7 +90,7 @@ def test_a_registry_aware_consumer_decodes_every_event_on_every_topic(make_setti
             continue
         name, record = deserialize(message.value(), SerializationContext(message.topic(), MessageField.VALUE))
         decoded[(message.topic(), name)] = _unnamed(record)
-    expected = {(topic_name(settings.topic_prefix, event.TOPIC), f"dev.tock.{type(event).__name__}"): _plain(event)
+    expected = {(topic_name(settings.topic_prefix, event.TOPIC), f"dev.tock.{type(event).__name__}"): plain(event)
                 for event in events}
     assert decoded == expected
     assert old_frames == [legacy]
@@ -105,8 +98,7 @@ def test_a_registry_aware_consumer_decodes_every_event_on_every_topic(make_setti
 
 def _json_plain(value):
     """An event's fields as a JSON decoder reads them back (bytes are base64, as Go's encoding/json writes)."""
-    plain = _plain(value)
-    return json.loads(json.dumps(plain, default=lambda data: base64.b64encode(data).decode()))
+    return json.loads(json.dumps(plain(value), default=lambda data: base64.b64encode(data).decode()))
 
 
 def test_a_go_consumer_decodes_the_same_records(make_settings, schema_registry_url):

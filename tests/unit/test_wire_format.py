@@ -18,6 +18,7 @@ from schemas.declare import EVENTS
 from schemas.freeze import sample
 from schemas.union import EVENT_CLASSES
 from schemas.wire import IDS, SchemaIds, UnknownSchemaId, branches_of, subject, topic_events, topic_union
+from tests.plain_records import plain
 
 TOPIC = "t1.tock.events"
 
@@ -74,17 +75,9 @@ def test_each_event_round_trips_in_the_wire_format_and_any_avro_reader_reads_it(
     assert schemas.decode(value) == event
     # A reader that knows nothing of Tock: the registered schema and a general Avro library.
     read = schemaless_reader(io.BytesIO(value[5:]), parse_schema(json.loads(registry.texts[schema_id - 1])), None)
-    assert read == {field.name: _plain(getattr(event, field.name)) for field in dataclasses.fields(cls)}
+    assert read == {field.name: plain(getattr(event, field.name)) for field in dataclasses.fields(cls)}
 
 
-def _plain(value):
-    if dataclasses.is_dataclass(value):
-        return {field.name: _plain(getattr(value, field.name)) for field in dataclasses.fields(value)}
-    if isinstance(value, list):
-        return [_plain(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items()}
-    return value
 
 
 def test_a_topic_is_registered_once_per_process_under_its_subject(registry):
@@ -105,7 +98,7 @@ def test_a_record_of_an_older_release_decodes_by_the_branches_the_registry_holds
     assert branches_of(json.dumps(old_union)) == (("TaskSucceeded", schemas.TaskSucceeded.VERSION), ("TaskQueued", 1))
     v1 = frozen_schema("TaskQueued", 1)
     current = sample(schemas.TaskQueued)
-    old_record = {field["name"]: _plain(getattr(current, field["name"])) for field in v1["fields"]}
+    old_record = {field["name"]: plain(getattr(current, field["name"])) for field in v1["fields"]}
     body = io.BytesIO()
     schemaless_writer(body, parse_schema(v1), old_record)
     value = bytes([0]) + schema_id.to_bytes(4, "big") + bytes([2]) + body.getvalue()  # branch 1 = zigzag 2
