@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from infra.heap import release_freed_memory
 from infra.log import settle
 from infra.log.takeovers import BackgroundTakeovers as SharedTakeovers
 from infra.log.takeovers import RebuildJob
@@ -46,6 +47,7 @@ def prepare(config: TakeoverConfig, takeover: Takeover) -> Takeover:
         takeover.rebuilt = rebuild(config.settings, takeover.partitions, restored)
         takeover.from_snapshot = set(restored)
         takeover.replayed = time.time()
+        release_freed_memory()  # the replay's decoded records are garbage now: their pages go back
     except Exception as error:  # noqa: BLE001 - any failure of a takeover is retried, said loudly
         takeover.error = error
     return takeover
