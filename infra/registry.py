@@ -20,7 +20,7 @@ from typing import Any
 
 from infra.settings import Settings
 from infra.topics import SPECS, topic_name
-from schemas.wire import IDS, Registry, UnknownSchemaId
+from schemas.wire import IDS, Registry, UnknownSchemaId, topic_events
 
 log = logging.getLogger("tock.registry")
 
@@ -128,7 +128,7 @@ def register_all(settings: Settings) -> dict[str, int]:
         return {}
     found: dict[str, int] = {}
     for spec in SPECS:
-        if not _holds_events(spec.logical):
+        if not topic_events(spec.logical):  # dead letters and snapshots hold no events
             continue
         topic = topic_name(settings.topic_prefix, spec.logical)
         found[topic], _union = IDS.writer(topic, spec.logical)
@@ -142,8 +142,3 @@ def exported_ids(settings: Settings) -> dict[str, str]:
     register_all(settings)
     return {IDS_VARIABLE: IDS.exported()}
 
-
-def _holds_events(logical: str) -> bool:
-    from schemas.wire import topic_events
-
-    return bool(topic_events(logical))
