@@ -73,6 +73,10 @@ class Settings(BaseSettings):
                              description="tries the local executor runs at once, counted from the log")
     warm_runners: int = Field(default=8, ge=0, le=1000,
                               description="runners the local executor keeps started and connected, ready for a try")
+    preloaded_dag_files: int = Field(default=4, ge=0, le=64,
+                                     description="DAG files the local executor keeps imported, each in a launcher of "
+                                     "its own whose runners start tries with the file loaded already (0: each try "
+                                     "imports its file)")
     task_heartbeat_seconds: float = Field(default=5.0, gt=0, description="seconds between task heartbeats")
     task_heartbeat_timeout: float = Field(default=60.0, gt=0, description="silence after which a try is dead")
     task_start_timeout: float = Field(default=600.0, gt=0, description="seconds a launched try may wait for its "

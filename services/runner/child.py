@@ -40,6 +40,7 @@ from infra.executors.requests import TryRequest
 from infra.task_environment import TaskEnvironment
 from schemas import TaskQueued
 from services.runner.core.claim import TryKey
+from services.runner.preloaded import dags_of
 from services.runner.task_code import TryProgress, TryResult, run_task_code
 from tock.exceptions import retryable
 from tock.secrets import SecretsBackend, SecretsChain, accesses, install, masked_output, masker
@@ -129,7 +130,8 @@ def _prepare(request: TryRequest, log_path: str, setup: ChildSetup) -> Callable[
     _default_signals(PYTHON_IGNORES)
     if setup.secrets is not None:
         writer = f"{request.dag_id}/{request.run_id}/{request.task_id}/{request.try_number}"
-        install(SecretsChain(setup.secrets(dict(os.environ), writer)))
+        # What its file read at its import, when that was done before the fork (preloaded.py), is the try's too.
+        install(SecretsChain(setup.secrets(dict(os.environ), writer), accessed=accesses()))
     allowed = setup.environment.for_try(os.environ, request)  # never Tock's settings (TOCK_*) or other secrets
     os.environ.clear()
     os.environ.update(allowed)
@@ -163,7 +165,8 @@ def _default_signals(ignored: frozenset[int] = frozenset()) -> None:
 def _find_task(request: TryRequest):
     from tock import load_dags
 
-    for dag in load_dags(request.dag_file):
+    # Its file's launcher imported the file already (preloaded.py), else it is imported here.
+    for dag in dags_of(request.dag_file) or load_dags(request.dag_file):
         if dag.dag_id == request.dag_id:
             if request.task_id not in dag.tasks:
                 raise LookupError(f"DAG {request.dag_id!r} in {request.dag_file} has no task {request.task_id!r}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.runner.launcher import _shares
+from services.runner.spares import _shares
 
 
 @given(st.lists(st.text(max_size=3), max_size=100), st.integers(min_value=1, max_value=12))
