@@ -92,13 +92,13 @@ from services.scheduler.core.operations import (
 from services.scheduler.core.pods import failed_with_pod, pod_ended_without_outcome
 from services.scheduler.core.pools import PoolDecision, decide_grants, decide_releases, gate
 from services.scheduler.core.quarantine import Guard, decide_quarantines
-from services.scheduler.core.queuing import Previous, Queuing, no_previous, previous_success
+from services.scheduler.core.queuing import Candidate, Previous, Queuing, no_previous, previous_success
 from services.scheduler.core.retries import retry_delay
 from services.scheduler.core.run_deadlines import due_timeouts
 from services.scheduler.core.runs import decide_runs
 from services.scheduler.core.sensors import decide_poked, retries_used
 from services.scheduler.core.timeouts import TimeoutDecision, decide_dagrun_timeout
-from services.scheduler.core.trigger_rules import GIVE_UP, RUN, SKIP, Verdict, judge
+from services.scheduler.core.trigger_rules import GIVE_UP, RUN, SKIP, Verdict, judge, judged_alike
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,16 +110,24 @@ class Policy:
     start_timeout: float | None = None  # launched, not started: None = the heartbeat timeout
 
 
-InstanceDecision: TypeAlias = (TaskQueued | TaskRetryScheduled | TaskUpstreamFailed | TaskSkipped
-                               | TaskEmptySucceeded | TaskMapExpanded | TaskMapFailed | TaskRemoved
-                               | TaskRescheduled | SensorTimedOut | ExternalDecision | TimeSensorMet)
-"""What deciding a task instance whose try is not running writes."""
+_Instance: TypeAlias = (TaskRetryScheduled | TaskUpstreamFailed | TaskSkipped | TaskEmptySucceeded | TaskMapExpanded
+                        | TaskMapFailed | TaskRemoved | TaskRescheduled | SensorTimedOut | ExternalDecision
+                        | TimeSensorMet)
+_OfTry: TypeAlias = TaskDeclaredDead | TaskFailed | TaskKillRequested | TaskCleared
+_OfRun: TypeAlias = Removal | DagRunReopened | DagRunFinished | TimeoutDecision
 
-TaskDecision: TypeAlias = InstanceDecision | TaskDeclaredDead | TaskFailed | TaskKillRequested | TaskCleared
+InstanceDecision: TypeAlias = Candidate | _Instance
+"""What deciding a task instance whose try is not running writes (a try to queue as a Candidate)."""
+
+TaskDecision: TypeAlias = InstanceDecision | _OfTry
 """What deciding one task of a run writes: the above, or its try's end, stop or clear."""
 
-RunDecision: TypeAlias = TaskDecision | Removal | DagRunReopened | DagRunFinished | TimeoutDecision
-"""What walking one open run writes (``decide_run``, ``decide_deleted_dag_run``)."""
+Walked: TypeAlias = TaskDecision | _OfRun
+"""What walking one open run decides (``_walk_run``, ``decide_deleted_dag_run``): its tries to queue as
+candidates, built once the limits admit them."""
+
+RunDecision: TypeAlias = TaskQueued | _Instance | _OfTry | _OfRun
+"""What walking one open run writes (``decide_run``)."""
 
 Decision: TypeAlias = (RunDecision | DagRunCreated | CommandRejected | BackfillDecision | DagQuarantined
                        | DagQuarantineLifted | PoolDecision | AssetDecision | ExternalDecision | MarkerDecision)
@@ -139,29 +147,43 @@ def decide(state: SchedulerState, now: float, policy: Policy,
     events += decide_rejections(state, now, policy.scheduler_id)
     dead = dead_tries(state, evidence, policy.heartbeat_timeout, policy.start_timeout) if evidence is not None \
         else set()
+    walked: list[Decision | Walked] = [*events]
     for run in _runs_to_walk(state, now, touched, dead):
         if guard.skips(run.dag_id):
             continue
         with guard.of(run.dag_id):
-            events.extend(_decide_open_run(state, run, now, policy, dead))
+            walked.extend(_decide_open_run(state, run, now, policy, dead))
     # Pools: releases first (an ask of the same try may follow them), then the gate, then the grants of
     # the pools whose partition this is.
     releases = decide_releases(state, now)
-    gated = gate(state, admit(state, events), now)
+    gated = gate(state, _built(admit(state, walked), guard), now)
     return [*releases, *guard.kept(gated, now, policy.scheduler_id), *decide_grants(state.pools, policy.scheduler_id,
                                                                                      now),
             *decide_assets(state, now), *decide_answers(state, now, touched), *decide_marker_clears(state, now)]
 
 
+def _built(events: list[Decision | Walked], guard: Guard) -> list[Decision]:
+    """``events`` with each candidate admitted built into its TaskQueued (a DAG whose building raises is
+    quarantined, as one whose walk raises)."""
+    built: list[Decision] = []
+    for event in events:
+        if not isinstance(event, Candidate):
+            built.append(event)
+        elif not guard.skips(event.dag_id):
+            with guard.of(event.dag_id):
+                built.append(event.built())
+    return built
+
+
 def _decide_open_run(state: SchedulerState, run: DagRun, now: float, policy: Policy,
-                     dead: Collection[TryKey]) -> list[RunDecision]:
+                     dead: Collection[TryKey]) -> list[Walked]:
     dag, gone = state.dags.get(run.dag_id), state.removed_dags.get(run.dag_id)
     if dag is not None:
         timed_out = decide_dagrun_timeout(run, dag, now, policy, dead, run.dag_id in state.paused)
         if timed_out is not None:
             return [*timed_out]
-        return decide_run(run, dag, now, policy, dead, paused=run.dag_id in state.paused,
-                          previous=lambda: previous_success(state, dag, run), assets=state.assets)
+        return _walk_run(run, dag, now, policy, dead, paused=run.dag_id in state.paused,
+                         previous=lambda: previous_success(state, dag, run), assets=state.assets)
     if gone is not None:
         return [*decide_deleted_dag_run(run, gone, now, policy, dead)]
     return []
@@ -174,9 +196,16 @@ def decide_run(run: DagRun, dag: DagEntry, now: float, policy: Policy,
     ``previous()``: the data interval of the DAG's latest successful run before this one, for the
     context of the tries it queues (asked only when one is queued); ``assets``: the partition's, whose
     latest events of its inlets a try of a task with inlets reads."""
+    return [event.built() if isinstance(event, Candidate) else event
+            for event in _walk_run(run, dag, now, policy, dead, paused=paused, previous=previous, assets=assets)]
+
+
+def _walk_run(run: DagRun, dag: DagEntry, now: float, policy: Policy, dead: Collection[TryKey], *, paused: bool,
+              previous: Previous, assets: AssetSides | None) -> list[Walked]:
+    """``decide_run``, each try to queue left a Candidate."""
     queuing = Queuing(run, dag, policy.scheduler_id, previous, assets)
     view: dict[str, str] = {}
-    events: list[RunDecision] = []
+    events: list[Walked] = []
     if run.reopened_by is not None:
         events.append(DagRunReopened(dag_id=run.dag_id, run_id=run.run_id, request_id=run.reopened_by, at=now))
     for task_id in dag.order:
@@ -231,7 +260,8 @@ def _decide_instance(queuing: Queuing, instance: TaskInstance, view: Mapping[str
     ``mapped``: the upstream states it is judged by (default: the walk's)."""
     run, task = queuing.run, queuing.dag.tasks[instance.task_id]
     if instance.state == NONE:
-        verdict = judge(task.task_id, queuing.dag, run, view, queuing.mapped_states if mapped is None else mapped)
+        verdict = judge(task.task_id, queuing.dag, run, view, mapped) if mapped is not None \
+            else judged_alike(task.task_id, queuing.dag, run, view, queuing.mapped_states, queuing.verdicts)
         return _decide_waiting(queuing, instance, verdict, now, paused)
     ids: dict[str, Any] = {"dag_id": run.dag_id, "run_id": run.run_id, "task_id": task.task_id,
                            "map_index": instance.map_index}
@@ -261,6 +291,9 @@ def _decide_waiting(queuing: Queuing, instance: TaskInstance, verdict: Verdict, 
     """A task instance not started in this run, as its upstreams' verdict says: written with the
     rule, the states and the choice that decided it, so the log says why a task did not run."""
     run, task = queuing.run, queuing.dag.tasks[instance.task_id]
+    if verdict.outcome == RUN and not paused and task.kind != "empty" and (task.mapped is None
+                                                                          or instance.map_index >= 0):
+        return _queued(queuing, instance, task, now)  # the most frequent: first, without the words of a skip
     ids: dict[str, Any] = {"dag_id": run.dag_id, "run_id": run.run_id, "task_id": task.task_id,
                            "map_index": instance.map_index}
     why: dict[str, Any] = {"reason": verdict.reason, "trigger_rule": verdict.rule,
@@ -290,7 +323,7 @@ def _queued(queuing: Queuing, instance: TaskInstance, task: TaskDefinition,
         return [*decide_deferral(queuing.run, instance, task, queuing.scheduler_id, now)], DEFERRED
     stale = queuing.stale_expansion(task, instance.map_index)
     if not stale:
-        return [queuing.queued(instance, task, now)], QUEUED
+        return [Candidate(queuing, instance, task, now)], QUEUED
     run = queuing.run
     sources = {task_id: run.tasks[task_id].state if task_id in run.tasks else NONE
                for task_id in sorted(mapped_over(task))}
@@ -314,8 +347,8 @@ def _expand(queuing: Queuing, task: TaskDefinition, now: float) -> tuple[list[In
     if group_upstreams(task, queuing.dag):  # in a mapped group: instance N waits for its upstreams' N
         return expanded, NONE
     # An instance cleared with its expansion (a re-expansion) keeps its try numbers: its next try is the next.
-    queued = [queuing.queued(run.tasks.get(instance_key(task.task_id, index))
-                             or TaskInstance(task.task_id, map_index=index), task, now)
+    queued = [Candidate(queuing, run.tasks.get(instance_key(task.task_id, index))
+                        or TaskInstance(task.task_id, map_index=index), task, now)
               for index in range(decision.count)]
     return [*expanded, *queued], QUEUED
 

@@ -23,6 +23,7 @@ from typing import TypeVar
 from schemas import TaskQueued
 from services.scheduler.core.model import ACTIVE, DagEntry, RunKey, SchedulerState, TryKey
 from services.scheduler.core.priorities import try_order
+from services.scheduler.core.queuing import Candidate
 
 Decided = TypeVar("Decided")
 
@@ -63,14 +64,18 @@ class Room:
 
 
 def admit(state: SchedulerState, events: Sequence[Decided]) -> list[Decided]:
-    """``events`` without the TaskQueued that do not fit their limits, taken in priority order."""
-    wanted = [event for event in events if isinstance(event, TaskQueued)]
+    """``events`` without the tries to queue (TaskQueued, or candidates not built yet) that do not fit
+    their limits, taken in priority order."""
+    wanted = [event for event in events if isinstance(event, TaskQueued | Candidate)]
     if not wanted:
         return list(events)
     room = Room.of(state, {event.dag_id for event in wanted})
     order = try_order(state)
-    held: set[int] = set()
-    for event in sorted(wanted, key=lambda queued: order(_key(queued))):
+    # A DAG already at its max_active_tasks admits none (its count only grows here): held without sorting.
+    full = {dag_id for dag_id in room.by_dag if (dag := state.dags.get(dag_id)) is not None
+            and room.by_dag[dag_id] >= dag.definition.max_active_tasks}
+    held = {id(event) for event in wanted if event.dag_id in full}
+    for event in sorted((item for item in wanted if item.dag_id not in full), key=lambda queued: order(_key(queued))):
         dag = state.dags.get(event.dag_id)
         if dag is None or room.fits(dag, _key(event)):
             room.take(_key(event))
@@ -103,5 +108,5 @@ def _may_hold_back(state: SchedulerState, dag_id: str, open_runs: int) -> bool:
     return len(dag.tasks) * open_runs > dag.definition.max_active_tasks
 
 
-def _key(event: TaskQueued) -> TryKey:
+def _key(event: TaskQueued | Candidate) -> TryKey:
     return event.dag_id, event.run_id, event.task_id

@@ -36,6 +36,7 @@ from services.scheduler.core.model import (
     TaskInstance,
     instance_key,
 )
+from services.scheduler.core.trigger_rules import Alike, Verdict
 
 # Bytes of upstream values, conf and params one TaskQueued carries at most (tock.events takes 16 MiB records).
 INPUTS_LIMIT_BYTES = 12 * 1024 * 1024
@@ -46,6 +47,34 @@ Previous = Callable[[], Interval]
 
 def no_previous() -> Interval:
     return None, None
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A try the walk of a run would queue, as its TaskQueued before it is built: the limits
+    (limits.admit) choose among candidates by their ids, and only those admitted are built
+    (``built``). Building one (its context, params, inputs) costs more than judging its task, and in
+    a wide run held back by its limits most candidates are not admitted."""
+
+    queuing: Queuing
+    instance: TaskInstance
+    task: TaskDefinition
+    at: float
+
+    @property
+    def dag_id(self) -> str:
+        return self.queuing.run.dag_id
+
+    @property
+    def run_id(self) -> str:
+        return self.queuing.run.run_id
+
+    @property
+    def task_id(self) -> str:
+        return self.task.task_id
+
+    def built(self) -> TaskQueued:
+        return self.queuing.queued(self.instance, self.task, self.at)
 
 
 @dataclass
@@ -60,6 +89,8 @@ class Queuing:
     # The walk's states of each expanded mapped task's instances (``task[i]`` -> state), for the rules
     # of its downstream (trigger_rules.judge), and the expansions read, so each is read once per walk.
     mapped_states: dict[str, dict[str, str]] = field(default_factory=dict, init=False)
+    # Verdicts of tasks judged alike in this walk (trigger_rules.alike): read once per walk.
+    verdicts: dict[Alike, Verdict | None] = field(default_factory=dict, init=False)
     _expansions: dict[str, Expansion] = field(default_factory=dict, init=False)
     _interval: tuple[float, float] | None = field(default=None, init=False)
     _previous: Interval | None = field(default=None, init=False)
