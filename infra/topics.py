@@ -19,6 +19,9 @@ SNAPSHOT_MAX_BYTES = 64 * 1024 * 1024  # largest snapshot record (topic max.mess
 # Largest record of tock.events: a try's success carries its values (TOCK_XCOM_MAX_BYTES, at most 8 MiB),
 # a queued try its context and upstream values (the scheduler keeps those under 12 MiB).
 EVENTS_MAX_BYTES = 16 * 1024 * 1024
+# Largest record of tock.dags: one DAG's definition (a 10,000-task DAG encodes to about 1.1 MB, over the
+# broker's 1 MB default; the DAG processor refuses one over services/dag_processor/report.py MAX_DEFINITION).
+DAGS_MAX_BYTES = 16 * 1024 * 1024
 
 
 log = logging.getLogger("tock.topics")
@@ -49,7 +52,7 @@ SPECS: tuple[TopicSpec, ...] = (
               upheld={**LOG_APPEND_TIME, "max.message.bytes": str(EVENTS_MAX_BYTES)}),
     TopicSpec(HEARTBEATS, "compact,delete", {"retention.ms": str(6 * 3600 * 1000),
                                                    "segment.ms": str(600 * 1000)}, upheld=LOG_APPEND_TIME),
-    TopicSpec(DAGS, "compact"),
+    TopicSpec(DAGS, "compact", upheld={"max.message.bytes": str(DAGS_MAX_BYTES)}),
     TopicSpec(PARSING, "delete", {"retention.ms": str(7 * 24 * 3600 * 1000)}),
     TopicSpec(SCHEDULERS, "compact,delete", {"retention.ms": str(24 * 3600 * 1000)}),
     TopicSpec(DEAD_LETTER, "delete", {"retention.ms": "-1"}),

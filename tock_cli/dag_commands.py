@@ -31,6 +31,7 @@ def dag_processor(ctx: typer.Context) -> None:
                    "(set TOCK_DAGS_FOLDER or create it)", err=True)
         raise typer.Exit(2)
     from infra.log import KafkaEventLog
+    from infra.topics import DAGS_MAX_BYTES
     from services.dag_processor.metrics import DagProcessorMetrics
     from services.dag_processor.recovery import known_dags
     from services.dag_processor.shell import DagProcessor
@@ -38,7 +39,8 @@ def dag_processor(ctx: typer.Context) -> None:
 
     metrics = DagProcessorMetrics()
     with metrics_served("dag-processor", metrics.registry, settings, settings.dag_processor_metrics_port):
-        event_log = KafkaEventLog(settings, client_id="tock-dag-processor")
+        event_log = KafkaEventLog(settings, client_id="tock-dag-processor",
+                                  config={"message.max.bytes": DAGS_MAX_BYTES})  # a big DAG's definition
         try:
             processor = DagProcessor(settings, event_log, state=known_dags(settings), metrics=metrics)
             for signum in (signal.SIGTERM, signal.SIGINT):

@@ -11,6 +11,7 @@ child's stdin/stdout/stderr are /dev/null: a file that prints megabytes costs no
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import signal
 import sys
@@ -142,6 +143,9 @@ def _child_main(parse, prepare_child, parent_pid: int, pipe: tuple[int, int]):  
     read_fd, write_fd = pipe
     code = 1
     try:
+        # The manager's heap is not the parser's to collect: a collection would walk it and, its pages being
+        # shared with the manager, copy them (as a try's child does: services/runner/supervise.py).
+        gc.freeze()
         os.close(read_fd)
         _die_with_parent(parent_pid)
         _isolate(write_fd)

@@ -20,11 +20,11 @@ from services.dag_processor.core import ParseResult
 from services.dag_processor.parsing import MAX_ERROR, MAX_IMPORTS_SIZE, MAX_TRACEBACK
 
 LENGTH = struct.Struct(">Q")
-MAX_REPORT = 16 << 20  # bytes of JSON a child may send; more is the file's parse error
-# Every event the parent writes from a report must fit in one Kafka record (librdkafka's
-# and the broker's default limit is about 1 MB, key and headers included): one DagParsed
-# per DAG, and one DagFileProcessed naming all of the file's DAGs.
-MAX_DEFINITION = 950_000
+MAX_REPORT = 32 << 20  # bytes of JSON a child may send; more is the file's parse error
+# Every event the parent writes from a report must fit in one Kafka record: one DagParsed per DAG (tock.dags
+# takes records of up to 16 MiB: infra/topics.py DAGS_MAX_BYTES; a 10,000-task DAG is about 1.1 MB), and
+# one DagFileProcessed naming all of the file's DAGs (tock.parsing keeps the broker's default, about 1 MB).
+MAX_DEFINITION = 12 << 20
 MAX_DAG_IDS = 500_000
 MAX_HASH = 256
 _FIELDS = ("file_hash", "error", "traceback", "dags", "imports")

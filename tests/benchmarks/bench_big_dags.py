@@ -10,6 +10,8 @@ mapped: the same shape made by dynamic task mapping: one root task returning TAS
   no-op task ``.expand()``ed over them (TASKS instances), on the same processes and settings, so its
   figures stand beside the fan-out's. Also timed: the expansion (the root's TaskSucceeded -> the
   scheduler's TaskMapExpanded, both event times).
+Each runs first SMALL (200) wide, then TASKS wide, in the same bench run, and prints the rate of tries started
+  at TASKS wide against SMALL's (goal: at least 80 %).
 folder: FILES DAG files x 10 tasks written before `tock dag-processor` starts; the clock runs
   from the processor's start to the last of FILES DagParsed read from tock.dags. Parse time per
   file (DagFileProcessed.duration, the child's life) beside the wall time; py-spy samples the
@@ -41,6 +43,7 @@ from tests.scenarios.dag_processor_support import ProcessorProcess
 from tests.scenarios.scheduler_support import environment
 
 TASKS = 10_000
+SMALL = 200  # each workload runs at this width first, in the same bench run: the rate at TASKS is set against it
 FILES = 1_000
 FILE_TASKS = 10
 RUN_TIMEOUT = 1200.0  # a 10,000-task fan-out took 837 s on 2 cores; a run not done by then is reported partially
@@ -179,8 +182,9 @@ def cpu_of(pid: int) -> float:
 
 # -- fan-out and mapped ---------------------------------------------------------------------------
 
-def bench_fan_out(tmp: Path, workload: str, tasks: int, parallelism: int) -> None:
-    """One run of ``workload``'s DAG (1 root + ``tasks`` no-op tries) on a fresh processor and scheduler."""
+def bench_fan_out(tmp: Path, workload: str, tasks: int, parallelism: int) -> float | None:
+    """One run of ``workload``'s DAG (1 root + ``tasks`` no-op tries) on a fresh processor and scheduler; its
+    tries started per second (None if none started)."""
     dag_id, text = WORKLOADS[workload]
     dags_folder = tmp / "dags"
     dags_folder.mkdir(parents=True)
@@ -212,9 +216,10 @@ def bench_fan_out(tmp: Path, workload: str, tasks: int, parallelism: int) -> Non
             print(f"     !! the run did not finish within {RUN_TIMEOUT:g} s: partial figures below", flush=True)
         scheduler_cpu = cpu_of(scheduler.pid) - cpu0
         progress.sample()
-        report_fan_out(reader, workload, run_id, acked, tasks, scheduler_cpu, progress)
+        rate = report_fan_out(reader, workload, run_id, acked, tasks, scheduler_cpu, progress)
         profiler.stop_and_summarize(f"the scheduler during the {tasks:,}-task run")
         profiler = None
+        return rate
     finally:
         if profiler is not None:
             profiler.stop_and_summarize("the scheduler (interrupted)")
@@ -261,7 +266,7 @@ class Progress:
 
 
 def report_fan_out(reader: Reader, workload: str, run_id: str, acked: float, tasks: int, scheduler_cpu: float,
-                   progress: Progress) -> None:
+                   progress: Progress) -> float | None:
     events = [event for _read, event in reader.events if getattr(event, "run_id", None) == run_id]
     last: dict[str, float] = {}
     kinds = Counter()
@@ -283,8 +288,9 @@ def report_fan_out(reader: Reader, workload: str, run_id: str, acked: float, tas
         f"{kind} +{last[kind] - acked:.1f} s" for kind in ("DagRunCreated", "TaskQueued", "TaskLaunched",
                                                            "TaskStarted", "TaskSucceeded") if kind in last) + ")")
     started = sorted(event.at for event in events if type(event).__name__ == "TaskStarted")
-    figure(f"{name}: tries started per second (first -> last TaskStarted)",
-           (len(started) - 1) / (started[-1] - started[0]), "tries/s")
+    rate = (len(started) - 1) / (started[-1] - started[0]) if len(started) > 1 else None
+    if rate is not None:
+        figure(f"{name}: tries started per second (first -> last TaskStarted)", rate, "tries/s")
     decisions = sum(kinds[kind] for kind in ("DagRunCreated", "TaskMapExpanded", "TaskQueued", "TaskLaunched",
                                              "DagRunFinished"))
     figure(f"{name}: scheduler CPU", scheduler_cpu, "s")
@@ -294,6 +300,15 @@ def report_fan_out(reader: Reader, workload: str, run_id: str, acked: float, tas
            sum(progress.helpers.values()), "s")
     print(f"       (decisions: {decisions:,} = DagRunCreated + TaskMapExpanded + TaskQueued + TaskLaunched + "
           "DagRunFinished; events " + ", ".join(f"{kind} {count:,}" for kind, count in sorted(kinds.items())) + ")")
+    return rate
+
+
+def report_rates(workload: str, rates: dict[int, float | None]) -> None:
+    """The rate of tries started at the widest run against the narrowest, same bench run (goal: >= 80 %)."""
+    (small, small_rate), (wide, wide_rate) = min(rates.items()), max(rates.items())
+    if small != wide and small_rate and wide_rate:
+        figure(f"{workload}: tries/s at {wide:,} wide against at {small:,} wide", 100 * wide_rate / small_rate, "%",
+               ">= 80 %")
 
 
 def report_expansion(events: list, name: str) -> None:
@@ -396,6 +411,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--tasks", type=int, default=TASKS, help="fan-out width, and the mapped task's instances")
     parser.add_argument("--files", type=int, default=FILES, help="files in the folder")
     parser.add_argument("--parallelism", type=int, default=64, help="TOCK_PARALLELISM of the fan-out's scheduler")
+    parser.add_argument("--small", type=int, default=SMALL,
+                        help="the width each workload runs at first, in the same run, for the rate's ratio (0: not)")
     parser.add_argument("--keep", type=Path, help="work in this folder and keep it (logs, profiles)")
     options = parser.parse_args(argv)
     print(f"Big DAGs (2 cores shared with other engineers' tests; {load()})", flush=True)
@@ -403,7 +420,10 @@ def main(argv: list[str]) -> None:
         tmp = options.keep or Path(folder)
         for workload in WORKLOADS:
             if workload in options.workloads:
-                bench_fan_out(tmp / f"{workload}-{options.tasks}", workload, options.tasks, options.parallelism)
+                widths = [width for width in (options.small, options.tasks) if width]
+                rates = {width: bench_fan_out(tmp / f"{workload}-{width}", workload, width, options.parallelism)
+                         for width in widths}
+                report_rates(workload, rates)
         if "folder" in options.workloads:
             bench_folder(tmp / f"folder-{options.files}", options.files)
 

@@ -13,8 +13,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from infra.log import LogRecord, partition_for, replay
-from infra.topics import EVENTS_MAX_BYTES, SPECS, TopicNames, ensure_topics, topic_configs, topic_name
-from schemas import EVENTS, HEARTBEATS, LOGS, TaskHeartbeat, TaskStarted, encode
+from infra.topics import DAGS_MAX_BYTES, EVENTS_MAX_BYTES, SPECS, TopicNames, ensure_topics, topic_configs, topic_name
+from schemas import DAGS, EVENTS, HEARTBEATS, LOGS, TaskHeartbeat, TaskStarted, encode
 
 pytestmark = pytest.mark.integration
 
@@ -82,9 +82,11 @@ def test_topics_created_the_old_way_are_brought_to_log_append_time_in_place(make
     with caplog.at_level(logging.INFO, logger="tock.topics"):
         assert ensure_topics(admin, settings.topic_prefix, settings.partitions) == []
     assert sorted(record.getMessage() for record in caplog.records) == [
+        f"topic {names[DAGS]}: set max.message.bytes={DAGS_MAX_BYTES}",
         f"topic {names[EVENTS]}: set message.timestamp.type=LogAppendTime max.message.bytes={EVENTS_MAX_BYTES}",
         f"topic {names[HEARTBEATS]}: set message.timestamp.type=LogAppendTime"]
     assert topic_configs(admin, names[EVENTS])["max.message.bytes"] == str(EVENTS_MAX_BYTES)
+    assert topic_configs(admin, names[DAGS])["max.message.bytes"] == str(DAGS_MAX_BYTES)
     assert [timestamp_type(admin, names[logical]) for logical in (EVENTS, HEARTBEATS, LOGS)] == [
         "LogAppendTime", "LogAppendTime", "CreateTime"]
     kept = topic_configs(admin, names[HEARTBEATS])

@@ -114,6 +114,7 @@ def test_a_forged_report_with_a_dag_too_large_is_refused_by_the_reader_too():
 
 
 def test_a_report_over_the_limit_is_replaced_by_an_error_in_the_child():
-    many = tuple((definition(f"d{n}", "x" * 900_000), f"f{n}") for n in range(20))  # 20 x 1.2 MB of base64
+    many = tuple((definition(f"d{n}", "x" * 900_000), f"f{n}") for n in range(MAX_REPORT // 1_200_000 + 1))
+    # (each 1.2 MB of base64: together over MAX_REPORT, each under MAX_DEFINITION)
     result = read_report(encode_report(ParseResult("h1", dags=many)))
     assert result.dags == () and "over the limit of" in result.error
