@@ -120,3 +120,27 @@ def test_a_file_tampering_with_its_report_costs_one_parse_error_and_the_manager_
         stop_cleanly(processor)
     finally:
         processor.stop(signal.SIGKILL)
+
+
+def test_a_10000_task_dag_is_published_whole_though_its_record_is_over_a_megabyte(make_settings, tmp_path):
+    """A definition bigger than the broker's 1 MB default record (tock.dags takes up to 16 MiB): the
+    10,000-task fan-out of bench_big_dags, which the processor refused before."""
+    from schemas import encode
+    from tests.scenarios.scheduler_support import create_topics
+
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    write_file(folder, "wide.py", "from tock import DAG, task\n\ndef noop():\n    pass\n\n"
+                                  "with DAG('wide') as dag:\n    root = task(noop, task_id='root')()\n"
+                                  "    for index in range(10_000):\n"
+                                  "        root >> task(noop, task_id=f'leaf_{index:05d}')()\n")
+    settings = make_settings(dags_folder=folder, dag_scan_interval=0.1, executors="local", **NO_REPARSE)
+    create_topics(settings)
+    processor = ProcessorProcess(settings, tmp_path / "processor.log")
+    try:
+        latest = wait_for(dags_published(settings, "wide"), 60, "the 10,000-task DAG")
+        parsed = latest["wide"]
+        assert len(parsed.definition.tasks) == 10_001 and len(encode(parsed)) > 1_048_576
+        stop_cleanly(processor)
+    finally:
+        processor.stop(signal.SIGKILL)
