@@ -16,7 +16,10 @@ file launcher only ever saves work, and what goes wrong with one costs nothing b
   answer go to the warm launcher's runners (a try it had handed over already is run once all the same:
   the first TaskStarted wins the claim, the other runner reads that and runs nothing);
 - it serves no try for IDLE_SECONDS, or more files want one than TOCK_PRELOADED_DAG_FILES allows: the
-  least recently used is retired (closing its pipe ends it; its warm runners see EOF and exit).
+  least recently used is retired (closing its pipe ends it; its warm runners see EOF and exit);
+- it imported the file more than TOCK_DAG_REPARSE_INTERVAL ago: a successor imports it again and replaces it
+  once ready, so what the import reads besides the file and its modules (a config file, a variable, the
+  time) reaches the tries at least that often, as it reaches the DAG processor's parses.
 
 A file launcher dies with the warm launcher (its tries, detached, run on); its protocol is the warm
 launcher's (spares.py) over two pipes, after one first line saying how the import went.
@@ -92,7 +95,8 @@ class FileLaunchers:
 
     settings: Settings
     spares: Spares  # the warm launcher's own (a file launcher forked from it closes their pipes)
-    launchers: dict[str, FileLauncher] = field(default_factory=dict)
+    launchers: dict[str, FileLauncher] = field(default_factory=dict)  # the one serving each file, or starting
+    successors: dict[str, FileLauncher] = field(default_factory=dict)  # each starting to replace a stale one
     seen: dict[str, float] = field(default_factory=dict)  # path -> when it was last launched from directly
     refused: dict[str, str] = field(default_factory=dict)  # path -> digest of the bytes whose preload failed
 
@@ -110,33 +114,42 @@ class FileLaunchers:
         return pids
 
     def tend(self) -> None:
-        """Take the ready answers of starting launchers; give up those too slow, dead or idle."""
+        """Take the ready answers of starting launchers (a successor ready replaces the one it succeeds);
+        give up those too slow, dead or idle."""
         now = time.monotonic()
         for launcher in list(self.launchers.values()):
             if launcher.preloaded is None:
                 self._starting(launcher, now)
             elif launcher.ended or now - launcher.used > IDLE_SECONDS:
                 self._retire(launcher)
+        for successor in list(self.successors.values()):
+            self._starting(successor, now)
+            if successor.preloaded is not None:
+                if (stale := self.launchers.get(successor.path)) is not None:
+                    self._retire(stale)
+                del self.successors[successor.path]
+                successor.used = now
+                self.launchers[successor.path] = successor
         for path in [path for path, when in self.seen.items() if now - when > IDLE_SECONDS]:
             del self.seen[path]
 
     def close(self) -> None:
-        for launcher in list(self.launchers.values()):
+        for launcher in [*self.launchers.values(), *self.successors.values()]:
             self._retire(launcher)
 
     def _launch_file(self, path: str, lines: list[str], direct: Direct) -> list[int]:
         self.tend()
         launcher = self.launchers.get(path)
-        if launcher is not None and launcher.preloaded is not None and not launcher.current():
-            log.info("%s changed since its launcher imported it: retiring that launcher", path)
-            self._retire(launcher)
+        if launcher is not None and launcher.preloaded is not None and not self._fresh(launcher):
             launcher = None
         if launcher is None or launcher.preloaded is None:
             self._consider(path)
             return direct(lines)
         launcher.used = time.monotonic()
         try:
-            os.write(launcher.requests, "".join(lines).encode())
+            data = memoryview("".join(lines).encode())
+            while data:  # all of it: it reads as we write
+                data = data[os.write(launcher.requests, data):]
         except OSError:  # it died
             launcher.ended = True
         answered = [int(line.split()[0]) for line in launcher.lines(len(lines), time.monotonic() + ANSWER_SECONDS)]
@@ -146,6 +159,24 @@ class FileLaunchers:
             self._retire(launcher)
             answered += direct(lines[len(answered):])
         return answered
+
+    def _fresh(self, launcher: FileLauncher) -> bool:
+        """Whether ``launcher`` may serve: retired if its file changed; past TOCK_DAG_REPARSE_INTERVAL since
+        its import a successor imports the file again (what the import read besides the file and its modules,
+        a config file, a variable, reaches the tries at least that often), and it serves until that one is
+        ready, or is retired if the file cannot be imported there any more."""
+        path = launcher.path
+        if not launcher.current():
+            log.info("%s changed since its launcher imported it: retiring that launcher", path)
+            self._retire(launcher)
+            return False
+        if time.monotonic() - launcher.started <= self.settings.dag_reparse_interval or path in self.successors:
+            return True
+        if self.refused.get(path) == digest([path]):
+            self._retire(launcher)
+            return False
+        self.successors[path] = self._start(path, time.monotonic())
+        return True
 
     def _consider(self, path: str) -> None:
         """A file launched from directly: start its launcher if it was launched from recently before."""
@@ -165,8 +196,9 @@ class FileLaunchers:
         parent = os.getpid()
         pid = os.fork()
         if pid == 0:
+            others = [*self.launchers.values(), *self.successors.values()]
             for descriptor in [requests_write, answers_read, *self.spares.pipes(),
-                               *(end for other in self.launchers.values() for end in (other.requests, other.answers))]:
+                               *(end for other in others for end in (other.requests, other.answers))]:
                 os.close(descriptor)
             _serve_file(self.settings, path, requests_read, answers_write, parent)
         os.close(requests_read)
@@ -196,7 +228,9 @@ class FileLaunchers:
 
     def _retire(self, launcher: FileLauncher) -> None:
         """End it: close its pipes (a live one ends when its requests end) and kill it unless it served."""
-        self.launchers.pop(launcher.path, None)
+        for launchers in (self.launchers, self.successors):
+            if launchers.get(launcher.path) is launcher:
+                del launchers[launcher.path]
         for descriptor in (launcher.requests, launcher.answers):
             with contextlib.suppress(OSError):
                 os.close(descriptor)

@@ -46,6 +46,8 @@ def test_a_snapshot_larger_than_a_record_of_the_topic_is_written_and_read_back_w
         session.commit([], None, raw=records)
     finally:
         session.close()
+    # A commit returns before its markers are written: read once the head is readable (read_committed).
+    wait_until(lambda: _head_offset(kafka_settings) >= 0, 30, "the snapshot's head to be readable")
     offset, found = latest_snapshot(kafka_settings, PARTITION, client_id="test-parts", timeout=60)
     assert found == value and offset == 9  # the head, after its parts
 
@@ -57,12 +59,16 @@ def test_a_partition_restores_from_a_snapshot_in_parts_and_then_from_a_later_who
         records = snapshot_records(PARTITION, value, None, record_bytes=PART_RECORD)
         parts = parts_written(records)[PARTITION]
         session.commit([], None, raw=records)
+        wait_until(lambda: _head_offset(kafka_settings) >= 0, 30, "the snapshot's head to be readable")
         [memory] = restore(kafka_settings, [PARTITION]).values()
         assert memory.state == state and memory.positions == POSITIONS and parts >= 3
         later = fold(state, synthetic.finished_run("etl", 99, 3, 9_000.0))
         written = snapshot_records(PARTITION, snapshot_of(PartitionMemory(PARTITION, later, dict(POSITIONS))), parts)
         assert len(written) == parts + 1
+        first_head = _head_offset(kafka_settings)
         session.commit([], None, raw=written)  # one record, its old parts deleted
+        # A commit returns before its markers are written: read once the new head is readable (read_committed).
+        wait_until(lambda: _head_offset(kafka_settings) > first_head, 30, "the later snapshot's head to be readable")
         [memory] = restore(kafka_settings, [PARTITION]).values()
         assert memory.state == later
     finally:

@@ -10,6 +10,7 @@ import signal
 import pytest
 
 from schemas import DagParseFailed
+from services.dag_processor.report import MAX_REPORT
 from tests.scenarios.dag_processor_support import (
     NO_REPARSE,
     ProcessorProcess,
@@ -64,10 +65,11 @@ os.write(result_pipe(), struct.pack(">Q", 12) + b"\\xff garbage \\x00")
 
 
 def writes_past_the_limit(_marker) -> str:
-    return FIND_PIPE + """
+    megabytes = (MAX_REPORT >> 20) + 1
+    return FIND_PIPE + f"""
 fd, chunk = result_pipe(), b"x" * (1 << 20)
-os.write(fd, struct.pack(">Q", 17 << 20))
-for _ in range(17):
+os.write(fd, struct.pack(">Q", {megabytes} << 20))
+for _ in range({megabytes}):
     os.write(fd, chunk)
 """
 
@@ -89,7 +91,7 @@ BAD_REPORTS = {
     # name: (source, text in the parse error)
     "smuggles_a_pickle": (smuggles_a_pickle, "malformed (not JSON"),
     "garbage_before_its_report": (garbage_before_its_report, "the parser's report is malformed"),
-    "writes_past_the_limit": (writes_past_the_limit, "more than 16,777,216 bytes of report, over the limit"),
+    "writes_past_the_limit": (writes_past_the_limit, f"more than {MAX_REPORT:,} bytes of report, over the limit"),
     "half_a_report_then_hangs": (half_a_report_then_hangs, f"longer than {HANG_TIMEOUT} s"),
     "names_an_executor_not_run_here": (names_an_executor_not_run_here,
                                        "task 'spark' of DAG 'on_celery' names executor 'celery', which this "

@@ -207,3 +207,39 @@ def process_runs(pid: int) -> bool:
             return stat.read().split(") ", 1)[1][0] != "Z"
     except (FileNotFoundError, IndexError):
         return False
+
+
+CONFIG_DAG = '''
+import json, os, pathlib
+from tock import DAG, task
+
+with open(pathlib.Path(__file__).with_suffix(".imports"), "a") as out:
+    out.write(f"{os.getpid()} {os.environ.get('TOCKRUN_RUN_ID', '-')}\\n")
+SETTING = json.loads(pathlib.Path(__file__).with_name("config.json").read_text())["value"]  # no module: no digest
+
+with DAG("preloads") as dag:
+    @task
+    def says():
+        return SETTING
+
+    says()
+'''
+
+
+def test_what_a_file_reads_at_import_reaches_its_tries_within_the_reparse_interval(launches, tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text('{"value": "old"}')
+    dag_file = tmp_path / "preloads.py"
+    dag_file.write_text(CONFIG_DAG)
+    launch = launches(dag_file, dag_reparse_interval=2.0)
+    launch.batches_until(lambda: ran_preloaded(launch), "a batch ran without importing the file")
+    assert values(launch.settings, [f"r{launch.count - 1}", f"r{launch.count}"]) == ['{"return_value":"old"}'] * 2
+    config.write_text('{"value": "new"}')  # the file itself is unchanged: only a re-import sees this
+    first = len(launcher_imports(dag_file))
+
+    def new_value_preloaded() -> bool:
+        runs = launch.batch()
+        return values(launch.settings, runs) == ['{"return_value":"new"}'] * 2
+    launch.batches_until(new_value_preloaded, "the new config reached the tries")
+    assert len(launcher_imports(dag_file)) > first  # a successor imported the file again
+    assert {run_id for _pid, run_id in imports(dag_file)}.isdisjoint({f"r{launch.count - 1}", f"r{launch.count}"})
