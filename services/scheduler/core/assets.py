@@ -285,7 +285,7 @@ def decide_registrations(state: SchedulerState, now: float) -> list[AssetDecisio
     sides, decided = state.assets, list[AssetDecision]()
     consuming = {dag_id: tuple(sorted({asset.uri for asset in entry.definition.schedule_assets}))
                  for dag_id, entry in state.dags.items() if entry.definition.asset_condition_json}
-    reading = {dag_id: uris for dag_id, entry in state.dags.items() if (uris := _inlet_uris(entry.definition.tasks))}
+    reading = {dag_id: entry.inlet_uris for dag_id, entry in state.dags.items() if entry.inlet_uris}
     for dag_id in sorted({*consuming, *sides.registered, *reading, *sides.reading}):
         wanted, had = consuming.get(dag_id, ()), sides.registered.get(dag_id, ())
         reads, read = reading.get(dag_id, ()), sides.reading.get(dag_id, ())
@@ -297,10 +297,6 @@ def decide_registrations(state: SchedulerState, now: float) -> list[AssetDecisio
         decided += [AssetReaderDropped(uri=uri, dag_id=dag_id, at=now) for uri in read if uri not in reads]
         decided.append(DagAssetsRegistered(dag_id=dag_id, uris=list(wanted), inlet_uris=list(reads), at=now))
     return decided
-
-
-def _inlet_uris(tasks: Iterable[TaskDefinition]) -> tuple[str, ...]:
-    return tuple(sorted({asset.uri for task in tasks for asset in task.inlets}))
 
 
 def decide_asset_runs(state: SchedulerState, now: float, scheduler_id: str, active: MutableMapping[str, int],

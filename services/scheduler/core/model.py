@@ -114,6 +114,8 @@ class DagEntry:
     short_circuits: dict[str, tuple[str, ...]]
     leaves: frozenset[str]  # the tasks whose states decide the run's (Airflow's: teardowns left out)
     priorities: dict[str, int]  # each task's priority, as its weight rule adds the weights up (priorities.py)
+    alike: dict[str, Alike | None]  # each task's key for sharing its verdict in a walk (alike_keys)
+    inlet_uris: tuple[str, ...]  # the assets its tasks read as inlets, sorted
 
     @staticmethod
     def of(definition: DagDefinition, fingerprint: str, first_seen_at: float) -> DagEntry:
@@ -121,8 +123,22 @@ class DagEntry:
 
         tasks = {task.task_id: task for task in definition.tasks}
         order = topological_order(tasks)
-        return DagEntry(definition, fingerprint, first_seen_at, tasks, order, short_circuits_above(order, tasks),
-                        run_state_leaves(tasks), priorities_of(tasks, order))
+        short_circuits = short_circuits_above(order, tasks)
+        return DagEntry(definition, fingerprint, first_seen_at, tasks, order, short_circuits,
+                        run_state_leaves(tasks), priorities_of(tasks, order), alike_keys(tasks, short_circuits),
+                        tuple(sorted({asset.uri for task in definition.tasks for asset in task.inlets})))
+
+
+Alike: TypeAlias = tuple[str, tuple[str, ...]]
+"""(trigger rule, upstream task ids): tasks whose verdicts one walk may share (trigger_rules.judged_alike)."""
+
+
+def alike_keys(tasks: dict[str, TaskDefinition], short_circuits: dict[str, tuple[str, ...]]) -> dict[str, Alike | None]:
+    """Task id -> its Alike key; None for a task whose verdict depends on more than its rule and its upstreams'
+    states: one that runs within setups, or below a short circuit (unless a teardown, which no short circuit
+    skips)."""
+    return {task_id: None if task.setups or (task_id in short_circuits and not task.is_teardown)
+            else (task.trigger_rule, tuple(task.upstream)) for task_id, task in tasks.items()}
 
 
 @dataclass(slots=True)

@@ -29,6 +29,7 @@ from services.scheduler.core.mapping import (
 )
 from services.scheduler.core.model import (
     SUCCESS,
+    Alike,
     AssetSides,
     DagEntry,
     DagRun,
@@ -36,7 +37,7 @@ from services.scheduler.core.model import (
     TaskInstance,
     instance_key,
 )
-from services.scheduler.core.trigger_rules import Alike, Verdict
+from services.scheduler.core.trigger_rules import Verdict
 
 # Bytes of upstream values, conf and params one TaskQueued carries at most (tock.events takes 16 MiB records).
 INPUTS_LIMIT_BYTES = 12 * 1024 * 1024

@@ -26,6 +26,7 @@ from services.scheduler.core.model import (
     SKIPPED,
     SUCCESS,
     UPSTREAM_FAILED,
+    Alike,
     DagEntry,
     DagRun,
 )
@@ -95,24 +96,22 @@ def judge(task_id: str, dag: DagEntry, run: DagRun, view: Mapping[str, str],
     return held if verdict is RUNNABLE else verdict
 
 
-Alike: TypeAlias = tuple[str, tuple[str, ...]]
-"""(trigger rule, upstream task ids): tasks judged alike in one walk (``judged_alike``)."""
-
-
 def judged_alike(task_id: str, dag: DagEntry, run: DagRun, view: Mapping[str, str],
                  mapped: Mapping[str, Mapping[str, str]], verdicts: dict[Alike, Verdict | None]) -> Verdict:
     """``judge(task_id, dag, run, view, mapped)``, read from ``verdicts`` when a task of the same rule
     and upstreams was judged before in this walk (a fan-out's thousands of leaves are judged once). Only
-    a task whose verdict depends on nothing but those is shared: no setups, no short circuit above it,
-    no upstream that chose (a branch's choice names its downstream), every upstream decided already
-    (the walk's states of those do not change after)."""
-    task = dag.tasks[task_id]
-    if task.setups or (task_id in dag.short_circuits and not task.is_teardown) \
-            or any(up in dag.tasks and up not in view for up in task.upstream):
+    a task whose verdict depends on nothing but those is shared (``DagEntry.alike``: no setups, no short
+    circuit above it), once no upstream chose (a branch's choice names its downstream) and every upstream
+    is decided (the walk's states of those do not change after; tasks alike have the same upstreams, so
+    this holds for each once it held for the first)."""
+    key = dag.alike.get(task_id)
+    if key is None:
         return judge(task_id, dag, run, view, mapped)
-    key = (task.trigger_rule, tuple(task.upstream))
     if key not in verdicts:
-        unchosen = all(_followed(run, up, view) is None for up in task.upstream)
+        upstream = dag.tasks[task_id].upstream
+        if any(up in dag.tasks and up not in view for up in upstream):
+            return judge(task_id, dag, run, view, mapped)
+        unchosen = all(_followed(run, up, view) is None for up in upstream)
         verdicts[key] = judge(task_id, dag, run, view, mapped) if unchosen else None
     shared = verdicts[key]
     return shared if shared is not None else judge(task_id, dag, run, view, mapped)
