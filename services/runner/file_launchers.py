@@ -137,6 +137,12 @@ class FileLaunchers:
         for launcher in [*self.launchers.values(), *self.successors.values()]:
             self._retire(launcher)
 
+    def descriptors(self) -> list[int]:
+        """This process's ends of the pipes to its file launchers: a process forked from it must close them (a
+        retired file launcher ends when its requests' pipe has no writer left)."""
+        return [end for launcher in [*self.launchers.values(), *self.successors.values()]
+                for end in (launcher.requests, launcher.answers)]
+
     def _launch_file(self, path: str, lines: list[str], direct: Direct) -> list[int]:
         self.tend()
         launcher = self.launchers.get(path)
@@ -196,9 +202,7 @@ class FileLaunchers:
         parent = os.getpid()
         pid = os.fork()
         if pid == 0:
-            others = [*self.launchers.values(), *self.successors.values()]
-            for descriptor in [requests_write, answers_read, *self.spares.pipes(),
-                               *(end for other in others for end in (other.requests, other.answers))]:
+            for descriptor in [requests_write, answers_read, *self.spares.pipes(), *self.descriptors()]:
                 os.close(descriptor)
             _serve_file(self.settings, path, requests_read, answers_write, parent)
         os.close(requests_read)
@@ -254,7 +258,7 @@ def _serve_file(settings: Settings, path: str, requests: int, answers: int, pare
             return
         _say(answers, {"files": list(loaded.files), "digest": loaded.digest})
         gc.freeze()  # the file's DAGs stay as long as this process: out of its collections
-        spares = Spares(settings, min(settings.warm_runners, settings.parallelism), private=(requests, answers))
+        spares = Spares(settings, min(settings.warm_runners, settings.parallelism), private=lambda: (requests, answers))
         spares.fill()
         for lines in request_batches(requests):
             answer(answers, spares.hand_over(lines))

@@ -44,8 +44,9 @@ def main() -> None:
 
     # A burst beyond the warm runners starts runners cold: fine, just slower.
     spares = Spares(settings, min(settings.warm_runners, settings.parallelism))
-    spares.fill()
     files = FileLaunchers(settings, spares)
+    spares.private = files.descriptors  # a runner forked here must not hold a file launcher's pipes
+    spares.fill()
     try:
         for lines in request_batches(sys.stdin.fileno(), TEND_SECONDS):
             if lines:

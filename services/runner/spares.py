@@ -16,7 +16,7 @@ import os
 import select
 import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 
 from infra.executors.messages import TryMessage
 from infra.group_watcher import die_with_parent
@@ -33,13 +33,16 @@ class Spares:
     executor's launcher). Otherwise it stays in this process's group and is told SIGTERM when
     this process dies (a Celery pool process: a revoke that terminates it, or its loss, ends
     the try reported; a kill of the worker's whole group takes the runner too).
-    ``private``: descriptors of this process a runner must not keep (its own requests' pipes)."""
+    ``private``: the descriptors of this process a runner must not keep, asked at each fork (the pipes to its
+    file launchers, or a file launcher's own requests' pipes): a runner holding a write end would keep the
+    process at its other end from ever seeing EOF."""
 
-    def __init__(self, settings: Settings, count: int, detached: bool = True, private: Sequence[int] = ()) -> None:
+    def __init__(self, settings: Settings, count: int, detached: bool = True,
+                 private: Callable[[], Iterable[int]] = tuple) -> None:
         self.settings = settings
         self.count = count
         self.detached = detached
-        self.private = tuple(private)
+        self.private = private
         self.ready: list[tuple[int, int]] = []
 
     def fill(self) -> None:
@@ -68,7 +71,7 @@ class Spares:
         if pid == 0:
             gc.freeze()  # the launcher's heap is not the spare's to collect (as a try's child's, supervise.py)
             os.close(write_end)
-            for descriptor in [*self.pipes(), *self.private]:  # else a spare never sees EOF when we go
+            for descriptor in [*self.pipes(), *self.private()]:  # else a spare never sees EOF when we go
                 os.close(descriptor)
             _spare(self.settings, read_end, None if self.detached else parent)
         os.close(read_end)

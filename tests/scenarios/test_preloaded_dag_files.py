@@ -41,8 +41,8 @@ with DAG("preloads") as dag:
 '''
 
 
-def write_dag(folder: Path, version: str = "one", in_launcher: str = "pass") -> Path:
-    path = folder / "preloads.py"
+def write_dag(folder: Path, version: str = "one", in_launcher: str = "pass", name: str = "preloads") -> Path:
+    path = folder / f"{name}.py"
     path.write_text(DAG_FILE.format(version=version, in_launcher=in_launcher))
     return path
 
@@ -125,7 +125,7 @@ def launches(make_settings, tmp_path, monkeypatch):
     made: list[Launches] = []
 
     def start(dag_file: Path, **overrides) -> Launches:
-        settings = make_settings(task_heartbeat_seconds=0.2, warm_runners=1, **overrides)
+        settings = make_settings(**{"task_heartbeat_seconds": 0.2, "warm_runners": 1, **overrides})
         create_topics(settings)
         made.append(Launches(settings, dag_file))
         return made[-1]
@@ -243,3 +243,29 @@ def test_what_a_file_reads_at_import_reaches_its_tries_within_the_reparse_interv
     launch.batches_until(new_value_preloaded, "the new config reached the tries")
     assert len(launcher_imports(dag_file)) > first  # a successor imported the file again
     assert {run_id for _pid, run_id in imports(dag_file)}.isdisjoint({f"r{launch.count - 1}", f"r{launch.count}"})
+
+
+def test_a_file_launcher_retired_for_another_file_ends_with_its_runners(launches, tmp_path):
+    """TOCK_PRELOADED_DAG_FILES=1: the second file's launcher retires the first's, which then ends (no process
+    forked by the warm launcher may hold its requests' pipe open), and the first file's tries run on."""
+    first, second = write_dag(tmp_path, name="first"), write_dag(tmp_path, version="two", name="second")
+    launch = launches(first, preloaded_dag_files=1, warm_runners=4)  # idle warm runners forked after its start
+    launch.batches_until(lambda: ran_preloaded(launch), "the first file preloaded")
+    [retired] = launcher_imports(first)
+    launch.dag_file = second
+    launch.batches_until(lambda: ran_preloaded(launch), "the second file preloaded")
+    deadline = time.monotonic() + 30
+    while process_runs(retired) or any(process_runs(pid) for pid in children_of(retired)):
+        assert time.monotonic() < deadline, f"the retired launcher {retired} (or a runner of it) still runs"
+        time.sleep(0.2)
+    launch.dag_file = first
+    runs = launch.batch()
+    assert values(launch.settings, runs) == ['{"return_value":"one"}'] * 2
+
+
+def children_of(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as children:
+            return [int(child) for child in children.read().split()]
+    except FileNotFoundError:
+        return []
