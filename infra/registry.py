@@ -52,7 +52,7 @@ class HttpRegistry(Registry):
     def register(self, subject: str, schema: str) -> int:
         with self._lock:
             if subject not in self._configured:
-                self._call("PUT", f"/config/{subject}", {"compatibility": "BACKWARD"})
+                self._configure(subject)
                 self._configured.add(subject)
         answer = self._call("POST", f"/subjects/{subject}/versions", {"schema": schema, "schemaType": "AVRO"})
         schema_id = answer.get("id") if isinstance(answer, dict) else None
@@ -60,6 +60,18 @@ class HttpRegistry(Registry):
             raise RegistryError(f"the registry at {self.url} answered a registration of {subject} without an id")
         log.debug("schema of %s: id %d", subject, schema_id)
         return schema_id
+
+    def _configure(self, subject: str) -> None:
+        """The subject's compatibility: BACKWARD. Two processes setting it at once for a new subject race to
+        create the rule, and the registry refuses the second with HTTP 409 (Apicurio: "A rule named
+        'COMPATIBILITY' already exists"); set again, it is an update of the rule the other created."""
+        try:
+            self._call("PUT", f"/config/{subject}", {"compatibility": "BACKWARD"})
+        except RegistryError as error:
+            if error.status != 409:
+                raise
+            log.info("compatibility of %s set by another process at the same moment: setting it again", subject)
+            self._call("PUT", f"/config/{subject}", {"compatibility": "BACKWARD"})
 
     def schema(self, schema_id: int) -> str:
         try:

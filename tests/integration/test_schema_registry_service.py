@@ -97,3 +97,36 @@ def test_records_round_trip_in_the_confluent_wire_format(client: SchemaRegistryC
     assert AvroDeserializer(client)(record, context) == {"dag_id": "etl", "attempt": 3}
     # A v1 record read with the v2 schema gets the new field's default: what BACKWARD promises.
     assert AvroDeserializer(client, json.dumps(DEMO_V2))(old_record, context) == {"dag_id": "etl", "attempt": 1}
+
+
+def _register_at_once(url: str, subjects: list[str], barrier, results) -> None:
+    from infra.registry import HttpRegistry, RegistryError
+
+    for subject in subjects:
+        barrier.wait(30)  # every process sets the new subject's rule at the same moment
+        try:
+            results.put(HttpRegistry(url, timeout=30).register(subject, json.dumps(DEMO_V1)))
+        except RegistryError as error:
+            results.put(str(error))
+
+
+def test_processes_registering_a_new_subject_at_once_all_get_its_id(registry_url: str) -> None:
+    """Runners (each Celery pool process's) register a topic's union the moment they first write to it: for a new
+    subject they race to create its compatibility rule, and the registry refuses the losers with HTTP 409. Every
+    one must still get the id (a loser crashed its runner, and its try was run again: a loaded full run)."""
+    import multiprocessing
+    import uuid
+
+    context = multiprocessing.get_context("fork")
+    subjects = [f"race-{uuid.uuid4().hex[:12]}-value" for _ in range(10)]
+    barrier, results = context.Barrier(12), context.Queue()
+    processes = [context.Process(target=_register_at_once, args=(registry_url, subjects, barrier, results))
+                 for _ in range(12)]
+    for process in processes:
+        process.start()
+    found = [results.get(timeout=120) for _ in range(12 * len(subjects))]
+    for process in processes:
+        process.join(30)
+    refused = [result for result in found if isinstance(result, str)]
+    assert not refused, refused[:3]
+    assert len(found) == 12 * len(subjects)
