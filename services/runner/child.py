@@ -127,7 +127,8 @@ def _prepare(request: TryRequest, log_path: str, setup: ChildSetup) -> Callable[
     environment before it is cleared), the environment the allow-list passes, stdin from /dev/null and
     the output to the try's log through the masker. Returns what flushes that output at the end."""
     # Before the DAG file is imported: it is user code too.
-    _default_signals(PYTHON_IGNORES)
+    default_signals(PYTHON_IGNORES)
+    _empty_mask()
     if setup.secrets is not None:
         writer = f"{request.dag_id}/{request.run_id}/{request.task_id}/{request.try_number}"
         # What its file read at its import, when that was done before the fork (preloaded.py), is the try's too.
@@ -150,15 +151,21 @@ def _prepare(request: TryRequest, log_path: str, setup: ChildSetup) -> Callable[
     return finish
 
 
-def _default_signals(ignored: frozenset[int] = frozenset()) -> None:
-    """Every signal to its default disposition (``ignored`` ignored) and an empty signal mask, as
-    subprocess's ``restore_signals`` does: user code inherits nothing of how whoever started Tock
-    treated signals (a ``nohup`` ignoring SIGHUP, a blocked signal), nor the runner's handlers."""
+def default_signals(ignored: frozenset[int] = frozenset()) -> dict[int, object]:
+    """Every signal to its default disposition (``ignored`` ignored), returning what each was (the file
+    launcher puts them back after its import: preloaded.py). An empty signal mask follows separately
+    (``_empty_mask``): user code inherits nothing of how whoever started Tock treated signals (a ``nohup``
+    ignoring SIGHUP, a blocked signal), nor the runner's handlers."""
+    was = {}
     for signum in signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}:
         try:
-            signal.signal(signum, signal.SIG_IGN if signum in ignored else signal.SIG_DFL)
+            was[signum] = signal.signal(signum, signal.SIG_IGN if signum in ignored else signal.SIG_DFL)
         except (OSError, ValueError):  # one the C library keeps for itself
             pass
+    return was
+
+
+def _empty_mask() -> None:
     signal.pthread_sigmask(signal.SIG_SETMASK, set())
 
 

@@ -55,12 +55,13 @@ def preload(settings: Settings, path: str) -> Preloaded:
     """Import the DAG file at ``path`` as a try's child would and keep its DAGs for the processes forked from
     here; raises what the import raises (then nothing is kept)."""
     from infra.secrets import secrets_backends
+    from services.runner.child import PYTHON_IGNORES, default_signals
     from tock.loading import load_dags_from_source
     from tock.secrets import SecretsChain, install
 
     file_path = os.path.abspath(path)
     before = set(sys.modules)
-    environ, ignored = dict(os.environ), _signals()
+    environ, ignored = dict(os.environ), default_signals(PYTHON_IGNORES)  # as a child's import
     source = _read(file_path)
     if source is None:
         raise FileNotFoundError(f"no DAG file {file_path}")
@@ -105,19 +106,6 @@ def _outside_files(names: Iterable[str]) -> set[str]:
         if isinstance(file, str) and not os.path.abspath(file).startswith(installed):
             files.add(os.path.abspath(file))
     return files
-
-
-def _signals() -> dict[int, object]:
-    """Every signal to its default (as a try's child starts: child.py), returning what each was."""
-    from services.runner.child import PYTHON_IGNORES
-
-    was = {}
-    for signum in signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}:
-        try:
-            was[signum] = signal.signal(signum, signal.SIG_IGN if signum in PYTHON_IGNORES else signal.SIG_DFL)
-        except (OSError, ValueError):  # one the C library keeps for itself
-            pass
-    return was
 
 
 def _restore(was: dict[int, object]) -> None:
