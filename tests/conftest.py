@@ -21,6 +21,7 @@ import pytest
 from infra.broker import LocalKafkaBroker
 from infra.kube import KubeError, LocalKube
 from infra.settings import Settings, load_settings
+from tests.ports import free_port, free_ports
 
 # Timing stays out of pass/fail: Hypothesis's per-example deadline and its "too slow" health check
 # fail a property on a busy machine for being slow, not for being wrong.
@@ -155,32 +156,13 @@ class KubeTarget:
         return {"kubeconfig": str(self.kubeconfig), "kube_namespace": self.namespace}
 
 
-def _free_port(pair: bool = False) -> int:
-    """A free loopback port (with ``pair``, the next one is free too: etcd's peer port)."""
-    while True:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        if not pair or bindable(port + 1):
-            return port
-
-
-def bindable(port: int) -> bool:
-    """Whether a TCP port on 127.0.0.1 is free now."""
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def _kube_session_settings(home: Path) -> Settings:
     """The TOCK_* environment with a home of its own and free ports (TOCK_KUBE_*_PORT override);
     never TOCK_KUBECONFIG, so a developer's kubeconfig is neither used nor overwritten."""
     environment = {key: value for key, value in os.environ.items()
                    if key.startswith("TOCK_") and key not in ("TOCK_KUBECONFIG", "TOCK_HOME")}
-    ports = {"TOCK_KUBE_APISERVER_PORT": str(_free_port()), "TOCK_KUBE_ETCD_PORT": str(_free_port(pair=True))}
+    apiserver = free_port()
+    ports = {"TOCK_KUBE_APISERVER_PORT": str(apiserver), "TOCK_KUBE_ETCD_PORT": str(free_ports(2, apiserver))}
     return load_settings({**ports, **environment, "TOCK_HOME": str(home)})
 
 

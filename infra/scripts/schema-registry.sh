@@ -51,7 +51,7 @@ pid() { cat "$pid_file" 2>/dev/null || true; }
 ours() {
   local pid command; pid="$(pid)"
   [[ -n "$pid" ]] || return 1
-  command="$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null)" || return 1
+  command="$(tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline")" || return 1
   [[ "$command" == *"-Dquarkus.http.port=$port "*"-jar $cache/quarkus-app/quarkus-run.jar"* ]]
 }
 

@@ -38,29 +38,17 @@ from schemas import DagRunCreated, TaskAdopted, TaskLaunched, TaskQueued, TaskSt
 from services.scheduler.shell import Scheduler
 from tests.benchmarks.common import REPO, bench_settings, figure, timed_run
 from tests.benchmarks.w3_takeover import drop_topics, load
+from tests.ports import free_port, free_ports
 from tests.scenarios.scheduler_support import LogTail, environment, publish_dags
 
 PODS = 500
 FAN_OUT = 200
 
 
-def free_port(pair: bool = False) -> int:
-    while True:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        if not pair:
-            return port
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port + 1))
-                return port
-            except OSError:
-                continue
-
 
 def control_plane(tmp: Path) -> tuple[LocalKube, Path]:
-    settings = Settings(home=tmp / "kube-home", kube_apiserver_port=free_port(), kube_etcd_port=free_port(pair=True))
+    settings = Settings(home=tmp / "kube-home", kube_apiserver_port=(apiserver := free_port()),
+                        kube_etcd_port=free_ports(2, apiserver))
     local = LocalKube(settings)
     local.start(with_agent=False)
     return local, settings.resolved_kubeconfig

@@ -18,18 +18,13 @@ from kubernetes import client
 from infra.kube import LocalKube
 from infra.kube_client import kube_api
 from infra.settings import load_settings
-
-
-def free_port(pair: bool = False) -> int:
-    from tests.conftest import _free_port
-
-    return _free_port(pair)
+from tests.ports import free_port, free_ports
 
 
 @pytest.fixture
 def private_env(tmp_path):
-    env = {"TOCK_HOME": str(tmp_path / "home"), "TOCK_KUBE_APISERVER_PORT": str(free_port()),
-           "TOCK_KUBE_ETCD_PORT": str(free_port(pair=True))}
+    env = {"TOCK_HOME": str(tmp_path / "home"), "TOCK_KUBE_APISERVER_PORT": str(apiserver := free_port()),
+           "TOCK_KUBE_ETCD_PORT": str(free_ports(2, apiserver))}
     yield env
     LocalKube(load_settings(env)).stop()
 

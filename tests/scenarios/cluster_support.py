@@ -16,21 +16,12 @@ from confluent_kafka.admin import AdminClient
 
 from infra.broker import LocalKafkaBroker, require_java
 from infra.settings import Settings, load_settings
-from tests.conftest import bindable
-
-
-def free_port_range(count: int) -> int:
-    """The first of ``count`` consecutive free loopback ports, below the ephemeral range (see
-    scheduler_support.free_port: a node down for a while must find its port still free)."""
-    while True:
-        first = random.randrange(20000, 32000 - count)
-        if all(bindable(port) for port in range(first, first + count)):
-            return first
+from tests.ports import free_ports
 
 
 def start_private_cluster(home: Path, nodes: int = 3, heap: str = "384M") -> LocalKafkaBroker:
     """A cluster of ``nodes`` nodes under its own home, on free ports (clients, then controllers)."""
-    first = free_port_range(2 * nodes)
+    first = free_ports(2 * nodes)
     broker = LocalKafkaBroker(load_settings({"TOCK_HOME": str(home), "TOCK_BROKER_PORT": str(first),
                                              "TOCK_BROKER_HEAP": heap, "TOCK_BROKER_NODES": str(nodes)}))
     try:

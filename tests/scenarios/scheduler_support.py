@@ -21,6 +21,7 @@ from infra.settings import Settings
 from infra.topics import ensure_topics
 from schemas import EVENTS, DagDefinition, DagParsed, DagRunFinished, TriggerDagRun
 from services.scheduler.core import manual_run_id
+from tests.ports import free_port as free_port
 from tests.shared_log import shared_event_log
 from tock import fingerprint, load_dags
 
@@ -183,22 +184,6 @@ def wait_until(condition: Callable[[], object], timeout: float, what: str, inter
         assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
         time.sleep(interval)
     return found
-
-
-def free_port(*taken: int) -> int:
-    """A free port for a private broker, below the kernel's ephemeral range, drawn at random.
-    Fixed ports collided with the same test run from another checkout: during an outage its
-    broker took our port, and our clients met a cluster without our topics. Below the ephemeral
-    range, no outgoing connection takes the port while our broker is down."""
-    while True:
-        port = random.randrange(20000, 32000)
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        if port not in taken:
-            return port
 
 
 def kill_hard(pid: int) -> None:

@@ -22,29 +22,12 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from prometheus_client.parser import text_string_to_metric_families
 
 from infra.topics import topic_name
+from tests.ports import free_port, free_ports
 from tests.scenarios.scheduler_support import REPO, create_topics, environment, wait_until, wait_until_published
 from tests.scenarios.web_ui_support import wait_for_http
 
 pytestmark = pytest.mark.scenario
 
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def free_ports(count: int) -> int:
-    """The first of ``count`` consecutive free ports (standalone's metrics take three)."""
-    while True:
-        first = random.randrange(20000, 32000, 8)
-        with ExitStack() as probes:
-            try:
-                for port in range(first, first + count):
-                    probes.enter_context(socket.socket()).bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        return first
 
 
 def test_standalone_runs_the_examples_and_stops_cleanly(make_settings, tmp_path):

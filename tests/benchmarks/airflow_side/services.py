@@ -21,6 +21,7 @@ from pathlib import Path
 import psycopg
 
 from tests.benchmarks.common import REPO
+from tests.ports import free_port
 
 # W1 runs 200 tasks at once on Tock with TOCK_PARALLELISM=64 (bench_scheduler): Airflow gets the same
 # cap, over its defaults (core.parallelism 32, max_active_tasks_per_dag 16) that would cap it lower.
@@ -41,11 +42,6 @@ def fresh_database(admin_url: str, name: str) -> str:
         connection.execute(f'CREATE DATABASE "{name}"')
     return admin_url.rsplit("/", 1)[0] + f"/{name}"
 
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @dataclass(frozen=True)
