@@ -5,6 +5,11 @@ stop) comes from a small process forked first, before Celery and its pool exist:
 processes are forked from the worker's main process, which must hold no Kafka client threads
 when it forks. The presence process dies with the worker (SIGKILL: a worker killed says
 nothing, it falls silent) and says WorkerStopped only when the worker stops cleanly.
+
+With a schema registry, the worker learns every topic's writer id before it forks anything: the
+pool processes inherit them and pass them to their resident runners (TOCK_SCHEMA_IDS), which then
+ask the registry nothing. A registry away for longer than TOCK_SCHEMA_REGISTRY_TIMEOUT stops the
+worker at its start, saying so, never a runner in the middle of a try.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from dataclasses import dataclass
 
 from infra.executors.celery import NAME
 from infra.group_watcher import die_with_parent
+from infra.registry import RegistryError, register_all
 from infra.settings import Settings
 
 log = logging.getLogger("tock.worker")
@@ -31,6 +37,11 @@ class WorkerOptions:
 def run_worker(settings: Settings, options: WorkerOptions) -> int:
     """Run the worker until it is shut down; its exit code."""
     node = f"tock@{settings.host}"
+    try:
+        register_all(settings)
+    except RegistryError as error:
+        log.error("worker %s cannot start: %s", node, error)
+        return 1
     presence = _start_presence(settings, node, options)
     from services.worker.tasks import worker_app
 

@@ -168,3 +168,93 @@ def test_a_worker_holding_a_try_lives_through_a_redis_restart_and_runs_the_next_
     assert [event.hostname for event in tail.of_type(TaskStarted, run_id=second)] == ["host-a"]
     assert worker.poll() is None and "Unrecoverable error" not in workers.log_of("host-a")
     assert sorted(lines_of(ran)) == sorted([f"{first} 1", f"{second} 1"])
+
+
+class RegistryGate:
+    """An HTTP front to the session's schema registry that a test can close: while closed, it answers
+    every request 503 (the registry's 'unavailable', which its clients retry until their timeout) and
+    counts what it refused."""
+
+    def __init__(self, upstream: str) -> None:
+        import threading
+        import urllib.error
+        import urllib.request
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        gate, origin = self, "/".join(upstream.split("/")[:3])  # http://host:port: the paths come whole
+        self.open, self.refused = True, []
+
+        class Handler(BaseHTTPRequestHandler):
+            def _forward(self) -> None:
+                if not gate.open:
+                    gate.refused.append(f"{self.command} {self.path}")
+                    self.send_error(503, "closed by the test")
+                    return
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0)) or None
+                request = urllib.request.Request(origin + self.path, data=body, method=self.command,
+                                                 headers={key: value for key, value in self.headers.items()
+                                                          if key.lower() in ("content-type", "accept")})
+                try:
+                    with urllib.request.urlopen(request, timeout=30) as answer:
+                        status, payload = answer.status, answer.read()
+                except urllib.error.HTTPError as error:
+                    status, payload = error.code, error.read()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            do_GET = do_PUT = do_POST = _forward
+
+            def log_message(self, *_args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = upstream.replace(upstream.split("/")[2], f"127.0.0.1:{self.server.server_port}", 1)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_registry_away_after_the_worker_started_costs_its_tries_nothing(
+        make_settings, redis_url, schema_registry_url, tmp_path, parts):
+    """The worker learns every writer id at its start and its runners are given them: with the registry
+    then away far past TOCK_SCHEMA_REGISTRY_TIMEOUT, Celery tries still start, report and succeed, once.
+    (Before, each pool process's runner registered its topics itself on its first write, and one that met
+    the registry away died in the middle of its try.)"""
+    gate = RegistryGate(schema_registry_url)
+    parts.append(gate.close)
+    settings = make_settings(celery_broker_url=redis_url, task_heartbeat_seconds=0.5, task_heartbeat_timeout=15)
+    create_topics(settings)
+    workers, processes, tail = start_system(settings, tmp_path, parts)
+    ran = tmp_path / "ran.txt"
+    workers.start("host-a", concurrency=2, schema_registry_url=gate.url, schema_registry_timeout=2)
+    gate.open = False
+    publish_dags(settings, dag_file(tmp_path, SLEEPERS, count=4, ran=ran, seconds=3))
+    processes.scheduler("s1")
+    run_id = trigger(settings, "celery_sleepers")
+    assert tail.run_finished(run_id, 120).state == "success"
+    assert sorted(line.split()[:2] for line in lines_of(ran)) == [[f"sleep_{index}", "1"] for index in range(4)]
+    assert tail.of_type(TaskRetryScheduled, run_id=run_id) == []
+    assert gate.refused == []
+    assert "died during a try" not in workers.log_of("host-a")
+
+
+def test_a_worker_that_cannot_reach_the_registry_at_its_start_exits_saying_so(
+        make_settings, redis_url, schema_registry_url, tmp_path, parts):
+    gate = RegistryGate(schema_registry_url)
+    parts.append(gate.close)
+    gate.open = False
+    settings = make_settings(celery_broker_url=redis_url)
+    create_topics(settings)
+    workers = Workers(settings, tmp_path / "hosts")
+    parts.append(workers.close)
+    with pytest.raises(AssertionError, match="worker host-a exited"):
+        workers.start("host-a", schema_registry_url=gate.url, schema_registry_timeout=2)
+    assert workers.started["host-a"].wait(10) == 1
+    assert re.search(r"worker tock@host-a cannot start: the schema registry at \S+ did not answer \w+ \S+ "
+                     r"within 2 s", workers.log_of("host-a")), workers.log_of("host-a")[-2000:]
+    assert gate.refused
