@@ -7,10 +7,11 @@ in the DAGs already loaded. Until that launcher says it is ready, and whenever i
 file's tries go to the warm launcher's own runners, which import the file in each try as before; so a
 file launcher only ever saves work, and what goes wrong with one costs nothing but that saving:
 
-- the file's import fails, exits or takes longer than TOCK_DAG_PARSE_TIMEOUT there: that version of the
-  file is not preloaded again (its tries import it and fail, or not, as before);
+- the file's import fails, exits, leaves a thread running or takes longer than TOCK_DAG_PARSE_TIMEOUT
+  there: that version of the file is not preloaded again (its tries import it and fail, or not, as before);
 - the file, or a module its import loaded from outside the interpreter's installation, changed since:
-  the launcher is retired before it gets a try (the digest is read again for each batch) and the next
+  the launcher is retired before it gets a try (checked for each batch: the files' stat, their bytes
+  when it changed) and the next
   batch of the file starts a new one;
 - it dies, or does not answer a batch within ANSWER_SECONDS: it is killed and the tries it did not
   answer go to the warm launcher's runners (a try it had handed over already is run once all the same:
@@ -41,7 +42,7 @@ from dataclasses import dataclass, field
 from infra.executors.messages import TryMessage
 from infra.group_watcher import die_with_parent
 from infra.settings import Settings
-from services.runner.preloaded import Preloaded, digest, preload
+from services.runner.preloaded import Preloaded, StatKey, digest, preload, settled, stat_keys
 from services.runner.spares import Spares, answer, detach_stdio, request_batches
 
 log = logging.getLogger("tock.launcher")
@@ -65,11 +66,19 @@ class FileLauncher:
     preloaded: Preloaded | None = None  # None until it says its import went well
     pending: bytes = b""
     ended: bool = False  # it said its import failed, or its answers pipe closed
+    verified: tuple[StatKey, ...] | None = None  # the files' stat when their bytes last matched, settled
 
-    def current(self) -> bool:
-        """Whether the file (and what its import loaded) is as the launcher imported it."""
+    def current(self, now: float | None = None) -> bool:
+        """Whether the file (and what its import loaded) is as the launcher imported it: the bytes are read
+        only when a file's stat changed since they last matched. ``now``: the wall clock (time.time())."""
         assert self.preloaded is not None
-        return digest(self.preloaded.files) == self.preloaded.digest
+        keys = stat_keys(self.preloaded.files)
+        if keys == self.verified:
+            return True
+        same = digest(self.preloaded.files) == self.preloaded.digest
+        if same and settled(keys, time.time() if now is None else now):
+            self.verified = keys
+        return same
 
     def lines(self, count: int, deadline: float) -> list[str]:
         """Up to ``count`` whole lines from its answers, waiting until ``deadline`` at most; fewer if it
@@ -250,10 +259,9 @@ def _serve_file(settings: Settings, path: str, requests: int, answers: int, pare
     try:
         die_with_parent(signal.SIGTERM, parent)
         detach_stdio(settings)  # what the file prints at import goes to the runners' log, not into a pipe
-        try:
-            loaded = preload(settings, path)
-        except BaseException as error:  # noqa: BLE001 - the file's failure is said, then this ends
-            _say(answers, {"failed": f"{type(error).__name__}: {error}"[:500]})
+        loaded = _import(settings, path)
+        if isinstance(loaded, str):
+            _say(answers, {"failed": loaded[:500]})
             code = 0
             return
         _say(answers, {"files": list(loaded.files), "digest": loaded.digest})
@@ -268,6 +276,22 @@ def _serve_file(settings: Settings, path: str, requests: int, answers: int, pare
         logging.getLogger("tock.launcher").exception("the launcher of %s failed", path)
     finally:
         os._exit(code)
+
+
+def _import(settings: Settings, path: str) -> Preloaded | str:
+    """The file preloaded here, or why not: its import raised, or left threads running (a Kafka client, a
+    pool), and a process with threads does not fork its tries (a fork copies a lock another thread held)."""
+    threads = _threads()
+    try:
+        loaded = preload(settings, path)
+    except BaseException as error:  # noqa: BLE001 - the file's failure is said, then this ends
+        return f"{type(error).__name__}: {error}"
+    started = _threads() - threads
+    return loaded if started <= 0 else f"its import left {started} thread(s) running, and tries fork from here"
+
+
+def _threads() -> int:
+    return len(os.listdir("/proc/self/task"))
 
 
 def _say(descriptor: int, message: dict[str, object]) -> None:

@@ -14,7 +14,8 @@ is carried into each try's report (child.py) and stays masked in its output.
 
 ``digest`` is how a launcher tells the file is unchanged: a hash of the bytes of the DAG file and of every
 module its import loaded from outside the interpreter's own installation (the helper modules a DAG folder
-keeps beside its files), read again before each batch is handed over.
+keeps beside its files), checked again before each batch is handed over. The bytes are read again only when
+a file's stat changed (``stat_keys``), or while it changed too recently for its stat to tell (``settled``).
 """
 
 from __future__ import annotations
@@ -86,6 +87,31 @@ def digest(files: Iterable[str], first: bytes | None = None) -> str:
         data = first if index == 0 and first is not None else _read(file)
         hashed.update(b"-" if data is None else b"+%d:" % len(data) + data)
     return hashed.hexdigest()
+
+
+StatKey = tuple[int, int, int, int] | None  # (mtime, ctime, size, inode); None: no such file
+SETTLED_SECONDS = 2.0
+
+
+def stat_keys(files: Iterable[str]) -> tuple[StatKey, ...]:
+    """What each file's stat says of its content: changed bytes change it, unless written twice within one
+    tick of the file system's clock (``settled``)."""
+    keys: list[StatKey] = []
+    for file in files:
+        try:
+            stat = os.stat(file)
+        except OSError:
+            keys.append(None)
+        else:
+            keys.append((stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size, stat.st_ino))
+    return tuple(keys)
+
+
+def settled(keys: Iterable[StatKey], now: float) -> bool:
+    """Whether no file changed within SETTLED_SECONDS of ``now``: bytes read now are the last ones written
+    under these keys, so while the keys stay the same the bytes do (git's "racily clean" rule)."""
+    limit = int((now - SETTLED_SECONDS) * 1e9)
+    return all(key is None or (key[0] < limit and key[1] < limit) for key in keys)
 
 
 def _read(file: str) -> bytes | None:

@@ -163,7 +163,9 @@ def test_a_file_launched_from_again_is_imported_once_and_a_change_runs_in_the_ne
     assert (len(imports(dag_file)), values(launch.settings, runs)) == (count, ['{"return_value":"two"}'] * 2)
 
 
-@pytest.mark.parametrize("in_launcher", ["raise ValueError('not here')", "os._exit(3)", "time.sleep(600)"])
+@pytest.mark.parametrize("in_launcher", [
+    "raise ValueError('not here')", "os._exit(3)", "time.sleep(600)",
+    "import threading; threading.Thread(target=time.sleep, args=(600,), daemon=True).start()"])
 def test_a_file_whose_launcher_cannot_import_it_still_runs_its_tries(launches, tmp_path, in_launcher):
     dag_file = write_dag(tmp_path, in_launcher=in_launcher)
     launch = launches(dag_file, parse_timeout=2.0)
