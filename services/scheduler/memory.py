@@ -31,6 +31,7 @@ log = logging.getLogger("tock.scheduler")
 
 REPLAYED_TOPICS = (DAGS, EVENTS, HEARTBEATS)
 SNAPSHOT_READ_TIMEOUT = 10.0  # past it, a takeover replays the full history
+PRUNE_SLACK = 1024  # queued-offset notes kept beyond twice the tries waiting for a launch
 
 
 @dataclass
@@ -71,9 +72,18 @@ class PartitionMemory:
 
     def _note_queued(self, event: Any, offset: int) -> None:
         if isinstance(event, TaskQueued):
+            if len(self.queued_offsets) >= 2 * len(self.state.unlaunched) + PRUNE_SLACK:
+                self._prune_queued()  # (before the note: this try is not folded as waiting yet)
             self.queued_offsets[_try_key(event)] = (event.try_number, offset)
         elif isinstance(event, TaskLaunched):
             self.queued_offsets.pop(_try_key(event), None)
+
+    def _prune_queued(self) -> None:
+        """Forget the offsets of tries no longer waiting for a launch: cleared, removed or ended before one
+        (no TaskLaunched comes for them). Done when the notes outnumber the waiting tries twice over, so they
+        stay bounded by what waits, at a constant cost per try queued."""
+        waiting = self.state.unlaunched
+        self.queued_offsets = {key: noted for key, noted in self.queued_offsets.items() if key in waiting}
 
     def queued_offset(self, key: TryKey, try_number: int) -> int:
         """The offset of this try's TaskQueued, if this memory read it (-1: unknown)."""

@@ -95,3 +95,24 @@ def test_the_scheduler_s_launch_of_a_try_carries_the_offset_of_the_task_queued_i
     finally:
         for executor in executors.values():
             executor.close()
+
+
+def test_the_memory_keeps_the_offsets_of_tries_waiting_for_a_launch_and_forgets_those_that_never_get_one():
+    """A try queued and then cleared, removed or ended without a launch gets no TaskLaunched: its note goes
+    when the notes outnumber the tries waiting (twice over, plus PRUNE_SLACK), so they stay bounded."""
+    from services.scheduler.memory import PRUNE_SLACK
+
+    width = 3 * PRUNE_SLACK
+    memory = PartitionMemory(0)
+    edges: dict[str, list[str]] = {f"t{index}": [] for index in range(width)}
+    for offset, event in enumerate([parsed("etl", edges), created("etl")]):
+        memory.fold_record(EVENTS, log_record(event, offset))
+    for index in range(width):  # all of them wait for a launch: every note is kept
+        memory.fold_record(EVENTS, log_record(scheduler_queued(f"t{index}"), 100 + index))
+    assert len(memory.state.unlaunched) == width
+    assert all(memory.queued_offset(("etl", "manual__r1", f"t{index}"), 1) == 100 + index for index in range(width))
+
+    for index in range(5 * width):  # tries of a run this partition does not hold: never waiting
+        memory.fold_record(EVENTS, log_record(scheduler_queued(f"gone{index}", run_id="gone"), 10_000 + index))
+    assert len(memory.queued_offsets) <= 2 * width + PRUNE_SLACK
+    assert all(memory.queued_offset(("etl", "manual__r1", f"t{index}"), 1) == 100 + index for index in range(width))
