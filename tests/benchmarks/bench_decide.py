@@ -4,7 +4,8 @@ A fan-out of W leaves (one root, W leaves depending on it; and the same as one m
 instances), the root succeeded, 64 leaves running and the rest waiting for a slot (the DAG's
 ``max_active_tasks`` is 64). Each turn: one running leaf's TaskSucceeded is folded, then
 ``decide(state, now, policy, touched={the run})`` is timed (process CPU), and its decisions folded
-(each TaskQueued then launched and started, so 64 run again). No Kafka: states are folds of events,
+(each TaskQueued then launched and started, so 64 run again). Measured at the start of the run, and
+halfway (half the leaves succeeded first, folded straight in). No Kafka: states are folds of events,
 as in the unit tests. Prints figures and the load average; asserts nothing about timing.
 
     .venv/bin/python -m tests.benchmarks.bench_decide [--profile W] [--turns N]
@@ -35,7 +36,7 @@ from schemas import (
     TaskSucceeded,
 )
 from services.scheduler.core import Policy, SchedulerState, decide, evolve
-from services.scheduler.core.model import RUNNING
+from services.scheduler.core.model import RUNNING, instance_key
 
 SLOTS = 64
 WIDTHS = (200, 2_000, 10_000)
@@ -98,6 +99,19 @@ class Bench:
         run = self.state.runs[RUN]
         return [instance for instance in run.tasks.values() if instance.state == RUNNING]
 
+    def half_done(self) -> None:
+        """Half the leaves succeeded (folded straight in, without deciding them): a run halfway through."""
+        run = self.state.runs[RUN]
+        waiting = [(task.task_id, index) for task in self.state.dags[RUN[0]].definition.tasks if task.task_id != "root"
+                   for index in (range(task.mapped.max_map_length or 0) if task.mapped else [-1])
+                   if instance_key(task.task_id, index) not in run.tasks]
+        for task_id, index in waiting[:len(waiting) // 2]:
+            ids = {"dag_id": RUN[0], "run_id": RUN[1], "task_id": task_id, "map_index": index, "try_number": 1}
+            self.fold(TaskQueued(**ids, executor="local", queue="default", scheduler_id="bench", at=self.now),
+                      *self.ran(TaskQueued(**ids, executor="local", queue="default", scheduler_id="bench",
+                                           at=self.now)),
+                      TaskSucceeded(**ids, runner_id="r", at=self.now))
+
     def finish_one(self) -> None:
         instance = min(self.running(), key=lambda item: (item.task_id, item.map_index))
         self.now += 0.5
@@ -106,8 +120,10 @@ class Bench:
                                 at=self.now))
 
 
-def measure(shape: Callable[[int], list[TaskDefinition]], width: int, turns: int) -> list[float]:
+def measure(shape: Callable[[int], list[TaskDefinition]], width: int, turns: int, halfway: bool) -> list[float]:
     bench = Bench(shape(width))
+    if halfway:
+        bench.half_done()
     spent: list[float] = []
     for _ in range(turns):
         bench.finish_one()
@@ -144,11 +160,12 @@ def main() -> None:
             print(f"== profile {name} W={args.profile}, {args.turns} turns")
             profile(shape, args.profile, args.turns)
             continue
-        for width in WIDTHS:
-            spent = measure(shape, width, args.turns)
-            print(f"{name:8} W={width:>6}: decide CPU per turn median {statistics.median(spent) * 1e3:8.3f} ms, "
-                  f"mean {statistics.fmean(spent) * 1e3:8.3f} ms, max {max(spent) * 1e3:8.3f} ms "
-                  f"({len(spent)} turns)")
+        for halfway in (False, True):
+            for width in WIDTHS:
+                spent = measure(shape, width, args.turns, halfway)
+                print(f"{name:8} {'halfway' if halfway else 'start':7} W={width:>6}: decide CPU per turn median "
+                      f"{statistics.median(spent) * 1e3:8.3f} ms, mean {statistics.fmean(spent) * 1e3:8.3f} ms, "
+                      f"max {max(spent) * 1e3:8.3f} ms ({len(spent)} turns)")
     print(f"loadavg after: {os.getloadavg()}")
 
 

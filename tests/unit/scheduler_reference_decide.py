@@ -1,7 +1,8 @@
 """The scheduler's decider as it was before issue 26, which the property test in test_scheduler_decide_walk.py
-holds today's to, turn by turn: today's ``decide`` with its three shortcuts taken out. Every try the walk
-would queue is built at once (no ``Candidate`` built only once admitted), every waiting task is judged on its
-own (no verdict shared by ``judged_alike``), and the limits sort every TaskQueued (no DAG found full first)."""
+holds today's to, turn by turn: today's ``decide`` with its four shortcuts taken out. Every task is walked on
+its own (no segments decided together), every try the walk would queue is built at once (no ``Candidate``
+built only once admitted), every waiting task is judged on its own (no verdict shared by ``judged_alike``),
+and the limits sort every TaskQueued (no DAG found full first, none taken per DAG)."""
 
 from __future__ import annotations
 
@@ -51,11 +52,16 @@ def _admit(state, events: Sequence[Any]) -> list[Any]:
     return [event for event in events if id(event) not in held] if held else list(events)
 
 
+_BEFORE = {"Candidate": _Built, "judged_alike": _judged, "admit": _admit, "TOGETHER": False}
+
+
 @contextmanager
 def _as_before() -> Iterator[None]:
-    saved = decide_module.Candidate, decide_module.judged_alike, decide_module.admit
-    decide_module.Candidate, decide_module.judged_alike, decide_module.admit = _Built, _judged, _admit  # type: ignore[misc,assignment]
+    saved = {name: getattr(decide_module, name) for name in _BEFORE}
+    for name, replacement in _BEFORE.items():
+        setattr(decide_module, name, replacement)
     try:
         yield
     finally:
-        decide_module.Candidate, decide_module.judged_alike, decide_module.admit = saved  # type: ignore[misc]
+        for name, kept in saved.items():
+            setattr(decide_module, name, kept)

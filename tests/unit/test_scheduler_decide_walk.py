@@ -233,3 +233,36 @@ def test_a_wide_walk_still_finishes_its_run_once_every_leaf_has_ended():
     decisions = decide(state, 20.0, POLICY)
     assert decisions == reference.decide(state, 20.0, POLICY)
     assert [type(event).__name__ for event in decisions] == ["DagRunFinished"]
+
+
+# -- deciding together (segments.py, together.py) -------------------------------------------------
+
+def _wide(leaves: list[TaskDefinition], max_active_tasks: int) -> SchedulerState:
+    definition = DagDefinition(dag_id="etl", file_path="/dags/etl.py", max_active_tasks=max_active_tasks,
+                               tasks=[TaskDefinition(task_id="root", kind="bash"), *leaves])
+    return fold(SchedulerState(), [DagParsed(dag_id="etl", file_path="/dags/etl.py", fingerprint="fp",
+                                             definition=definition, at=0.0),
+                                   created(), queued("root"), started("root"), succeeded("root")])
+
+
+def test_a_fan_out_is_one_segment_and_its_room_goes_to_the_highest_priorities_in_walk_order():
+    leaves = [TaskDefinition(task_id=f"leaf{index:03d}", kind="bash", upstream=["root"], weight_rule="absolute",
+                             priority_weight=5 if index in (7, 300, 42) else 1) for index in range(500)]
+    state = _wide(leaves, max_active_tasks=4)
+    assert [segment.size for segment in state.dags["etl"].segments.values()] == [500]
+    decisions = decide(state, 10.0, POLICY)
+    assert decisions == reference.decide(state, 10.0, POLICY)
+    assert [event.task_id for event in decisions] == ["leaf000", "leaf007", "leaf042", "leaf300"]
+
+
+def test_the_instances_of_a_wide_mapped_task_are_queued_in_map_index_order_as_far_as_the_room_goes():
+    inputs = [MapInput(name="x", literal_json=json.dumps(list(range(300))))]
+    state = _wide([TaskDefinition(task_id="leaf", kind="bash", upstream=["root"],
+                                  mapped=MapDefinition(inputs=inputs, max_map_length=300))], max_active_tasks=3)
+    for event in decide(state, 10.0, POLICY):  # the expansion, and its first three instances
+        evolve(state, event)
+    ids = {"dag_id": "etl", "run_id": RUN, "task_id": "leaf", "map_index": 1, "try_number": 1, "runner_id": "r"}
+    fold(state, [TaskStarted(**ids, hostname="h", pid=10, at=11.0), TaskSucceeded(**ids, at=11.0)])
+    decisions = decide(state, 12.0, POLICY, touched={("etl", RUN)})
+    assert decisions == reference.decide(state, 12.0, POLICY, touched={("etl", RUN)})
+    assert [(type(event).__name__, event.map_index) for event in decisions] == [("TaskQueued", 3)]

@@ -8,7 +8,7 @@ nothing more is decided for a quarantined DAG; the others go on.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -92,12 +92,21 @@ from services.scheduler.core.operations import (
 from services.scheduler.core.pods import failed_with_pod, pod_ended_without_outcome
 from services.scheduler.core.pools import PoolDecision, decide_grants, decide_releases, gate
 from services.scheduler.core.quarantine import Guard, decide_quarantines
-from services.scheduler.core.queuing import Candidate, Previous, Queuing, no_previous, previous_success
+from services.scheduler.core.queuing import (
+    Candidate,
+    CandidateGroup,
+    Previous,
+    Queuing,
+    no_previous,
+    previous_success,
+)
 from services.scheduler.core.retries import retry_delay
 from services.scheduler.core.run_deadlines import due_timeouts
 from services.scheduler.core.runs import decide_runs
+from services.scheduler.core.segments import Segment, expanded, not_special
 from services.scheduler.core.sensors import decide_poked, retries_used
 from services.scheduler.core.timeouts import TimeoutDecision, decide_dagrun_timeout
+from services.scheduler.core.together import decide_together, fresh_state
 from services.scheduler.core.trigger_rules import GIVE_UP, RUN, SKIP, Verdict, judge, judged_alike
 
 
@@ -122,9 +131,9 @@ InstanceDecision: TypeAlias = Candidate | _Instance
 TaskDecision: TypeAlias = InstanceDecision | _OfTry
 """What deciding one task of a run writes: the above, or its try's end, stop or clear."""
 
-Walked: TypeAlias = TaskDecision | _OfRun
+Walked: TypeAlias = TaskDecision | CandidateGroup | _OfRun
 """What walking one open run decides (``_walk_run``, ``decide_deleted_dag_run``): its tries to queue as
-candidates, built once the limits admit them."""
+candidates (alone, or a segment's together), built once the limits admit them."""
 
 RunDecision: TypeAlias = TaskQueued | _Instance | _OfTry | _OfRun
 """What walking one open run writes (``decide_run``)."""
@@ -167,6 +176,7 @@ def _built(events: list[Decision | Walked], guard: Guard) -> list[Decision]:
     quarantined, as one whose walk raises)."""
     built: list[Decision] = []
     for event in events:
+        assert not isinstance(event, CandidateGroup), "admit replaces each group by the candidates it admits"
         if not isinstance(event, Candidate):
             built.append(event)
         elif not guard.skips(event.dag_id):
@@ -196,8 +206,13 @@ def decide_run(run: DagRun, dag: DagEntry, now: float, policy: Policy,
     ``previous()``: the data interval of the DAG's latest successful run before this one, for the
     context of the tries it queues (asked only when one is queued); ``assets``: the partition's, whose
     latest events of its inlets a try of a task with inlets reads."""
-    return [event.built() if isinstance(event, Candidate) else event
-            for event in _walk_run(run, dag, now, policy, dead, paused=paused, previous=previous, assets=assets)]
+    decided: list[RunDecision] = []
+    for event in _walk_run(run, dag, now, policy, dead, paused=paused, previous=previous, assets=assets):
+        if isinstance(event, CandidateGroup):
+            decided += [event.candidate(member).built() for member in event.members]
+        else:
+            decided.append(event.built() if isinstance(event, Candidate) else event)
+    return decided
 
 
 def _walk_run(run: DagRun, dag: DagEntry, now: float, policy: Policy, dead: Collection[TryKey], *, paused: bool,
@@ -208,13 +223,21 @@ def _walk_run(run: DagRun, dag: DagEntry, now: float, policy: Policy, dead: Coll
     events: list[Walked] = []
     if run.reopened_by is not None:
         events.append(DagRunReopened(dag_id=run.dag_id, run_id=run.run_id, request_id=run.reopened_by, at=now))
-    for task_id in dag.order:
+    segments, order, index = dag.segments if TOGETHER else {}, dag.order, 0
+    while index < len(order):
+        task_id = order[index]
+        segment = segments.get(task_id)
+        if segment is not None:
+            events += _decide_segment(queuing, segment, view, now, policy, dead, paused)
+            index += segment.size
+            continue
         if dag.tasks[task_id].mapped is not None:
             decided, view[task_id] = _decide_mapped(queuing, task_id, view, now, policy, dead, paused)
         else:
             instance = run.tasks.get(task_id) or TaskInstance(task_id)
             decided, view[task_id] = _decide_task(queuing, instance, view, now, policy, dead, paused)
         events.extend(decided)
+        index += 1
     events += decide_removed_tasks(run, dag, now, policy, dead)
     # A run ends when its tasks have, and no try of it (even of a removed task) still runs; it failed
     # when one of the tasks that decide its state did (Airflow's rule: a teardown's failure does not).
@@ -223,6 +246,21 @@ def _walk_run(run: DagRun, dag: DagEntry, now: float, policy: Policy, dead: Coll
         events.append(DagRunFinished(dag_id=run.dag_id, run_id=run.run_id,
                                      state="failed" if failed else "success", at=now))
     return events
+
+
+# Whether the walk decides a segment's tasks, and an expanded mapped task's instances, together (together.py;
+# the tests' reference decider decides each on its own).
+TOGETHER = True
+
+
+def _decide_segment(queuing: Queuing, segment: Segment, view: dict[str, str], now: float, policy: Policy,
+                    dead: Collection[TryKey], paused: bool) -> list[Walked]:
+    """The tasks of a segment (segments.py), decided together (together.py)."""
+    def decide_one(instance: TaskInstance) -> tuple[list[TaskDecision], str]:
+        return _decide_task(queuing, instance, view, now, policy, dead, paused)
+
+    fresh = fresh_state(queuing, segment.walked[0][0], view, paused)
+    return [*decide_together(queuing, segment.walked, fresh, view, dead, decide_one, segment=segment, at=now)]
 
 
 def _decide_task(queuing: Queuing, instance: TaskInstance, view: Mapping[str, str], now: float,
@@ -385,7 +423,7 @@ def _clear_expansion(queuing: Queuing, whole: TaskInstance, now: float, policy: 
 
 
 def _decide_mapped(queuing: Queuing, task_id: str, view: Mapping[str, str], now: float, policy: Policy,
-                   dead: Collection[TryKey], paused: bool) -> tuple[list[TaskDecision], str]:
+                   dead: Collection[TryKey], paused: bool) -> tuple[Sequence[TaskDecision | CandidateGroup], str]:
     """A mapped task: as a whole until it is expanded, then each of its instances as a task; its state in
     the walk is theirs together (mapping.whole_state), and its downstream count each of them."""
     run = queuing.run
@@ -396,6 +434,8 @@ def _decide_mapped(queuing: Queuing, task_id: str, view: Mapping[str, str], now:
         return _decide_task(queuing, whole, _whole_view(queuing, in_group, view), now, policy, dead, paused, outside)
     if whole.pending == CLEAR:
         return _clear_expansion(queuing, whole, now, policy), NONE
+    if not in_group and TOGETHER:
+        return _decide_expanded(queuing, whole, view, now, policy, dead, paused)
     events: list[TaskDecision] = []
     states: dict[str, str] = {}
     for instance in mapped_instances(run, task_id):
@@ -404,6 +444,23 @@ def _decide_mapped(queuing: Queuing, task_id: str, view: Mapping[str, str], now:
         decided, states[f"{task_id}[{index}]"] = _decide_task(queuing, instance, view, now, policy, dead, paused,
                                                                mapped)
         events += decided
+    queuing.mapped_states[task_id] = states
+    return events, whole_state(states)
+
+
+def _decide_expanded(queuing: Queuing, whole: TaskInstance, view: Mapping[str, str], now: float, policy: Policy,
+                     dead: Collection[TryKey], paused: bool) -> tuple[Sequence[TaskDecision | CandidateGroup], str]:
+    """The instances of an expanded mapped task outside a mapped task group, decided together (together.py);
+    whether its expansion is stale is read once, before the first instance is made a try to queue."""
+    task_id, task = whole.task_id, queuing.dag.tasks[whole.task_id]
+
+    def decide_one(instance: TaskInstance) -> tuple[list[TaskDecision], str]:
+        return _decide_task(queuing, instance, view, now, policy, dead, paused)
+
+    fresh = fresh_state(queuing, task_id, view, paused) if not_special(task) else ""
+    states: dict[str, str] = {}
+    events = decide_together(queuing, expanded(task_id, whole.map_count), fresh, states, dead, decide_one, at=now,
+                             queueable=lambda: not queuing.stale_expansion(task, 0))
     queuing.mapped_states[task_id] = states
     return events, whole_state(states)
 

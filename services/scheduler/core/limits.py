@@ -14,16 +14,18 @@ every open run of it (``walk_with_siblings``).
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import TypeVar
+from typing import TypeAlias, TypeVar
 
 from schemas import TaskQueued
 from services.scheduler.core.model import ACTIVE, DagEntry, RunKey, SchedulerState, TryKey
-from services.scheduler.core.priorities import try_order
-from services.scheduler.core.queuing import Candidate
+from services.scheduler.core.priorities import TryOrder, try_order
+from services.scheduler.core.queuing import Candidate, CandidateGroup
+from services.scheduler.core.segments import Member
 
 Decided = TypeVar("Decided")
 
@@ -63,25 +65,70 @@ class Room:
             and (per_run is None or self.by_instance[key] < per_run)
 
 
-def admit(state: SchedulerState, events: Sequence[Decided]) -> list[Decided]:
+def admit(state: SchedulerState, events: Sequence[Decided]) -> list[Decided | Candidate]:
     """``events`` without the tries to queue (TaskQueued, or candidates not built yet) that do not fit
-    their limits, taken in priority order."""
-    wanted = [event for event in events if isinstance(event, TaskQueued | Candidate)]
+    their limits, taken in priority order; each group of candidates replaced by those of it admitted, in
+    its walk order. Every limit counts within one DAG, so each DAG's tries are taken on their own, and
+    once a DAG is at its max_active_tasks the rest of its tries are held unseen (not even ordered)."""
+    wanted = [event for event in events if isinstance(event, TaskQueued | Candidate | CandidateGroup)]
     if not wanted:
         return list(events)
     room = Room.of(state, {event.dag_id for event in wanted})
     order = try_order(state)
-    # A DAG already at its max_active_tasks admits none (its count only grows here): held without sorting.
-    full = {dag_id for dag_id in room.by_dag if (dag := state.dags.get(dag_id)) is not None
-            and room.by_dag[dag_id] >= dag.definition.max_active_tasks}
-    held = {id(event) for event in wanted if event.dag_id in full}
-    for event in sorted((item for item in wanted if item.dag_id not in full), key=lambda queued: order(_key(queued))):
-        dag = state.dags.get(event.dag_id)
-        if dag is None or room.fits(dag, _key(event)):
-            room.take(_key(event))
-        else:
-            held.add(id(event))
-    return [event for event in events if id(event) not in held] if held else list(events)
+    by_dag: dict[str, list[TaskQueued | Candidate | CandidateGroup]] = {}
+    for event in wanted:
+        by_dag.setdefault(event.dag_id, []).append(event)
+    admitted: set[int] = set()
+    drawn: dict[int, list[Member]] = {}  # id of a group -> its members admitted, in priority order
+    places = {id(event): place for place, event in enumerate(events)}
+    for dag_id, queued in by_dag.items():
+        dag = state.dags.get(dag_id)
+        for item, member in _in_order(queued, order, places):
+            if dag is not None and room.by_dag[dag_id] >= dag.definition.max_active_tasks:
+                break  # full: nothing more of it fits
+            key = (dag_id, item.run_id, member[0])  # (a mapped task's instances count as their task: Airflow's)
+            if dag is None or room.fits(dag, key):
+                room.take(key)
+                if isinstance(item, CandidateGroup):
+                    drawn.setdefault(id(item), []).append(member)
+                else:
+                    admitted.add(id(item))
+    return [*_kept(events, admitted, drawn)]
+
+
+Queueable: TypeAlias = TaskQueued | Candidate | CandidateGroup
+_Drawn: TypeAlias = tuple[TryOrder, int, int, Queueable, Member]  # (order, place in the events, in its group, ...)
+
+
+def _in_order(queued: list[Queueable], order: Callable[[TryKey], TryOrder],
+              places: dict[int, int]) -> Iterator[tuple[Queueable, Member]]:
+    """(what queues it, member) of each try of one DAG, in priority order, equal ones as they came in the
+    walk: the single ones sorted, merged with each group drawn from in its own order."""
+    singles = sorted((order(_key(item)), places[id(item)], 0, item, (item.task_id, -1)) for item in queued
+                     if not isinstance(item, CandidateGroup))
+    streams = [iter(singles)] + [_group_stream(group, order, places[id(group)]) for group in queued
+                                 if isinstance(group, CandidateGroup)]
+    merged = streams[0] if len(streams) == 1 else heapq.merge(*streams, key=_merge_key)
+    return ((item, member) for *_, item, member in merged)
+
+
+def _merge_key(drawn: _Drawn) -> tuple[TryOrder, int, int]:
+    return drawn[0], drawn[1], drawn[2]
+
+
+def _group_stream(group: CandidateGroup, order: Callable[[TryKey], TryOrder], place: int) -> Iterator[_Drawn]:
+    dag_id, run_id = group.dag_id, group.run_id
+    return ((order((dag_id, run_id, member[0])), place, offset, group, member)
+            for offset, member in enumerate(group.in_priority_order()))
+
+
+def _kept(events: Sequence[Decided], admitted: set[int],
+          drawn: dict[int, list[Member]]) -> Iterator[Decided | Candidate]:
+    for event in events:
+        if isinstance(event, CandidateGroup):
+            yield from (event.candidate(member) for member in event.in_walk_order(drawn.get(id(event), [])))
+        elif not isinstance(event, TaskQueued | Candidate) or id(event) in admitted:
+            yield event
 
 
 def walk_with_siblings(state: SchedulerState, keys: Iterable[RunKey]) -> set[RunKey]:

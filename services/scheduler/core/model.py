@@ -41,6 +41,7 @@ from schemas import (
     TriggerDagRun,
 )
 from services.scheduler.core.forgotten import ForgottenRuns, RequestIds, Retention
+from services.scheduler.core.segments import Segment, walk_segments
 from services.scheduler.core.timers import Timers
 
 # Task-instance states.
@@ -116,6 +117,7 @@ class DagEntry:
     priorities: dict[str, int]  # each task's priority, as its weight rule adds the weights up (priorities.py)
     alike: dict[str, Alike | None]  # each task's key for sharing its verdict in a walk (alike_keys)
     inlet_uris: tuple[str, ...]  # the assets its tasks read as inlets, sorted
+    segments: dict[str, Segment]  # first task -> plain tasks alike next to it in ``order`` (segments.py)
 
     @staticmethod
     def of(definition: DagDefinition, fingerprint: str, first_seen_at: float) -> DagEntry:
@@ -124,9 +126,11 @@ class DagEntry:
         tasks = {task.task_id: task for task in definition.tasks}
         order = topological_order(tasks)
         short_circuits = short_circuits_above(order, tasks)
+        priorities, alike = priorities_of(tasks, order), alike_keys(tasks, short_circuits)
         return DagEntry(definition, fingerprint, first_seen_at, tasks, order, short_circuits,
-                        run_state_leaves(tasks), priorities_of(tasks, order), alike_keys(tasks, short_circuits),
-                        tuple(sorted({asset.uri for task in definition.tasks for asset in task.inlets})))
+                        run_state_leaves(tasks), priorities, alike,
+                        tuple(sorted({asset.uri for task in definition.tasks for asset in task.inlets})),
+                        walk_segments(order, tasks, alike, priorities))
 
 
 Alike: TypeAlias = tuple[str, tuple[str, ...]]

@@ -55,6 +55,10 @@ def decide_rejections(state: SchedulerState, now: float, scheduler_id: str) -> l
 def decide_removed_tasks(run: DagRun, dag: DagEntry, now: float, policy: Policy,
                          dead: Collection[TryKey]) -> list[Removal]:
     """Instances of tasks no longer in the DAG: stopped if running, then removed."""
+    # An instance's key is its task id, or a mapped task's ``task|i``: only such keys can be a removed task's.
+    suspects = run.tasks.keys() - dag.tasks.keys()
+    if not any(run.tasks[key].task_id not in dag.tasks for key in suspects):
+        return []
     events: list[Removal] = []
     for instance in run.tasks.values():  # (keyed by instance: a mapped task's are task|N)
         if instance.task_id not in dag.tasks:

@@ -10,7 +10,7 @@ together the rest are recorded by their provenance only, and reading one fails t
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +37,7 @@ from services.scheduler.core.model import (
     TaskInstance,
     instance_key,
 )
+from services.scheduler.core.segments import Member
 from services.scheduler.core.trigger_rules import Verdict
 
 # Bytes of upstream values, conf and params one TaskQueued carries at most (tock.events takes 16 MiB records).
@@ -50,8 +51,23 @@ def no_previous() -> Interval:
     return None, None
 
 
+class _OfOneWalk:
+    """What a walk of one run would queue: named by that run."""
+
+    __slots__ = ()
+    queuing: Queuing
+
+    @property
+    def dag_id(self) -> str:
+        return self.queuing.run.dag_id
+
+    @property
+    def run_id(self) -> str:
+        return self.queuing.run.run_id
+
+
 @dataclass(frozen=True, slots=True)
-class Candidate:
+class Candidate(_OfOneWalk):
     """A try the walk of a run would queue, as its TaskQueued before it is built: the limits
     (limits.admit) choose among candidates by their ids, and only those admitted are built
     (``built``). Building one (its context, params, inputs) costs more than judging its task, and in
@@ -63,19 +79,41 @@ class Candidate:
     at: float
 
     @property
-    def dag_id(self) -> str:
-        return self.queuing.run.dag_id
-
-    @property
-    def run_id(self) -> str:
-        return self.queuing.run.run_id
-
-    @property
     def task_id(self) -> str:
         return self.task.task_id
 
     def built(self) -> TaskQueued:
         return self.queuing.queued(self.instance, self.task, self.at)
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateGroup(_OfOneWalk):
+    """Task instances with nothing in the run yet, each a try the walk would queue (a Candidate), in walk
+    order: tasks of one segment (segments.py), or instances of one expanded mapped task. The limits draw
+    from them in priority order as far as there is room, and only the candidates drawn are made."""
+
+    queuing: Queuing
+    members: list[Member]
+    # The segment's tasks in priority order (members and others) and their places in the walk; None: the
+    # members' order is their priority order (a mapped task's instances, a segment of one weight).
+    ranked: Sequence[Member] | None
+    place: Mapping[Member, int]
+    at: float
+
+    def candidate(self, member: Member) -> Candidate:
+        task_id, map_index = member
+        return Candidate(self.queuing, TaskInstance(task_id, map_index=map_index), self.queuing.dag.tasks[task_id],
+                         self.at)
+
+    def in_priority_order(self) -> Iterator[Member]:
+        if self.ranked is None:
+            return iter(self.members)
+        members = set(self.members)
+        return (member for member in self.ranked if member in members)
+
+    def in_walk_order(self, drawn: list[Member]) -> list[Member]:
+        """Members drawn (in priority order), in the walk's order."""
+        return drawn if self.ranked is None else sorted(drawn, key=self.place.__getitem__)
 
 
 @dataclass
