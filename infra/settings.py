@@ -133,10 +133,11 @@ class Settings(BaseSettings):
     api_trusted_proxies: str = Field(default="", pattern=r"^[0-9A-Za-z.:_,\s-]*$",
                                      description="comma-separated addresses of reverse proxies whose "
                                                  "X-Forwarded-For names the client (login limits key on it)")
-    api_conf_limit_bytes: int = Field(default=256 * 1024, ge=2, le=100 * 1024 * 1024,
+    api_conf_limit_bytes: int = Field(default=256 * 1024, ge=2, le=6 * 1024 * 1024,
                                       description="bytes of a trigger's or backfill's conf as JSON at most; a "
                                                   "larger one is refused (422): a command is one Kafka record, "
-                                                  "and the producer and broker take 1 MB by default")
+                                                  "and the producer and broker take 1 MB by default; at most "
+                                                  "6 MiB, what each try's context carries of a conf")
     monitor_host: str = Field(default="127.0.0.1", description="bind address of the monitor's JSON tables")
     monitor_port: int = Field(default=8090, ge=1, le=65535, description="port of the monitor's JSON tables")
     monitor_session_timeout: float = Field(default=10.0, ge=6, le=300,

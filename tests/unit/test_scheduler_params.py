@@ -99,3 +99,34 @@ def test_a_backfill_whose_conf_the_params_refuse_is_rejected():
     assert isinstance(decided[0], CommandRejected) and "param 'x': 21 is greater than the maximum" in \
         decided[0].reason
     assert manual_run_id("bf1") not in {run_id for _dag, run_id in state.runs}
+
+
+def test_a_conf_too_large_for_its_tries_to_carry_is_rejected_naming_its_size_however_it_came():
+    """The API refuses a conf over TOCK_API_CONF_LIMIT_BYTES; a trigger from a task's TriggerDagRunOperator, or
+    the CLI's, reaches the log with any size: the owner refuses one over what a try's context carries (before:
+    the run was created and its tries were given "{}" for the conf, silently)."""
+    from services.scheduler.core.queuing import CONF_LIMIT_BYTES
+
+    big = {"who": "ada", "blob": "x" * CONF_LIMIT_BYTES}
+    state = state_of(with_params(parsed()), trigger(big))
+    [rejected] = settle(state)
+    assert isinstance(rejected, CommandRejected) and rejected.command == "TriggerDagRun"
+    assert f"the conf is {len(json.dumps(big)):,} bytes as JSON, over the {CONF_LIMIT_BYTES:,}" in rejected.reason
+    assert not state.runs
+    hourly = with_params(parsed(schedule="0 * * * *", start_date=1e9))
+    backfill = RequestBackfill(dag_id="etl", request_id="bf1", start_date=0.0, end_date=3600.0,
+                               conf_json=json.dumps(big), at=1.0)
+    [refused] = settle(state_of(hourly, backfill), now=5.0)
+    assert isinstance(refused, CommandRejected) and "over the" in refused.reason
+
+
+def test_a_conf_just_within_the_limit_reaches_the_tries_whole():
+    from services.scheduler.core.queuing import CONF_LIMIT_BYTES
+
+    fits = {"who": "ada", "blob": ""}
+    fits["blob"] = "x" * (CONF_LIMIT_BYTES - len(json.dumps(fits)))
+    state = state_of(parsed(), trigger(fits))
+    decided = settle(state)
+    queued = [event for event in decided if type(event).__name__ == "TaskQueued"]
+    assert kinds(decided)[:1] == ["DagRunCreated"] and queued
+    assert all(json.loads(event.conf_json) == fits for event in queued)

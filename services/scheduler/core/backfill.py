@@ -36,6 +36,7 @@ from services.scheduler.core.model import (
     scheduled_run_id,
 )
 from services.scheduler.core.quarantine import Guard
+from services.scheduler.core.queuing import conf_too_large
 from services.scheduler.core.retention import date_forgotten
 from services.scheduler.core.runs import created_run
 
@@ -103,6 +104,8 @@ def _problem(dag: DagEntry | None, request: RequestBackfill) -> str:
             return f"the {name} {moment!r} is outside the calendar (years 1-9999)"
     if request.end_date < request.start_date:
         return "the end date is before the start date"
+    if too_large := conf_too_large(request.conf_json):
+        return too_large
     conf_problems = param_rules.problems(dag.definition.params_json, request.conf_json)
     if conf_problems:
         return "the conf does not fit the DAG's params: " + "; ".join(conf_problems)

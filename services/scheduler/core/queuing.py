@@ -42,6 +42,7 @@ from services.scheduler.core.trigger_rules import Verdict
 
 # Bytes of upstream values, conf and params one TaskQueued carries at most (tock.events takes 16 MiB records).
 INPUTS_LIMIT_BYTES = 12 * 1024 * 1024
+CONF_LIMIT_BYTES = INPUTS_LIMIT_BYTES // 2  # of them, the run's conf: a larger one is refused (runs, backfills)
 
 Interval = tuple[float | None, float | None]
 Previous = Callable[[], Interval]
@@ -252,5 +253,15 @@ def _params(dag_params_json: str, task_params_json: str, conf_json: str) -> str:
     return json.dumps(values, sort_keys=True, default=repr)
 
 
+def conf_too_large(conf_json: str) -> str:
+    """Why a run may not have this conf ("" if it may): each try's TaskQueued carries it whole."""
+    if len(conf_json.encode()) <= CONF_LIMIT_BYTES:
+        return ""
+    return (f"the conf is {len(conf_json.encode()):,} bytes as JSON, over the {CONF_LIMIT_BYTES:,} a try's context "
+            "carries: pass large inputs by reference (a path, a URL)")
+
+
 def _bounded_json(conf_json: str) -> str:
-    return conf_json if len(conf_json) <= INPUTS_LIMIT_BYTES // 2 else "{}"
+    """The run's conf; "{}" for one over CONF_LIMIT_BYTES, which only a release before its refusal
+    (``conf_too_large``) let a run have."""
+    return conf_json if len(conf_json) <= CONF_LIMIT_BYTES else "{}"

@@ -16,6 +16,7 @@ from schemas import schedule as cron
 from services.scheduler.core.assets import decide_asset_runs
 from services.scheduler.core.model import DagEntry, SchedulerState, logical_date_iso, scheduled_run_id
 from services.scheduler.core.quarantine import Guard
+from services.scheduler.core.queuing import conf_too_large
 
 CATCHUP_BATCH = 64  # at most this many runs per DAG per decision, however far behind
 
@@ -54,14 +55,17 @@ def decide_runs(state: SchedulerState, now: float, scheduler_id: str,
 
 
 def _conf_refused(dag: DagEntry, request: TriggerDagRun, now: float, scheduler_id: str) -> CommandRejected | None:
-    """A trigger whose conf the DAG's params refuse (an API and a CLI refuse it first; this one reached
-    the log anyway, e.g. the params changed since), recorded with the reason."""
-    problems = param_rules.problems(dag.definition.params_json, request.conf_json)
-    if not problems:
+    """A trigger whose conf the DAG's params refuse, or too large for its tries to carry (an API and a CLI
+    refuse it first; this one reached the log anyway: the params changed since, a task triggered it, the
+    API's limit is set higher), recorded with the reason."""
+    reason = conf_too_large(request.conf_json)
+    problems = [] if reason else param_rules.problems(dag.definition.params_json, request.conf_json)
+    if problems:
+        reason = "the conf does not fit the DAG's params: " + "; ".join(problems)
+    if not reason:
         return None
     return CommandRejected(dag_id=request.dag_id, request_id=request.request_id, command="TriggerDagRun",
-                           reason="the conf does not fit the DAG's params: " + "; ".join(problems),
-                           scheduler_id=scheduler_id, at=now)
+                           reason=reason, scheduler_id=scheduler_id, at=now)
 
 
 def _scheduled_runs(state: SchedulerState, dag: DagEntry, now: float, active: int,
