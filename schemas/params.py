@@ -3,7 +3,8 @@
 The one rule the SDK (a DAG's own defaults), the API (a trigger's conf, 422), the CLI and the
 scheduler (a command that reaches the log invalid is rejected, and each try's params are recorded
 in its TaskQueued) apply alike. Values are checked with JSON Schema (the ``jsonschema`` library,
-Draft 2020-12 unless a schema names its own ``$schema``, formats checked), as Airflow's Param does.
+Draft 2020-12 unless a schema names its own ``$schema``, formats checked), as Airflow's Param does;
+a ``pattern`` is matched within a time limit (patterns.py).
 
 A definition's ``params_json`` is either
 
@@ -95,7 +96,9 @@ def value_problems(value: Any, schema: Mapping[str, Any]) -> list[str]:
     found = schema_problems(schema)
     if found:
         return found
-    validator = validators.validator_for(schema, default=validators.Draft202012Validator)(
+    from schemas.patterns import bounded
+
+    validator = bounded(validators.validator_for(schema, default=validators.Draft202012Validator))(
         schema, format_checker=FormatChecker())
     errors = sorted(validator.iter_errors(value), key=lambda error: (_where(error.absolute_path), error.message))
     return [f"{_where(error.absolute_path)}{error.message}" for error in errors]

@@ -130,3 +130,16 @@ def test_a_conf_just_within_the_limit_reaches_the_tries_whole():
     queued = [event for event in decided if type(event).__name__ == "TaskQueued"]
     assert kinds(decided)[:1] == ["DagRunCreated"] and queued
     assert all(json.loads(event.conf_json) == fits for event in queued)
+
+
+def test_a_conf_on_which_the_params_pattern_backtracks_is_rejected_in_seconds_not_after_minutes():
+    """``^(a|aa)+$`` against forty 'a' and a '!' takes Python's re minutes; the owner's decision turn would stall
+    on it. Matched within PATTERN_SECONDS (schemas/patterns.py), the trigger is rejected saying why."""
+    params = json.dumps([{"name": "word", "schema": {"type": "string", "pattern": "^(a|aa)+$"}, "description": None,
+                          "default": "aa"}])
+    state = state_of(with_params(parsed(), params), trigger({"word": "a" * 40 + "!"}))
+    [rejected] = settle(state)
+    assert isinstance(rejected, CommandRejected)
+    assert "param 'word': matching '^(a|aa)+$' against 'aaaa" in rejected.reason and "took over 1 s" in rejected.reason
+    fine = state_of(with_params(parsed(), params), trigger({"word": "a" * 40}, request_id="r2"))
+    assert kinds(settle(fine))[:1] == ["DagRunCreated"]
