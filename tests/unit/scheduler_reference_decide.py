@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from schemas import TaskQueued
+from services.scheduler.core import decide_mapped
 from services.scheduler.core.limits import Room, _key
 from services.scheduler.core.priorities import try_order
 from services.scheduler.core.trigger_rules import judge
@@ -52,16 +53,18 @@ def _admit(state, events: Sequence[Any]) -> list[Any]:
     return [event for event in events if id(event) not in held] if held else list(events)
 
 
-_BEFORE = {"Candidate": _Built, "judged_alike": _judged, "admit": _admit, "TOGETHER": False}
+_BEFORE = {decide_module: {"Candidate": _Built, "judged_alike": _judged, "admit": _admit, "TOGETHER": False},
+           decide_mapped: {"Candidate": _Built}}
 
 
 @contextmanager
 def _as_before() -> Iterator[None]:
-    saved = {name: getattr(decide_module, name) for name in _BEFORE}
-    for name, replacement in _BEFORE.items():
-        setattr(decide_module, name, replacement)
+    saved = {(module, name): getattr(module, name) for module, names in _BEFORE.items() for name in names}
+    for module, replacements in _BEFORE.items():
+        for name, replacement in replacements.items():
+            setattr(module, name, replacement)
     try:
         yield
     finally:
-        for name, kept in saved.items():
-            setattr(decide_module, name, kept)
+        for (module, name), kept in saved.items():
+            setattr(module, name, kept)

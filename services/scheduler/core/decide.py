@@ -39,6 +39,7 @@ from schemas import (
 from services.scheduler.core import time_sensors
 from services.scheduler.core.assets import AssetDecision, decide_assets
 from services.scheduler.core.backfill import BackfillDecision, decide_backfills
+from services.scheduler.core.decide_mapped import decide_mapped, expand
 from services.scheduler.core.external import (
     ExternalDecision,
     cancelled,
@@ -51,12 +52,7 @@ from services.scheduler.core.external import (
 from services.scheduler.core.limits import admit, walk_with_siblings
 from services.scheduler.core.liveness import Evidence, dead_tries, declared_dead, due_retries
 from services.scheduler.core.mapping import (
-    decide_expansion,
-    empty_reason,
-    group_upstreams,
-    mapped_instances,
     mapped_over,
-    whole_state,
 )
 from services.scheduler.core.markers import MarkerDecision, decide_marker_clears
 from services.scheduler.core.model import (
@@ -68,7 +64,6 @@ from services.scheduler.core.model import (
     NONE,
     POKED,
     QUEUED,
-    REMOVED,
     SKIPPED,
     SUCCESS,
     UP_FOR_RETRY,
@@ -80,7 +75,6 @@ from services.scheduler.core.model import (
     SchedulerState,
     TaskInstance,
     TryKey,
-    instance_key,
 )
 from services.scheduler.core.operations import (
     Removal,
@@ -103,7 +97,7 @@ from services.scheduler.core.queuing import (
 from services.scheduler.core.retries import retry_delay
 from services.scheduler.core.run_deadlines import due_timeouts
 from services.scheduler.core.runs import decide_runs
-from services.scheduler.core.segments import Segment, expanded, not_special
+from services.scheduler.core.segments import Segment
 from services.scheduler.core.sensors import decide_poked, retries_used
 from services.scheduler.core.timeouts import TimeoutDecision, decide_dagrun_timeout
 from services.scheduler.core.together import decide_together, fresh_state
@@ -343,7 +337,8 @@ def _decide_waiting(queuing: Queuing, instance: TaskInstance, verdict: Verdict, 
     if verdict.outcome != RUN or paused:
         return [], instance.state
     if task.mapped is not None and instance.map_index < 0:  # a mapped task as a whole: expanded first
-        return _expand(queuing, task, now)
+        expansion, state = expand(queuing, task, now)
+        return [*expansion], state
     if task.kind == "empty":  # nothing to run: it succeeds here, without a try
         return [TaskEmptySucceeded(**ids, scheduler_id=queuing.scheduler_id, at=now)], SUCCESS
     return _queued(queuing, instance, task, now)
@@ -370,119 +365,15 @@ def _queued(queuing: Queuing, instance: TaskInstance, task: TaskDefinition,
                                upstream_states=sources, at=now)], UPSTREAM_FAILED
 
 
-def _expand(queuing: Queuing, task: TaskDefinition, now: float) -> tuple[list[InstanceDecision], str]:
-    """A mapped task whose rule lets it run: its expansion, then its instances' first tries (or the
-    task skipped when it expands to none, failed when it cannot expand). Instances of an earlier, longer
-    expansion past the new count are removed."""
-    run = queuing.run
-    decision = decide_expansion(task, queuing.dag, run, queuing.scheduler_id, now)
-    if isinstance(decision, TaskMapFailed):
-        return [decision], FAILED
-    expanded = [decision, *_past_the_expansion(run, task.task_id, decision.count, now)]
-    if decision.count == 0:
-        return [*expanded, TaskSkipped(dag_id=run.dag_id, run_id=run.run_id, task_id=task.task_id,
-                                       reason=empty_reason(decision), at=now)], SKIPPED
-    if group_upstreams(task, queuing.dag):  # in a mapped group: instance N waits for its upstreams' N
-        return expanded, NONE
-    # An instance cleared with its expansion (a re-expansion) keeps its try numbers: its next try is the next.
-    queued = [Candidate(queuing, run.tasks.get(instance_key(task.task_id, index))
-                        or TaskInstance(task.task_id, map_index=index), task, now)
-              for index in range(decision.count)]
-    return [*expanded, *queued], QUEUED
-
-
-def _past_the_expansion(run: DagRun, task_id: str, count: int, now: float) -> list[InstanceDecision]:
-    """Instances of an earlier expansion of the task past its new ``count`` (a whole clear, then fewer
-    elements): each is removed (Airflow's ``removed``), so no table or count keeps a cleared ghost."""
-    return [TaskRemoved(dag_id=run.dag_id, run_id=run.run_id, task_id=task_id, map_index=instance.map_index,
-                        reason=f"mapped task {task_id} expanded again to {count} instances: map index "
-                               f"{instance.map_index} is gone", at=now)
-            for instance in sorted((item for item in run.tasks.values() if item.task_id == task_id
-                                    and item.map_index >= count and item.state != REMOVED),
-                                   key=lambda item: item.map_index)]
-
-
-def _clear_expansion(queuing: Queuing, whole: TaskInstance, now: float, policy: Policy) -> list[TaskDecision]:
-    """A mapped task cleared as a whole: its running instances are stopped, its ended ones cleared, and
-    then the whole (TaskCleared at map index -1), which forgets the expansion: the task is expanded
-    again from its inputs as they are then (Airflow's), its instances' tries counting on."""
-    run, busy = queuing.run, False
-    events: list[TaskDecision] = []
-    for instance in mapped_instances(run, whole.task_id):
-        if instance.state in ACTIVE:
-            busy = True
-            events += stop(run, instance, now, policy.scheduler_id) if instance.pending else []
-        elif instance.pending == CLEAR:
-            events.append(TaskCleared(dag_id=run.dag_id, run_id=run.run_id, task_id=instance.task_id,
-                                      map_index=instance.map_index, try_number=instance.try_number,
-                                      request_id=instance.pending_request, at=now))
-    if not busy:
-        events.append(TaskCleared(dag_id=run.dag_id, run_id=run.run_id, task_id=whole.task_id,
-                                  try_number=whole.try_number, request_id=whole.pending_request, at=now))
-    return events
-
-
 def _decide_mapped(queuing: Queuing, task_id: str, view: Mapping[str, str], now: float, policy: Policy,
-                   dead: Collection[TryKey], paused: bool) -> tuple[Sequence[TaskDecision | CandidateGroup], str]:
-    """A mapped task: as a whole until it is expanded, then each of its instances as a task; its state in
-    the walk is theirs together (mapping.whole_state), and its downstream count each of them."""
-    run = queuing.run
-    whole = run.tasks.get(task_id) or TaskInstance(task_id)
-    in_group = group_upstreams(queuing.dag.tasks[task_id], queuing.dag)
-    outside = _mapped_outside(queuing, in_group)
-    if whole.map_count <= 0:
-        return _decide_task(queuing, whole, _whole_view(queuing, in_group, view), now, policy, dead, paused, outside)
-    if whole.pending == CLEAR:
-        return _clear_expansion(queuing, whole, now, policy), NONE
-    if not in_group and TOGETHER:
-        return _decide_expanded(queuing, whole, view, now, policy, dead, paused)
-    events: list[TaskDecision] = []
-    states: dict[str, str] = {}
-    for instance in mapped_instances(run, task_id):
-        index = instance.map_index
-        mapped = outside if outside is None else {**outside, **_group_instances(queuing, in_group, index)}
-        decided, states[f"{task_id}[{index}]"] = _decide_task(queuing, instance, view, now, policy, dead, paused,
-                                                               mapped)
-        events += decided
-    queuing.mapped_states[task_id] = states
-    return events, whole_state(states)
+                   dead: Collection[TryKey], paused: bool) -> tuple[Sequence[Walked], str]:
+    """A mapped task (decide_mapped.py), each instance decided as a task is here."""
+    def decide_task(instance: TaskInstance, judged_by: Mapping[str, str],
+                    mapped: Mapping[str, Mapping[str, str]] | None) -> tuple[list[TaskDecision], str]:
+        return _decide_task(queuing, instance, judged_by, now, policy, dead, paused, mapped)
 
-
-def _decide_expanded(queuing: Queuing, whole: TaskInstance, view: Mapping[str, str], now: float, policy: Policy,
-                     dead: Collection[TryKey], paused: bool) -> tuple[Sequence[TaskDecision | CandidateGroup], str]:
-    """The instances of an expanded mapped task outside a mapped task group, decided together (together.py);
-    whether its expansion is stale is read once, before the first instance is made a try to queue."""
-    task_id, task = whole.task_id, queuing.dag.tasks[whole.task_id]
-
-    def decide_one(instance: TaskInstance) -> tuple[list[TaskDecision], str]:
-        return _decide_task(queuing, instance, view, now, policy, dead, paused)
-
-    fresh = fresh_state(queuing, task_id, view, paused) if not_special(task) else ""
-    states: dict[str, str] = {}
-    events = decide_together(queuing, expanded(task_id, whole.map_count), fresh, states, dead, decide_one, at=now,
-                             queueable=lambda: not queuing.stale_expansion(task, 0))
-    queuing.mapped_states[task_id] = states
-    return events, whole_state(states)
-
-
-# A task of a mapped task group is judged by its upstreams in the group as their instance of its own map
-# index (named ``up[N]``); as a whole (not expanded yet), an upstream in the group that has expanded with
-# instances counts as done, so it expands too. Outside a mapped group: the walk's states as they are.
-
-def _mapped_outside(queuing: Queuing, in_group: list[str]) -> Mapping[str, Mapping[str, str]] | None:
-    if not in_group:
-        return None
-    return {task_id: states for task_id, states in queuing.mapped_states.items() if task_id not in in_group}
-
-
-def _whole_view(queuing: Queuing, in_group: list[str], view: Mapping[str, str]) -> Mapping[str, str]:
-    expanded = [up for up in in_group if queuing.mapped_states.get(up)]
-    return {**view, **dict.fromkeys(expanded, SUCCESS)} if expanded else view
-
-
-def _group_instances(queuing: Queuing, in_group: list[str], map_index: int) -> dict[str, dict[str, str]]:
-    return {up: {f"{up}[{map_index}]": queuing.mapped_states.get(up, {}).get(f"{up}[{map_index}]", NONE)}
-            for up in in_group}
+    return decide_mapped(queuing, task_id, view, dead, paused, decide_task, together=TOGETHER,
+                         scheduler_id=policy.scheduler_id, now=now)
 
 
 def _still_running(run: DagRun, dead: Collection[TryKey]) -> bool:
