@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from infra.file_keys import StatKey, stat_key
 from services.dag_processor.parsing import content_hash
 
 
@@ -17,7 +18,7 @@ class DagFolderScanner:
 
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder).absolute()
-        self._hashes: dict[str, tuple[tuple[int, ...], str]] = {}
+        self._hashes: dict[str, tuple[StatKey, str]] = {}
 
     def scan(self) -> dict[str, str]:
         found: dict[str, str] = {}
@@ -37,8 +38,7 @@ class DagFolderScanner:
 
     def _hash(self, path: str) -> str | None:
         try:
-            stat = os.stat(path)
-            key = (stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size, stat.st_ino)
+            key = stat_key(os.stat(path))
             cached = self._hashes.get(path)
             if cached is not None and cached[0] == key:
                 return cached[1]

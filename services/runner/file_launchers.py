@@ -40,9 +40,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from infra.executors.messages import TryMessage
+from infra.file_keys import StatKey
 from infra.group_watcher import die_with_parent
 from infra.settings import Settings
-from services.runner.preloaded import Preloaded, StatKey, digest, preload, settled, stat_keys
+from services.runner.preloaded import Preloaded, all_settled, digest, preload, stat_keys
 from services.runner.spares import Spares, answer, detach_stdio, request_batches
 
 log = logging.getLogger("tock.launcher")
@@ -66,7 +67,7 @@ class FileLauncher:
     preloaded: Preloaded | None = None  # None until it says its import went well
     pending: bytes = b""
     ended: bool = False  # it said its import failed, or its answers pipe closed
-    verified: tuple[StatKey, ...] | None = None  # the files' stat when their bytes last matched, settled
+    verified: tuple[StatKey | None, ...] | None = None  # the files' stat when their bytes last matched, settled
 
     def current(self, now: float | None = None) -> bool:
         """Whether the file (and what its import loaded) is as the launcher imported it: the bytes are read
@@ -76,7 +77,7 @@ class FileLauncher:
         if keys == self.verified:
             return True
         same = digest(self.preloaded.files) == self.preloaded.digest
-        if same and settled(keys, time.time() if now is None else now):
+        if same and all_settled(keys, time.time() if now is None else now):
             self.verified = keys
         return same
 

@@ -27,6 +27,7 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from infra.file_keys import StatKey, settled, stat_key
 from infra.settings import Settings
 from infra.task_environment import TaskEnvironment
 from tock.dag import DAG
@@ -89,29 +90,19 @@ def digest(files: Iterable[str], first: bytes | None = None) -> str:
     return hashed.hexdigest()
 
 
-StatKey = tuple[int, int, int, int] | None  # (mtime, ctime, size, inode); None: no such file
-SETTLED_SECONDS = 2.0
-
-
-def stat_keys(files: Iterable[str]) -> tuple[StatKey, ...]:
-    """What each file's stat says of its content: changed bytes change it, unless written twice within one
-    tick of the file system's clock (``settled``)."""
-    keys: list[StatKey] = []
+def stat_keys(files: Iterable[str]) -> tuple[StatKey | None, ...]:
+    """Each file's stat key (infra/file_keys.py); None for a file that is not there."""
+    keys: list[StatKey | None] = []
     for file in files:
         try:
-            stat = os.stat(file)
+            keys.append(stat_key(os.stat(file)))
         except OSError:
             keys.append(None)
-        else:
-            keys.append((stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size, stat.st_ino))
     return tuple(keys)
 
 
-def settled(keys: Iterable[StatKey], now: float) -> bool:
-    """Whether no file changed within SETTLED_SECONDS of ``now``: bytes read now are the last ones written
-    under these keys, so while the keys stay the same the bytes do (git's "racily clean" rule)."""
-    limit = int((now - SETTLED_SECONDS) * 1e9)
-    return all(key is None or (key[0] < limit and key[1] < limit) for key in keys)
+def all_settled(keys: Iterable[StatKey | None], now: float) -> bool:
+    return all(key is None or settled(key, now) for key in keys)
 
 
 def _read(file: str) -> bytes | None:
