@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
-from infra.file_keys import StatKey, stat_key
+from infra.file_keys import StatKey, settled, stat_key
 from services.dag_processor.parsing import content_hash
 
 
@@ -13,11 +15,14 @@ class DagFolderScanner:
     """``scan()`` returns {absolute path: content hash} of every ``*.py`` file under the folder.
 
     Hidden entries and ``__pycache__`` are skipped; symlinked directories are not followed.
-    A file's hash is recomputed only when its stat (mtime, ctime, size, inode) changed.
+    A file's hash is recomputed only when its stat (mtime, ctime, size, inode) changed, or while it is too
+    recent to tell two writes apart (infra/file_keys.py: a file written twice within one tick of the file
+    system's clock keeps its stat).
     """
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, clock: Callable[[], float] = time.time) -> None:
         self.folder = Path(folder).absolute()
+        self._clock = clock
         self._hashes: dict[str, tuple[StatKey, str]] = {}
 
     def scan(self) -> dict[str, str]:
@@ -26,7 +31,7 @@ class DagFolderScanner:
             file_hash = self._hash(path)
             if file_hash is not None:
                 found[path] = file_hash
-        self._hashes = {path: self._hashes[path] for path in found}
+        self._hashes = {path: self._hashes[path] for path in found if path in self._hashes}
         return found
 
     def _python_files(self):
@@ -48,5 +53,6 @@ class DagFolderScanner:
             return None
         except OSError as error:  # unreadable: still a file; its parse will report why
             return f"unreadable:{error.errno}"
-        self._hashes[path] = (key, file_hash)
+        if settled(key, self._clock()):
+            self._hashes[path] = (key, file_hash)
         return file_hash
