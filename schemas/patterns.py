@@ -20,13 +20,9 @@ from jsonschema.protocols import Validator
 PATTERN_SECONDS = 1.0
 
 
+@functools.lru_cache(maxsize=16)
 def bounded(cls: type[Validator]) -> type[Validator]:
     """``cls`` with its pattern keywords matched within PATTERN_SECONDS."""
-    return _bounded(cls)
-
-
-@functools.lru_cache(maxsize=16)
-def _bounded(cls: type[Validator]) -> type[Validator]:
     extended: type[Validator] = validators.extend(  # type: ignore[no-untyped-call]  # (jsonschema's stubs)
         cls, {"pattern": _pattern, "patternProperties": _pattern_properties})
     return extended
