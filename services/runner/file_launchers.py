@@ -40,10 +40,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from infra.executors.messages import TryMessage
-from infra.file_keys import StatKey
 from infra.group_watcher import die_with_parent
 from infra.settings import Settings
-from services.runner.preloaded import Preloaded, all_settled, digest, preload, stat_keys
+from services.runner.preloaded import Preloaded, preload
 from services.runner.spares import Spares, answer, detach_stdio, request_batches
 
 log = logging.getLogger("tock.launcher")
@@ -67,19 +66,11 @@ class FileLauncher:
     preloaded: Preloaded | None = None  # None until it says its import went well
     pending: bytes = b""
     ended: bool = False  # it said its import failed, or its answers pipe closed
-    verified: tuple[StatKey | None, ...] | None = None  # the files' stat when their bytes last matched, settled
 
     def current(self, now: float | None = None) -> bool:
-        """Whether the file (and what its import loaded) is as the launcher imported it: the bytes are read
-        only when a file's stat changed since they last matched. ``now``: the wall clock (time.time())."""
+        """Whether the file (and what its import loaded) is as the launcher imported it."""
         assert self.preloaded is not None
-        keys = stat_keys(self.preloaded.files)
-        if keys == self.verified:
-            return True
-        same = digest(self.preloaded.files) == self.preloaded.digest
-        if same and all_settled(keys, time.time() if now is None else now):
-            self.verified = keys
-        return same
+        return self.preloaded.unchanged(now)
 
     def lines(self, count: int, deadline: float) -> list[str]:
         """Up to ``count`` whole lines from its answers, waiting until ``deadline`` at most; fewer if it
@@ -108,7 +99,7 @@ class FileLaunchers:
     launchers: dict[str, FileLauncher] = field(default_factory=dict)  # the one serving each file, or starting
     successors: dict[str, FileLauncher] = field(default_factory=dict)  # each starting to replace a stale one
     seen: dict[str, float] = field(default_factory=dict)  # path -> when it was last launched from directly
-    refused: dict[str, str] = field(default_factory=dict)  # path -> digest of the bytes whose preload failed
+    refused: dict[str, Preloaded] = field(default_factory=dict)  # path -> the file as it was when its preload failed
 
     def launch(self, lines: list[str], direct: Direct) -> list[int]:
         """Hand each line to a runner: through its file's launcher when one is ready and current, else
@@ -188,7 +179,7 @@ class FileLaunchers:
             return False
         if time.monotonic() - launcher.started <= self.settings.dag_reparse_interval or path in self.successors:
             return True
-        if self.refused.get(path) == digest([path]):
+        if self._refused(path):
             self._retire(launcher)
             return False
         self.successors[path] = self._start(path, time.monotonic())
@@ -197,7 +188,7 @@ class FileLaunchers:
     def _consider(self, path: str) -> None:
         """A file launched from directly: start its launcher if it was launched from recently before."""
         now, keep = time.monotonic(), self.settings.preloaded_dag_files
-        if path in self.launchers or keep == 0 or self.refused.get(path) == digest([path]):
+        if path in self.launchers or keep == 0 or self._refused(path):
             return
         if path not in self.seen:
             self.seen[path] = now
@@ -237,8 +228,13 @@ class FileLaunchers:
             log.warning("%s not preloaded: its import took over %.0f s", launcher.path, self.settings.parse_timeout)
         else:
             return
-        self.refused[launcher.path] = digest([launcher.path])
+        self.refused[launcher.path] = Preloaded.now([launcher.path])
         self._retire(launcher)
+
+    def _refused(self, path: str) -> bool:
+        """Whether the file's preload failed and its bytes are the same since (read only if its stat changed)."""
+        refusal = self.refused.get(path)
+        return refusal is not None and refusal.unchanged()
 
     def _retire(self, launcher: FileLauncher) -> None:
         """End it: close its pipes (a live one ends when its requests end) and kill it unless it served."""

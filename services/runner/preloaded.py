@@ -24,6 +24,7 @@ import hashlib
 import os
 import signal
 import sys
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -39,12 +40,31 @@ _TOCK_PACKAGES = tuple(os.path.dirname(os.path.abspath(file)) + os.sep
                                     sys.modules["infra.settings"].__file__ or "", os.path.dirname(__file__)))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Preloaded:
-    """A file as its launcher loaded it: the files its digest covers (the DAG file first), and the digest."""
+    """A file as its launcher loaded it: the files its digest covers (the DAG file first), and the digest;
+    ``verified``: the files' stat keys when their bytes last matched it, once settled."""
 
     files: tuple[str, ...]
     digest: str
+    verified: tuple[StatKey | None, ...] | None = None
+
+    @staticmethod
+    def now(files: Iterable[str]) -> Preloaded:
+        """The files as they are now."""
+        files = tuple(files)
+        return Preloaded(files, digest(files))
+
+    def unchanged(self, now: float | None = None) -> bool:
+        """Whether the files are still as digested: their bytes are read again only when a stat changed since
+        they last matched, or had not settled then. ``now``: the wall clock (time.time())."""
+        keys = stat_keys(self.files)
+        if keys == self.verified:
+            return True
+        same = digest(self.files) == self.digest
+        if same and all(key is None or settled(key, time.time() if now is None else now) for key in keys):
+            self.verified = keys
+        return same
 
 
 def dags_of(path: str) -> list[DAG] | None:
@@ -99,10 +119,6 @@ def stat_keys(files: Iterable[str]) -> tuple[StatKey | None, ...]:
         except OSError:
             keys.append(None)
     return tuple(keys)
-
-
-def all_settled(keys: Iterable[StatKey | None], now: float) -> bool:
-    return all(key is None or settled(key, now) for key in keys)
 
 
 def _read(file: str) -> bytes | None:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from services.runner import file_launchers
+from services.runner import preloaded
 from services.runner.file_launchers import FileLauncher
 from services.runner.preloaded import Preloaded, digest
 
@@ -22,7 +22,7 @@ def reads(monkeypatch):
         counted.append(1)
         return digest(files, first)
 
-    monkeypatch.setattr(file_launchers, "digest", counting)
+    monkeypatch.setattr(preloaded, "digest", counting)
     return counted
 
 
